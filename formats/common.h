@@ -1,0 +1,101 @@
+/* common.h - status codes, error messages, checked arithmetic, file mapping
+ * and atomic writes shared by every part of the sparsecal toolchain. */
+#ifndef SC_COMMON_H
+#define SC_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum sc_status {
+    SC_OK = 0,
+    SC_EIO,          /* cannot open/read/write a file */
+    SC_EFORMAT,      /* file content is malformed, truncated or hostile */
+    SC_ENOMEM,       /* allocation failed or a size exceeds the allowed bound */
+    SC_EARG,         /* bad argument or option from the caller */
+    SC_EUNSUPPORTED, /* well-formed input we do not handle (dtype, family, ...) */
+    SC_ERANGE        /* value out of range (token id beyond vocab, ...) */
+} sc_status;
+
+/* One error message; filled by the function that fails first. */
+typedef struct sc_err {
+    char msg[768];
+} sc_err;
+
+const char *sc_status_name(sc_status s);
+
+/* Formats a message into e (if non-NULL) and returns s. */
+sc_status sc_errf(sc_err *e, sc_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#define SC_TRY(expr)                                                          \
+    do {                                                                      \
+        sc_status sc_try_st_ = (expr);                                        \
+        if (sc_try_st_ != SC_OK) return sc_try_st_;                           \
+    } while (0)
+
+/* Checked size arithmetic: return false on overflow. */
+static inline bool sc_mul_ok(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool sc_add_ok(size_t a, size_t b, size_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* 64-byte aligned allocation (zeroed); free with sc_free_aligned. Returns NULL
+ * on overflow or failure. */
+void *sc_alloc_aligned(size_t n_bytes);
+void sc_free_aligned(void *p);
+/* calloc(n, size) with an overflow check. */
+void *sc_calloc(size_t n, size_t size);
+
+/* A read-only memory mapping of a whole file. */
+typedef struct sc_file_map {
+    const uint8_t *data;
+    size_t size;
+} sc_file_map;
+
+/* Maps a file read-only. Empty files are an error (SC_EFORMAT). */
+sc_status sc_map_file(const char *path, sc_file_map *out, sc_err *err);
+void sc_unmap_file(sc_file_map *m);
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer; files larger
+ * than max_size are rejected (SC_ENOMEM) before any allocation. */
+sc_status sc_read_file(const char *path, size_t max_size, char **out, size_t *len, sc_err *err);
+
+/* Atomic writes: open a temp file beside `path`, write, then commit renames it
+ * over `path` (after fsync). abort removes the temp file. */
+typedef struct sc_atomic_file {
+    void *fp; /* FILE* */
+    char path[4096];
+    char tmp[4096];
+    bool failed;
+} sc_atomic_file;
+
+sc_status sc_atomic_open(sc_atomic_file *f, const char *path, sc_err *err);
+sc_status sc_atomic_write(sc_atomic_file *f, const void *data, size_t n, sc_err *err);
+sc_status sc_atomic_commit(sc_atomic_file *f, sc_err *err);
+void sc_atomic_abort(sc_atomic_file *f);
+
+/* Wall-clock seconds from a monotonic clock. */
+double sc_now(void);
+
+/* Little-endian loads from possibly unaligned bytes. */
+static inline uint16_t sc_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t sc_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t sc_le64(const uint8_t *p) {
+    return (uint64_t)sc_le32(p) | ((uint64_t)sc_le32(p + 4) << 32);
+}
+float sc_lef32(const uint8_t *p);
+
+/* Path helpers: join dir and name into out (returns false if it does not fit). */
+bool sc_path_join(char *out, size_t cap, const char *dir, const char *name);
+bool sc_is_dir(const char *path);
+bool sc_file_exists(const char *path);
+
+#endif

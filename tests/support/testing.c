@@ -1,0 +1,86 @@
+#define _POSIX_C_SOURCE 200809L
+#include "testing.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int sc_test_passed = 0, sc_test_failed = 0;
+
+int sc_test_finish(void) {
+    printf("%d passed, %d failed\n", sc_test_passed, sc_test_failed);
+    return sc_test_failed ? 1 : 0;
+}
+
+static char ring[16][4096];
+static int ring_i = 0;
+
+static char *next_slot(void) {
+    char *s = ring[ring_i];
+    ring_i = (ring_i + 1) % 16;
+    return s;
+}
+
+const char *sc_asset(const char *rel) {
+    const char *root = getenv("SPARSECAL_ASSETS");
+#ifdef SC_ASSETS_DEFAULT
+    if (!root || !*root) root = SC_ASSETS_DEFAULT;
+#endif
+    if (!root || !*root) root = "../shared/assets";
+    char *s = next_slot();
+    snprintf(s, 4096, "%s/%s", root, rel);
+    struct stat st;
+    if (stat(s, &st) != 0) {
+        fprintf(stderr, "asset not found: %s (set SPARSECAL_ASSETS)\n", s);
+        return NULL;
+    }
+    return s;
+}
+
+const char *sc_test_tmpdir(void) {
+    static char dir[512];
+    if (!dir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/sctest.XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            exit(1);
+        }
+    }
+    return dir;
+}
+
+const char *sc_tmp_path(const char *name) {
+    char *s = next_slot();
+    snprintf(s, 4096, "%s/%s", sc_test_tmpdir(), name);
+    return s;
+}
+
+bool sc_write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    bool ok = fwrite(data, 1, n, f) == n;
+    return (fclose(f) == 0) && ok;
+}
+
+int sc_run(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0;
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) {
+        if (out && cap > 1) {
+            size_t take = got;
+            if (n + take > cap - 1) take = cap - 1 - n;
+            memcpy(out + n, buf, take);
+            n += take;
+        }
+    }
+    if (out && cap) out[n] = '\0';
+    int st = pclose(p);
+    if (st == -1 || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}

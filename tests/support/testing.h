@@ -1,0 +1,59 @@
+/* testing.h - a tiny test harness: CHECK macros that count failures, asset
+ * lookup through SPARSECAL_ASSETS (else ../shared/assets), temp files, and
+ * running the CLI. Each test program prints "N passed, N failed". */
+#ifndef SC_TESTING_H
+#define SC_TESTING_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern int sc_test_passed, sc_test_failed;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (cond) {                                                                    \
+            sc_test_passed++;                                                          \
+        } else {                                                                       \
+            sc_test_failed++;                                                          \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+        }                                                                              \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                           \
+    do {                                                                               \
+        if (cond) {                                                                    \
+            sc_test_passed++;                                                          \
+        } else {                                                                       \
+            sc_test_failed++;                                                          \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fputc('\n', stderr);                                                       \
+        }                                                                              \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                           \
+    do {                                                                                                \
+        double ca_ = (double)(a), cb_ = (double)(b);                                                    \
+        CHECK_MSG(fabs(ca_ - cb_) <= (tol), "%s = %.9g, %s = %.9g, tol %g", #a, ca_, #b, cb_, (double)(tol)); \
+    } while (0)
+
+/* Prints the summary line and returns the process exit status. */
+int sc_test_finish(void);
+
+/* Path of an asset (relative to the assets directory) in a static buffer
+ * ring; returns NULL (and prints a skip notice) if the assets are missing. */
+const char *sc_asset(const char *rel);
+/* A fresh temporary directory for this test process (created once). */
+const char *sc_test_tmpdir(void);
+/* Joins the temp dir and name into a static buffer ring. */
+const char *sc_tmp_path(const char *name);
+/* Writes bytes to a file; returns false on failure. */
+bool sc_write_bytes(const char *path, const void *data, size_t n);
+/* Runs a shell command, capturing stdout (up to cap bytes, NUL-terminated)
+ * into out (may be NULL) and returns its exit status (-1 if it did not exit). */
+int sc_run(const char *cmd, char *out, size_t cap);
+
+#endif
