@@ -34,6 +34,7 @@ const char *sc_asset(const char *rel) {
     struct stat st;
     if (stat(s, &st) != 0) {
         fprintf(stderr, "asset not found: %s (set SPARSECAL_ASSETS)\n", s);
+        sc_test_failed++; /* a missing asset is a failure, never a silent pass */
         return NULL;
     }
     return s;

@@ -44,7 +44,7 @@ extern int sc_test_passed, sc_test_failed;
 int sc_test_finish(void);
 
 /* Path of an asset (relative to the assets directory) in a static buffer
- * ring; returns NULL (and prints a skip notice) if the assets are missing. */
+ * ring; returns NULL, prints a notice and counts a failure if it is missing. */
 const char *sc_asset(const char *rel);
 /* A fresh temporary directory for this test process (created once). */
 const char *sc_test_tmpdir(void);

@@ -1,0 +1,199 @@
+#include "eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+sc_status sc_eval_ppl(const sc_model *m, const sc_dataset *d, int64_t ctx, const sc_hooks *hooks, FILE *progress,
+                      sc_ppl_result *out, sc_err *err) {
+    memset(out, 0, sizeof *out);
+    if (ctx < 2) return sc_errf(err, SC_EARG, "ppl: context must be at least 2 tokens (got %lld)", (long long)ctx);
+    int64_t longest = 0;
+    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
+    int64_t win = longest < ctx ? longest : ctx;
+    if (win < 2) return sc_errf(err, SC_EARG, "ppl: every sequence is shorter than 2 tokens; nothing to score");
+    sc_forward *f;
+    SC_TRY(sc_forward_create(m, win, win, &f, err));
+    int64_t V = m->cfg.vocab_size;
+    double t0 = sc_now(), last = t0;
+    sc_status st = SC_OK;
+    for (size_t i = 0; i < d->n_seqs && st == SC_OK; i++) {
+        const sc_tokens *s = &d->seqs[i];
+        if (s->n < 2) continue;
+        out->n_seqs++;
+        for (int64_t start = 0; start + 1 < (int64_t)s->n; start += win - 1) {
+            int64_t n = (int64_t)s->n - start < win ? (int64_t)s->n - start : win;
+            const float *logits;
+            st = sc_forward_run(f, s->ids + start, n, 0, hooks, &logits, err);
+            if (st) break;
+            for (int64_t t = 0; t + 1 < n; t++) {
+                const float *row = logits + t * V;
+                out->nll_sum += sc_logsumexp(row, V) - (double)row[s->ids[start + t + 1]];
+            }
+            out->n_scored += n - 1;
+            out->n_tokens += n;
+            out->n_windows++;
+        }
+        double now = sc_now();
+        if (progress && (now - last > 1.0 || i + 1 == d->n_seqs)) {
+            last = now;
+            double el = now - t0, frac = (double)(i + 1) / (double)d->n_seqs;
+            fprintf(progress, "\rppl: %zu/%zu sequences, %lld tokens, %.0f tok/s, ppl %.4f, ETA %.0f s   ", i + 1,
+                    d->n_seqs, (long long)out->n_tokens, (double)out->n_tokens / (el > 0 ? el : 1e-9),
+                    exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)), el / frac - el);
+            fflush(progress);
+        }
+    }
+    if (progress) fputc('\n', progress);
+    out->seconds = sc_now() - t0;
+    sc_forward_free(f);
+    if (st == SC_OK && out->n_scored == 0) st = sc_errf(err, SC_EARG, "ppl: no position to score");
+    return st;
+}
+
+/* ---- sampling (llama2.c's sampler) ---- */
+
+void sc_sampler_init(sc_sampler *s, float temperature, float top_p, uint64_t seed) {
+    s->temperature = temperature;
+    s->top_p = top_p;
+    s->state = seed ? seed : 0x2545F4914F6CDD1Dull;
+}
+
+static uint32_t random_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float random_f32(uint64_t *state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
+
+static int32_t argmax(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int32_t)best;
+}
+
+static void softmax(float *x, int64_t n) {
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    for (int64_t i = 0; i < n; i++) x[i] /= sum;
+}
+
+typedef struct prob_idx {
+    float prob;
+    int32_t index;
+} prob_idx;
+
+static int cmp_desc(const void *a, const void *b) {
+    const prob_idx *x = a, *y = b;
+    if (x->prob > y->prob) return -1;
+    if (x->prob < y->prob) return 1;
+    return 0;
+}
+
+int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratch) {
+    if (s->temperature == 0.0f) return argmax(logits, n);
+    for (int64_t i = 0; i < n; i++) logits[i] /= s->temperature;
+    softmax(logits, n);
+    float coin = random_f32(&s->state);
+    if (s->top_p <= 0.0f || s->top_p >= 1.0f) {
+        float cdf = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            cdf += logits[i];
+            if (coin < cdf) return (int32_t)i;
+        }
+        return (int32_t)(n - 1);
+    }
+    /* top-p: keep the smallest set whose cumulative probability exceeds top_p */
+    prob_idx *pi = (prob_idx *)(void *)scratch;
+    int64_t n0 = 0;
+    const float cutoff = (1.0f - s->top_p) / (float)(n - 1);
+    for (int64_t i = 0; i < n; i++)
+        if (logits[i] >= cutoff) pi[n0++] = (prob_idx){logits[i], (int32_t)i};
+    qsort(pi, (size_t)n0, sizeof *pi, cmp_desc);
+    float cum = 0.0f;
+    int64_t last = n0 - 1;
+    for (int64_t i = 0; i < n0; i++) {
+        cum += pi[i].prob;
+        if (cum > s->top_p) {
+            last = i;
+            break;
+        }
+    }
+    float r = coin * cum, cdf = 0.0f;
+    for (int64_t i = 0; i <= last; i++) {
+        cdf += pi[i].prob;
+        if (r < cdf) return pi[i].index;
+    }
+    return pi[last].index;
+}
+
+static void emit(FILE *out, const sc_tokenizer *tok, int32_t prev, int32_t id) {
+    if (!out || !tok) return;
+    char buf[512];
+    size_t k = sc_tokenizer_decode(tok, prev, id, buf, sizeof buf);
+    fwrite(buf, 1, k, out);
+    fflush(out);
+}
+
+sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_tokens *prompt, const sc_gen_opts *o,
+                      FILE *out, sc_gen_result *res, sc_err *err) {
+    memset(res, 0, sizeof *res);
+    const sc_config *c = &m->cfg;
+    int64_t steps = o->steps <= 0 || o->steps > c->max_seq_len ? c->max_seq_len : o->steps;
+    int32_t bos = c->bos_id >= 0 ? c->bos_id : (tok ? sc_tokenizer_bos(tok) : -1);
+    int32_t eos = c->eos_id >= 0 ? c->eos_id : (tok ? sc_tokenizer_eos(tok) : -1);
+    if (bos < 0) return sc_errf(err, SC_EARG, "generate: the model has no BOS token id");
+    if (sc_tokens_push(&res->tokens, bos)) return sc_errf(err, SC_ENOMEM, "generate: out of memory");
+    for (size_t i = 0; prompt && i < prompt->n; i++)
+        if (sc_tokens_push(&res->tokens, prompt->ids[i])) return sc_errf(err, SC_ENOMEM, "generate: out of memory");
+    res->n_prompt = (int64_t)res->tokens.n;
+    if (res->n_prompt > steps)
+        return sc_errf(err, SC_EARG, "generate: the prompt (%lld tokens with BOS) fills all %lld steps",
+                       (long long)res->n_prompt, (long long)steps);
+    sc_forward *f;
+    SC_TRY(sc_forward_create(m, steps, steps, &f, err));
+    float *scratch = malloc((size_t)c->vocab_size * 3 * sizeof(float));
+    if (!scratch) {
+        sc_forward_free(f);
+        return sc_errf(err, SC_ENOMEM, "generate: out of memory");
+    }
+    float *row = scratch + 2 * c->vocab_size;
+    sc_sampler smp;
+    sc_sampler_init(&smp, o->temperature, o->top_p, o->seed);
+    for (int64_t i = 1; i < res->n_prompt; i++) emit(out, tok, res->tokens.ids[i - 1], res->tokens.ids[i]);
+    /* the prompt in one window, then one token at a time; like llama2.c, the
+     * positions fed are 0 .. steps-1 and the token sampled after the last one
+     * is still printed */
+    const float *logits;
+    sc_status st = sc_forward_run(f, res->tokens.ids, res->n_prompt, 0, NULL, &logits, err);
+    const float *last = logits + (res->n_prompt - 1) * c->vocab_size;
+    double t0 = sc_now();
+    int64_t pos = res->n_prompt;
+    while (st == SC_OK) {
+        memcpy(row, last, (size_t)c->vocab_size * sizeof(float));
+        int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
+        if (next == bos || next == eos) break;
+        if (sc_tokens_push(&res->tokens, next)) {
+            st = sc_errf(err, SC_ENOMEM, "generate: out of memory");
+            break;
+        }
+        emit(out, tok, res->tokens.ids[pos - 1], next);
+        if (pos >= steps) break;
+        st = sc_forward_run(f, &res->tokens.ids[pos], 1, pos, NULL, &logits, err);
+        last = logits;
+        pos++;
+    }
+    if (out) fputc('\n', out);
+    res->seconds = sc_now() - t0;
+    free(scratch);
+    sc_forward_free(f);
+    return st;
+}

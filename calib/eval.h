@@ -1,0 +1,59 @@
+/* eval.h - teacher-forced perplexity and text generation on top of the
+ * reference forward pass. */
+#ifndef SC_EVAL_H
+#define SC_EVAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data.h"
+#include "forward.h"
+
+typedef struct sc_ppl_result {
+    double nll_sum;    /* sum of -log p over scored positions */
+    int64_t n_scored;  /* positions scored */
+    int64_t n_seqs;    /* sequences evaluated */
+    int64_t n_windows; /* forward windows run */
+    int64_t n_tokens;  /* tokens run through the model */
+    double seconds;
+} sc_ppl_result;
+
+/* Every sequence is scored from its start: position t predicts token t+1.
+ * A sequence longer than ctx is cut into windows of ctx tokens that overlap
+ * by one token, so every token after the first is predicted exactly once
+ * (each window restarts the context). progress (may be NULL) receives a
+ * status line now and then. */
+sc_status sc_eval_ppl(const sc_model *m, const sc_dataset *d, int64_t ctx, const sc_hooks *hooks, FILE *progress,
+                      sc_ppl_result *out, sc_err *err);
+
+/* The llama2.c sampler: temperature 0 is greedy argmax; otherwise softmax at
+ * the temperature, then top-p (nucleus) sampling when 0 < top_p < 1, with
+ * the xorshift64* generator seeded by seed. */
+typedef struct sc_sampler {
+    float temperature, top_p;
+    uint64_t state;
+} sc_sampler;
+
+void sc_sampler_init(sc_sampler *s, float temperature, float top_p, uint64_t seed);
+/* Samples from logits[n] (modified in place); scratch holds 2n floats. */
+int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratch);
+
+typedef struct sc_gen_opts {
+    int64_t steps;     /* total positions including BOS and prompt (llama2.c's -n) */
+    float temperature; /* 0 = greedy */
+    float top_p;
+    uint64_t seed;
+} sc_gen_opts;
+
+typedef struct sc_gen_result {
+    sc_tokens tokens;  /* BOS + prompt + generated */
+    int64_t n_prompt;  /* BOS + prompt tokens */
+    double seconds;    /* generation time (after the prompt) */
+} sc_gen_result;
+
+/* Generates from BOS + prompt tokens, writing decoded text to out (may be
+ * NULL) as it goes. Stops at steps, at BOS (as llama2.c does) or at EOS. */
+sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_tokens *prompt, const sc_gen_opts *o,
+                      FILE *out, sc_gen_result *res, sc_err *err);
+
+#endif

@@ -1,0 +1,207 @@
+/* forward.c - the reference forward pass (see forward.h). */
+#include "forward.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+struct sc_forward {
+    const sc_model *m;
+    int64_t max_ctx, max_batch;
+    float *x;      /* [B, dim] residual stream */
+    float *xn;     /* [B, dim] normalised input */
+    float *q;      /* [B, qd] */
+    float *ctx;    /* [B, qd] attention output */
+    float *tmp;    /* [B, dim] */
+    float *u, *a, *v, *h; /* [B, ffn] */
+    float *s;      /* [B, max_ctx] attention scores */
+    float *logits; /* [B, vocab] */
+    float *kc, *vc; /* [L, max_ctx, kvd] caches */
+    float *cos_t, *sin_t; /* [max_ctx, head_dim/2] */
+};
+
+const char *sc_tap_name(sc_tap t) {
+    static const char *names[SC_TAP_COUNT] = {"attn_in", "attn_ctx", "mlp_in", "gate", "gate_act",
+                                              "up",      "h",        "mlp_out", "resid", "logits"};
+    return (unsigned)t < SC_TAP_COUNT ? names[t] : "?";
+}
+
+void sc_forward_free(sc_forward *f) {
+    if (!f) return;
+    float *bufs[] = {f->x, f->xn, f->q, f->ctx, f->tmp, f->u, f->a, f->v, f->h, f->s, f->logits, f->kc, f->vc,
+                     f->cos_t, f->sin_t};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) sc_free_aligned(bufs[i]);
+    free(f);
+}
+
+int64_t sc_forward_max_ctx(const sc_forward *f) { return f->max_ctx; }
+
+static float *alloc2(int64_t a, int64_t b, bool *ok) {
+    size_t n;
+    if (!*ok || !sc_mul_ok((size_t)a, (size_t)b, &n) || !sc_mul_ok(n, sizeof(float), &n)) {
+        *ok = false;
+        return NULL;
+    }
+    float *p = sc_alloc_aligned(n);
+    if (!p) *ok = false;
+    return p;
+}
+
+sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err) {
+    *out = NULL;
+    const sc_config *c = &m->cfg;
+    if (max_ctx <= 0 || max_ctx > SC_MAX_SEQ || max_batch <= 0 || max_batch > max_ctx)
+        return sc_errf(err, SC_EARG, "forward: bad context %lld / batch %lld", (long long)max_ctx, (long long)max_batch);
+    sc_forward *f = calloc(1, sizeof *f);
+    if (!f) return sc_errf(err, SC_ENOMEM, "forward: out of memory");
+    f->m = m;
+    f->max_ctx = max_ctx;
+    f->max_batch = max_batch;
+    int64_t B = max_batch, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    bool ok = true;
+    f->x = alloc2(B, c->dim, &ok);
+    f->xn = alloc2(B, c->dim, &ok);
+    f->q = alloc2(B, qd, &ok);
+    f->ctx = alloc2(B, qd, &ok);
+    f->tmp = alloc2(B, c->dim > qd ? c->dim : qd, &ok);
+    f->u = alloc2(B, c->ffn_dim, &ok);
+    f->a = alloc2(B, c->ffn_dim, &ok);
+    f->v = alloc2(B, c->ffn_dim, &ok);
+    f->h = alloc2(B, c->ffn_dim, &ok);
+    f->s = alloc2(B, max_ctx, &ok);
+    f->logits = alloc2(B, c->vocab_size, &ok);
+    f->kc = alloc2(c->n_layers * max_ctx, kvd, &ok);
+    f->vc = alloc2(c->n_layers * max_ctx, kvd, &ok);
+    f->cos_t = alloc2(max_ctx, c->head_dim / 2, &ok);
+    f->sin_t = alloc2(max_ctx, c->head_dim / 2, &ok);
+    if (!ok) {
+        sc_forward_free(f);
+        return sc_errf(err, SC_ENOMEM, "forward: cannot allocate the workspace for context %lld", (long long)max_ctx);
+    }
+    sc_rope_tables(f->cos_t, f->sin_t, max_ctx, c->head_dim, c->rope_theta);
+    *out = f;
+    return SC_OK;
+}
+
+static sc_status tap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n, int64_t width,
+                     const int32_t *ids, float *data, sc_err *err) {
+    if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
+    sc_tap_event ev = {t, layer, pos0, n, width, ids, data};
+    return hk->fn(hk->user, &ev, err);
+}
+
+double sc_logsumexp(const float *x, int64_t n) {
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - (double)mx);
+    return (double)mx + log(s);
+}
+
+/* Causal grouped-query attention for one layer: ctx[T, qd] from q[T, qd]
+ * and the cached keys/values of positions [0, pos0 + T). */
+static void attention(sc_forward *f, int64_t l, int64_t T, int64_t pos0, bool softmax) {
+    const sc_config *c = &f->m->cfg;
+    int64_t hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, n_ctx = pos0 + T;
+    int64_t group = c->n_heads / c->n_kv_heads;
+    const float *K = f->kc + l * f->max_ctx * kvd, *V = f->vc + l * f->max_ctx * kvd;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t h = 0; h < c->n_heads; h++) {
+        int64_t kh = h / group;
+        /* s[T, n_ctx] = q_h[T, hd] K_h[n_ctx, hd]^T * scale */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)n_ctx, (blasint)hd, scale,
+                    f->q + h * hd, (blasint)qd, K + kh * hd, (blasint)kvd, 0.0f, f->s, (blasint)n_ctx);
+        if (softmax) sc_causal_softmax(f->s, T, n_ctx, pos0);
+        /* ctx_h[T, hd] = s[T, n_ctx] V_h[n_ctx, hd] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)hd, (blasint)n_ctx, 1.0f, f->s,
+                    (blasint)n_ctx, V + kh * hd, (blasint)kvd, 0.0f, f->ctx + h * hd, (blasint)qd);
+    }
+}
+
+sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t pos0, const sc_hooks *hk,
+                         const float **logits, sc_err *err) {
+    const sc_model *m = f->m;
+    const sc_config *c = &m->cfg;
+    if (n <= 0 || n > f->max_batch || pos0 < 0 || pos0 + n > f->max_ctx)
+        return sc_errf(err, SC_EARG, "forward: %lld tokens at position %lld exceed the workspace (batch %lld, context %lld)",
+                       (long long)n, (long long)pos0, (long long)f->max_batch, (long long)f->max_ctx);
+    int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    for (int64_t t = 0; t < n; t++) {
+        if (ids[t] < 0 || ids[t] >= c->vocab_size)
+            return sc_errf(err, SC_ERANGE, "forward: token id %d at position %lld is outside the vocabulary (%lld)",
+                           ids[t], (long long)(pos0 + t), (long long)c->vocab_size);
+        memcpy(f->x + t * D, m->tok_emb + (int64_t)ids[t] * D, (size_t)D * sizeof(float));
+    }
+    if (c->embed_scale) {
+        float sc = sqrtf((float)D);
+        for (int64_t i = 0; i < n * D; i++) f->x[i] *= sc;
+    }
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const sc_layer *L = &m->layers[l];
+        float *K = f->kc + (l * f->max_ctx + pos0) * kvd, *V = f->vc + (l * f->max_ctx + pos0) * kvd;
+        /* attention block */
+        sc_rmsnorm_forward(f->xn, f->x, L->attn_norm, n, D, c->norm_eps);
+        SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
+        sc_linear_forward(f->q, f->xn, L->wq, L->bq, n, D, qd);
+        sc_linear_forward(K, f->xn, L->wk, L->bk, n, D, kvd);
+        sc_linear_forward(V, f->xn, L->wv, L->bv, n, D, kvd);
+        sc_rope_forward(f->q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope);
+        sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope);
+        attention(f, l, n, pos0, true);
+        SC_TRY(tap(hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
+        sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
+        for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+        /* MLP block */
+        sc_rmsnorm_forward(f->xn, f->x, L->ffn_norm, n, D, c->norm_eps);
+        SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
+        sc_linear_forward(f->u, f->xn, L->wg, NULL, n, D, F);
+        SC_TRY(tap(hk, SC_TAP_GATE, l, pos0, n, F, ids, f->u, err));
+        sc_act_forward(f->a, f->u, n * F, c->act);
+        SC_TRY(tap(hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, f->a, err));
+        sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);
+        SC_TRY(tap(hk, SC_TAP_UP, l, pos0, n, F, ids, f->v, err));
+        for (int64_t i = 0; i < n * F; i++) f->h[i] = f->a[i] * f->v[i];
+        SC_TRY(tap(hk, SC_TAP_H, l, pos0, n, F, ids, f->h, err));
+        sc_linear_forward(f->tmp, f->h, L->wd, NULL, n, F, D);
+        SC_TRY(tap(hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
+        for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+        SC_TRY(tap(hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
+    }
+    sc_rmsnorm_forward(f->xn, f->x, m->final_norm, n, D, c->norm_eps);
+    sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
+    SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
+    if (logits) *logits = f->logits;
+    return SC_OK;
+}
+
+double sc_forward_flops(const sc_config *c, int64_t n, int64_t pos0) {
+    double D = (double)c->dim, F = (double)c->ffn_dim, qd = (double)(c->n_heads * c->head_dim),
+           kvd = (double)(c->n_kv_heads * c->head_dim);
+    double lin = D * qd + 2 * D * kvd + qd * D + 3 * D * F;
+    double att = 2.0 * (double)c->n_heads * (double)(pos0 + n) * (double)c->head_dim; /* scores + values per token */
+    return 2.0 * (double)n * ((double)c->n_layers * (lin + att) + (double)c->vocab_size * D);
+}
+
+sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
+    const sc_model *m = f->m;
+    const sc_config *c = &m->cfg;
+    if (n <= 0 || n > f->max_batch) return sc_errf(err, SC_EARG, "forward: bad window %lld", (long long)n);
+    int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const sc_layer *L = &m->layers[l];
+        float *K = f->kc + l * f->max_ctx * kvd, *V = f->vc + l * f->max_ctx * kvd;
+        sc_linear_forward(f->q, f->xn, L->wq, NULL, n, D, qd);
+        sc_linear_forward(K, f->xn, L->wk, NULL, n, D, kvd);
+        sc_linear_forward(V, f->xn, L->wv, NULL, n, D, kvd);
+        attention(f, l, n, 0, false);
+        sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
+        sc_linear_forward(f->u, f->xn, L->wg, NULL, n, D, F);
+        sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);
+        sc_linear_forward(f->tmp, f->h, L->wd, NULL, n, F, D);
+    }
+    sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
+    return SC_OK;
+}

@@ -1,0 +1,81 @@
+/* forward.h - the reference f32 forward pass with named taps.
+ *
+ * A whole window of tokens at a time, every linear layer through
+ * cblas_sgemm, keys and values cached so a window can continue a previous
+ * one (pos0 > 0), which is also how `generate` decodes one token at a time.
+ *
+ * Taps: at each named point the hook (if its bit is set in the mask) sees the
+ * activation as a row-major [n_tokens, width] array and may overwrite it in
+ * place; the pass continues from the (possibly replaced) values. This is how
+ * later stages observe statistics, zero neurons or rotate inputs without
+ * copying the loop. */
+#ifndef SC_FORWARD_H
+#define SC_FORWARD_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "model.h"
+
+typedef enum sc_tap {
+    SC_TAP_ATTN_IN = 0, /* RMSNorm'd block input feeding q/k/v       [T, dim] */
+    SC_TAP_ATTN_CTX,    /* attention output before the o-projection  [T, n_heads*head_dim] */
+    SC_TAP_MLP_IN,      /* RMSNorm'd input feeding gate/up           [T, dim] */
+    SC_TAP_GATE,        /* gate pre-activation u = W_g x             [T, ffn] */
+    SC_TAP_GATE_ACT,    /* phi(u)                                    [T, ffn] */
+    SC_TAP_UP,          /* v = W_u x                                 [T, ffn] */
+    SC_TAP_H,           /* h = phi(u) * v, input of the down proj    [T, ffn] */
+    SC_TAP_MLP_OUT,     /* y = W_d h                                 [T, dim] */
+    SC_TAP_RESID,       /* residual stream after the layer           [T, dim] */
+    SC_TAP_LOGITS,      /* final logits (layer = n_layers)           [T, vocab] */
+    SC_TAP_COUNT
+} sc_tap;
+
+#define SC_TAP_BIT(t) (1u << (t))
+
+const char *sc_tap_name(sc_tap t);
+
+typedef struct sc_tap_event {
+    sc_tap tap;
+    int64_t layer;
+    int64_t pos0;     /* position of the first row */
+    int64_t n_tokens; /* rows */
+    int64_t width;    /* columns */
+    const int32_t *ids; /* the window's token ids */
+    float *data;      /* writable: a hook may replace the activation */
+} sc_tap_event;
+
+typedef sc_status (*sc_tap_fn)(void *user, const sc_tap_event *ev, sc_err *err);
+
+typedef struct sc_hooks {
+    sc_tap_fn fn;
+    void *user;
+    uint32_t mask; /* SC_TAP_BIT(...) of the taps to call */
+} sc_hooks;
+
+typedef struct sc_forward sc_forward;
+
+/* Workspace for windows of up to max_batch tokens and a cache of max_ctx
+ * positions (max_ctx <= model context is not required; RoPE extrapolates). */
+sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err);
+void sc_forward_free(sc_forward *f);
+int64_t sc_forward_max_ctx(const sc_forward *f);
+
+/* Runs ids[0..n) at positions pos0 .. pos0+n-1, attending to the cached keys
+ * and values of positions < pos0 written by earlier calls. *logits receives
+ * [n, vocab] (owned by f, valid until the next call). Ids are checked
+ * against the vocabulary. */
+sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t pos0, const sc_hooks *hooks,
+                         const float **logits, sc_err *err);
+
+/* log-sum-exp of a row, in double. */
+double sc_logsumexp(const float *x, int64_t n);
+
+/* FLOPs of one window of n tokens at pos0 as the pass executes it (matrix
+ * products only: linear layers plus full score and value products). */
+double sc_forward_flops(const sc_config *c, int64_t n, int64_t pos0);
+/* Runs only the cblas_sgemm calls of a window of n tokens at position 0, on
+ * the same shapes and weights (the rate the forward pass is measured against). */
+sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err);
+
+#endif

@@ -1,0 +1,83 @@
+#include "ops.h"
+
+#include <cblas.h>
+#include <math.h>
+
+void sc_rmsnorm_forward(float *out, const float *x, const float *w, int64_t T, int64_t C, float eps) {
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * C;
+        float *o = out + t * C;
+        double ss = 0.0;
+        for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
+        float r = (float)(1.0 / sqrt(ss / (double)C + (double)eps));
+        for (int64_t c = 0; c < C; c++) o[c] = w[c] * (r * xr[c]);
+    }
+}
+
+void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, int64_t head_dim, float theta) {
+    int64_t half = head_dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        /* the frequency in f32, as llama2.c and Hugging Face compute it */
+        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
+        for (int64_t p = 0; p < n_pos; p++) {
+            float ang = (float)p * inv_freq;
+            cos_t[p * half + i] = cosf(ang);
+            sin_t[p * half + i] = sinf(ang);
+        }
+    }
+}
+
+void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, const float *cos_t,
+                     const float *sin_t, sc_rope_style style) {
+    int64_t half = head_dim / 2;
+    for (int64_t t = 0; t < T; t++) {
+        const float *c = cos_t + (pos0 + t) * half, *s = sin_t + (pos0 + t) * half;
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *v = x + (t * n_heads + h) * head_dim;
+            for (int64_t i = 0; i < half; i++) {
+                int64_t a = style == SC_ROPE_INTERLEAVED ? 2 * i : i;
+                int64_t b = style == SC_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
+                float x0 = v[a], x1 = v[b];
+                v[a] = x0 * c[i] - x1 * s[i];
+                v[b] = x0 * s[i] + x1 * c[i];
+            }
+        }
+    }
+}
+
+void sc_causal_softmax(float *s, int64_t T, int64_t ld, int64_t pos0) {
+    for (int64_t t = 0; t < T; t++) {
+        float *r = s + t * ld;
+        int64_t n = pos0 + t + 1;
+        float mx = r[0];
+        for (int64_t j = 1; j < n; j++) mx = r[j] > mx ? r[j] : mx;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            r[j] = expf(r[j] - mx);
+            sum += r[j];
+        }
+        float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; j++) r[j] *= inv;
+        for (int64_t j = n; j < ld; j++) r[j] = 0.0f;
+    }
+}
+
+float sc_act_scalar(float u, sc_act act) {
+    if (act == SC_ACT_GELU_TANH) {
+        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+        return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
+    }
+    return u / (1.0f + expf(-u));
+}
+
+void sc_act_forward(float *a, const float *u, int64_t n, sc_act act) {
+    for (int64_t i = 0; i < n; i++) a[i] = sc_act_scalar(u[i], act);
+}
+
+void sc_linear_forward(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t in, int64_t out) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)out, (blasint)in, 1.0f, x, (blasint)in,
+                W, (blasint)in, 0.0f, y, (blasint)out);
+    if (b)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t o = 0; o < out; o++) y[t * out + o] += b[o];
+}

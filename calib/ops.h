@@ -1,0 +1,30 @@
+/* ops.h - the elementwise and row-wise operations of the forward pass
+ * (backward versions join them side by side). Shapes in comments; all
+ * arrays row-major. */
+#ifndef SC_OPS_H
+#define SC_OPS_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* out[T,C] = x[T,C] / rms(x row) * w[C]  (sum of squares in double) */
+void sc_rmsnorm_forward(float *out, const float *x, const float *w, int64_t T, int64_t C, float eps);
+
+/* Rotary tables for positions [0, n_pos): cos/sin [n_pos, head_dim/2]. */
+void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, int64_t head_dim, float theta);
+/* Rotates x[T, n_heads*head_dim] in place; row t has position pos0 + t. */
+void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, const float *cos_t,
+                     const float *sin_t, sc_rope_style style);
+
+/* In place: row t of s[T, ld] keeps columns [0, pos0 + t] (causal), softmax over them, zeros after. */
+void sc_causal_softmax(float *s, int64_t T, int64_t ld, int64_t pos0);
+
+/* a[n] = phi(u[n]) */
+void sc_act_forward(float *a, const float *u, int64_t n, sc_act act);
+float sc_act_scalar(float u, sc_act act);
+
+/* y[T, out] = x[T, in] W^T (+ b), W [out, in] (cblas_sgemm) */
+void sc_linear_forward(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t in, int64_t out);
+
+#endif

@@ -1,0 +1,29 @@
+/* args.h - a small table-driven option parser for the sparsecal CLI. */
+#ifndef SC_ARGS_H
+#define SC_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum sc_argkind { SC_ARG_FLAG, SC_ARG_STR, SC_ARG_INT, SC_ARG_FLOAT, SC_ARG_U64 } sc_argkind;
+
+typedef struct sc_opt {
+    const char *lng;  /* long name without dashes */
+    char shrt;        /* short letter or 0 */
+    sc_argkind kind;
+    void *dst;        /* bool*, const char**, int64_t*, double*, uint64_t* */
+    const char *meta; /* value placeholder in --help */
+    const char *help;
+    double lo, hi;    /* numeric range (ignored when lo == hi == 0) */
+} sc_opt;
+
+enum { SC_ARGS_OK = 0, SC_ARGS_HELP = 1, SC_ARGS_ERROR = 2 };
+
+/* Parses argv[1..argc) (argv[0] is the subcommand). On error prints a
+ * one-line message to stderr and returns SC_ARGS_ERROR; on --help prints the
+ * usage and returns SC_ARGS_HELP. Positional arguments are collected into
+ * pos (up to max_pos; more is an error) when pos is non-NULL. */
+int sc_parse_args(const char *cmd, const char *summary, const sc_opt *opts, int argc, char **argv,
+                  const char **pos, int max_pos, int *n_pos);
+
+#endif

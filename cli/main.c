@@ -1,0 +1,46 @@
+/* main.c - the sparsecal command line: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"info", cmd_info, "show a model's family, shapes, dtypes, parameters, tokenizer and memory"},
+    {"ppl", cmd_ppl, "teacher-forced perplexity on text or pre-tokenized data"},
+    {"generate", cmd_generate, "generate text from BOS (+ a prompt)"},
+    {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},
+    {"bench-forward", cmd_bench_forward, "forward-pass throughput vs cblas_sgemm alone on the same shapes"},
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "sparsecal %s - calibration toolchain for activation sparsity\n\nusage: sparsecal COMMAND [options]\n\n"
+               "commands:\n", SC_VERSION);
+    for (const command *c = commands; c->name; c++) fprintf(f, "  %-14s %s\n", c->name, c->help);
+    fprintf(f, "\n'sparsecal COMMAND --help' describes each command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("sparsecal %s\n", SC_VERSION);
+        return 0;
+    }
+    for (const command *c = commands; c->name; c++)
+        if (strcmp(argv[1], c->name) == 0) return c->fn(argc - 1, argv + 1);
+    fprintf(stderr, "sparsecal: unknown command '%s' (see sparsecal --help)\n", argv[1]);
+    return 2;
+}

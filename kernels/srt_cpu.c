@@ -1,0 +1,85 @@
+/* srt_cpu.c - CPU feature detection. Compiled without ISA flags, so the
+ * detector itself runs on any CPU of the architecture. */
+#include <stdio.h>
+#include <string.h>
+
+#include "srt.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static uint32_t detect(void) {
+    unsigned a, b, c, d;
+    uint32_t f = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1;
+    if (!osxsave || !avx) return 0;
+    uint64_t xcr0 = xgetbv0();
+    int ymm_ok = (xcr0 & 0x6) == 0x6, zmm_ok = (xcr0 & 0xe6) == 0xe6;
+    if (!ymm_ok) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if ((b >> 5) & 1) f |= SRT_CPU_AVX2;
+    if (fma) f |= SRT_CPU_FMA;
+    if (zmm_ok) {
+        if ((b >> 16) & 1) f |= SRT_CPU_AVX512F;
+        if ((b >> 30) & 1) f |= SRT_CPU_AVX512BW;
+        if ((b >> 31) & 1) f |= SRT_CPU_AVX512VL;
+        if ((c >> 11) & 1) f |= SRT_CPU_AVX512VNNI;
+    }
+    unsigned a1, b1, c1, d1;
+    if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) {
+        if (zmm_ok && ((a1 >> 5) & 1)) f |= SRT_CPU_AVX512BF16;
+        if ((a1 >> 4) & 1) f |= SRT_CPU_AVXVNNI;
+    }
+    return f;
+}
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1 << 1)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+static uint32_t detect(void) {
+    unsigned long hw = getauxval(AT_HWCAP);
+    uint32_t f = 0;
+    if (hw & HWCAP_ASIMD) f |= SRT_CPU_NEON;
+    if (hw & HWCAP_ASIMDDP) f |= SRT_CPU_DOTPROD;
+    return f;
+}
+#else
+static uint32_t detect(void) { return 0; }
+#endif
+
+uint32_t srt_cpu_features(void) {
+    /* Detection is idempotent, so a race between two first callers only
+     * repeats the work. */
+    static uint32_t cached = 0, done = 0;
+    if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&cached, detect(), __ATOMIC_RELAXED);
+        __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+    }
+    return __atomic_load_n(&cached, __ATOMIC_RELAXED);
+}
+
+const char *srt_cpu_feature_names(uint32_t mask, char *buf, int cap) {
+    static const char *names[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni",
+                                  "avx512bf16", "avxvnni", "neon", "dotprod"};
+    int n = 0;
+    if (cap > 0) buf[0] = '\0';
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!(mask & (1u << i))) continue;
+        int w = snprintf(buf + n, (size_t)(cap - n), "%s%s", n ? " " : "", names[i]);
+        if (w < 0 || w >= cap - n) break;
+        n += w;
+    }
+    if (n == 0 && cap > 5) snprintf(buf, (size_t)cap, "none");
+    return buf;
+}
