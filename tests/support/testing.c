@@ -1,6 +1,7 @@
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include "testing.h"
 
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,15 +41,29 @@ const char *sc_asset(const char *rel) {
     return s;
 }
 
+static char tmp_dir[512];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void remove_tmpdir(void) {
+    if (tmp_dir[0] && !getenv("SC_KEEP_TMP")) nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *sc_test_tmpdir(void) {
-    static char dir[512];
+    char *dir = tmp_dir;
     if (!dir[0]) {
         const char *base = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/sctest.XXXXXX", base && *base ? base : "/tmp");
+        snprintf(dir, sizeof tmp_dir, "%s/sctest.XXXXXX", base && *base ? base : "/tmp");
         if (!mkdtemp(dir)) {
             perror("mkdtemp");
             exit(1);
         }
+        atexit(remove_tmpdir); /* SC_KEEP_TMP=1 keeps it for debugging */
     }
     return dir;
 }
