@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(build-essential cmake pkg-config libcjson-dev libopenblas-dev liblapacke-dev libzstd-dev libxxhash-dev)
+PKGS=(build-essential cmake pkg-config libcjson-dev libopenblas-dev liblapacke-dev libzstd-dev libxxhash-dev
+      libpcre2-dev libutf8proc-dev)
+# ARM kernels are cross-compiled and tested under qemu-user; gnuplot draws the plots.
+PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gnuplot-nox)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,3 +14,10 @@ scripts/setup.sh build-asan -DSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS"
+
+# ARM (aarch64) kernels: cross-compiled and run under qemu-user. This proves
+# correctness only; qemu timings mean nothing.
+if [ -x scripts/test_arm.sh ]; then
+  echo "== ARM kernel tests (aarch64 under qemu-user)"
+  scripts/test_arm.sh
+fi
