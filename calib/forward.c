@@ -81,7 +81,7 @@ sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batc
         sc_forward_free(f);
         return sc_errf(err, SC_ENOMEM, "forward: cannot allocate the workspace for context %lld", (long long)max_ctx);
     }
-    sc_rope_tables(f->cos_t, f->sin_t, max_ctx, c->head_dim, c->rope_theta);
+    sc_rope_tables(f->cos_t, f->sin_t, max_ctx, c);
     *out = f;
     return SC_OK;
 }

@@ -14,11 +14,28 @@ void sc_rmsnorm_forward(float *out, const float *x, const float *w, int64_t T, i
     }
 }
 
-void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, int64_t head_dim, float theta) {
-    int64_t half = head_dim / 2;
+float sc_rope_inv_freq(const sc_config *c, int64_t i) {
+    /* the frequency in f32, as llama2.c and Hugging Face compute it */
+    float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+    if (c->rope_scaling == SC_ROPE_SCALING_LINEAR) return f / c->rope_factor;
+    if (c->rope_scaling == SC_ROPE_SCALING_LLAMA3) {
+        const float pi = 3.14159265358979f;
+        float wavelen = 2.0f * pi / f;
+        float low_wavelen = (float)c->rope_orig_ctx / c->rope_low_freq_factor;
+        float high_wavelen = (float)c->rope_orig_ctx / c->rope_high_freq_factor;
+        if (wavelen < high_wavelen) return f;
+        if (wavelen > low_wavelen) return f / c->rope_factor;
+        float smooth = ((float)c->rope_orig_ctx / wavelen - c->rope_low_freq_factor) /
+                       (c->rope_high_freq_factor - c->rope_low_freq_factor);
+        return (1.0f - smooth) * f / c->rope_factor + smooth * f;
+    }
+    return f;
+}
+
+void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, const sc_config *c) {
+    int64_t half = c->head_dim / 2;
     for (int64_t i = 0; i < half; i++) {
-        /* the frequency in f32, as llama2.c and Hugging Face compute it */
-        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
+        float inv_freq = sc_rope_inv_freq(c, i);
         for (int64_t p = 0; p < n_pos; p++) {
             float ang = (float)p * inv_freq;
             cos_t[p * half + i] = cosf(ang);

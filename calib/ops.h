@@ -11,8 +11,11 @@
 /* out[T,C] = x[T,C] / rms(x row) * w[C]  (sum of squares in double) */
 void sc_rmsnorm_forward(float *out, const float *x, const float *w, int64_t T, int64_t C, float eps);
 
-/* Rotary tables for positions [0, n_pos): cos/sin [n_pos, head_dim/2]. */
-void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, int64_t head_dim, float theta);
+/* Rotary tables for positions [0, n_pos): cos/sin [n_pos, head_dim/2], with
+ * the config's base and frequency scaling (linear or Llama-3.1 style). */
+void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, const sc_config *c);
+/* The inverse frequency of pair i after scaling. */
+float sc_rope_inv_freq(const sc_config *c, int64_t i);
 /* Rotates x[T, n_heads*head_dim] in place; row t has position pos0 + t. */
 void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, const float *cos_t,
                      const float *sin_t, sc_rope_style style);

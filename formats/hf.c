@@ -156,13 +156,28 @@ static sc_status parse_config(hf_ctx *c, const cJSON *root, sc_err *err) {
 
     /* Things we load but do not model: say so in the note `info` prints. */
     const cJSON *rs = cfg_item(root, "rope_scaling");
-    if (rs) {
+    if (cJSON_IsObject(rs)) {
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
         if (!cJSON_IsString(ty)) ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
         const char *tn = cJSON_IsString(ty) ? ty->valuestring : "?";
-        if (strcmp(tn, "default") != 0) {
+        if (strcmp(tn, "llama3") == 0 || strcmp(tn, "linear") == 0) {
+            SC_TRY(cfg_float(c, rs, "factor", 1.0, &cfg->rope_factor, err));
+            if (!(cfg->rope_factor >= 1.0f && cfg->rope_factor <= 1024.0f))
+                return sc_errf(err, SC_EFORMAT, "%s: rope_scaling.factor = %g is out of range", cp,
+                               (double)cfg->rope_factor);
+            cfg->rope_scaling = SC_ROPE_SCALING_LINEAR;
+        }
+        if (strcmp(tn, "llama3") == 0) {
+            cfg->rope_scaling = SC_ROPE_SCALING_LLAMA3;
+            SC_TRY(cfg_float(c, rs, "low_freq_factor", 1.0, &cfg->rope_low_freq_factor, err));
+            SC_TRY(cfg_float(c, rs, "high_freq_factor", 4.0, &cfg->rope_high_freq_factor, err));
+            SC_TRY(cfg_int(c, rs, "original_max_position_embeddings", false, 8192, &cfg->rope_orig_ctx, err));
+            if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor && cfg->rope_low_freq_factor > 0.0f) ||
+                cfg->rope_orig_ctx <= 0 || cfg->rope_orig_ctx > SC_MAX_SEQ)
+                return sc_errf(err, SC_EFORMAT, "%s: rope_scaling (llama3) has inconsistent factors", cp);
+        } else if (strcmp(tn, "default") != 0 && strcmp(tn, "linear") != 0) {
             char buf[128];
-            snprintf(buf, sizeof buf, "rope_scaling '%.40s' ignored", tn);
+            snprintf(buf, sizeof buf, "rope_scaling '%.40s' not applied (exact within the original context)", tn);
             add_note(c->m, buf);
         }
     }

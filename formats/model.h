@@ -22,6 +22,11 @@ typedef enum sc_rope_style {
     SC_ROPE_HALF             /* Hugging Face / NEOX: rotate (i, i + head_dim/2) */
 } sc_rope_style;
 typedef enum sc_act { SC_ACT_SILU = 0, SC_ACT_GELU_TANH } sc_act;
+typedef enum sc_rope_scaling {
+    SC_ROPE_SCALING_NONE = 0,
+    SC_ROPE_SCALING_LINEAR, /* every frequency divided by factor */
+    SC_ROPE_SCALING_LLAMA3  /* Llama-3.1: low frequencies / factor, high kept, smooth between */
+} sc_rope_scaling;
 
 const char *sc_family_name(sc_family f);
 
@@ -38,6 +43,9 @@ typedef struct sc_config {
     float norm_eps;
     float rope_theta;
     sc_rope_style rope;
+    sc_rope_scaling rope_scaling;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_orig_ctx; /* original_max_position_embeddings (llama3 scaling) */
     sc_act act;
     bool norm_add_one;   /* Gemma: RMSNorm scales by (1 + w); folded into the stored norm weights at load */
     bool embed_scale;    /* Gemma: embeddings multiplied by sqrt(dim) */

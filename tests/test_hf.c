@@ -151,12 +151,25 @@ static void test_config_errors(void) {
     if (m) CHECK(m->cfg.eos_id == 2 && m->cfg.bos_id == 1);
     sc_model_free(m);
 
-    /* rope scaling is loaded but reported in the note */
-    d = config_case("cfg_rope", CFG_BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}");
+    /* llama3 rope scaling is applied (parsed into the config) */
+    d = config_case("cfg_rope", CFG_BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                                "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                                "\"original_max_position_embeddings\": 8192}}");
     m = NULL;
     CHECK_MSG(sc_load_hf(d, &m, &err) == SC_OK, "%s", err.msg);
-    if (m) CHECK_MSG(strstr(m->note, "llama3") != NULL, "note '%s'", m->note);
+    if (m)
+        CHECK(m->cfg.rope_scaling == SC_ROPE_SCALING_LLAMA3 && m->cfg.rope_factor == 8.0f &&
+              m->cfg.rope_high_freq_factor == 4.0f && m->cfg.rope_orig_ctx == 8192);
     sc_model_free(m);
+    /* other scaling types are loaded and reported in the note */
+    d = config_case("cfg_rope2", CFG_BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}");
+    m = NULL;
+    CHECK_MSG(sc_load_hf(d, &m, &err) == SC_OK, "%s", err.msg);
+    if (m) CHECK_MSG(strstr(m->note, "yarn") != NULL, "note '%s'", m->note);
+    sc_model_free(m);
+    d = config_case("cfg_rope3", CFG_BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                                "\"low_freq_factor\": 4.0, \"high_freq_factor\": 1.0}}");
+    expect_load_error(d, SC_EFORMAT, "rope_scaling", "config.json", "inconsistent llama3 factors");
 
     d = config_case("cfg_neox", "{\"model_type\": \"gpt_neox\", \"hidden_size\": 64}");
     expect_load_error(d, SC_EUNSUPPORTED, "gpt_neox", "config.json", "model_type gpt_neox");
