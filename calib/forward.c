@@ -1,27 +1,11 @@
 /* forward.c - the reference forward pass (see forward.h). */
-#include "forward.h"
-
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward_internal.h"
 #include "ops.h"
-
-struct sc_forward {
-    const sc_model *m;
-    int64_t max_ctx, max_batch;
-    float *x;      /* [B, dim] residual stream */
-    float *xn;     /* [B, dim] normalised input */
-    float *q;      /* [B, qd] */
-    float *ctx;    /* [B, qd] attention output */
-    float *tmp;    /* [B, dim] */
-    float *u, *a, *v, *h; /* [B, ffn] */
-    float *s;      /* [B, max_ctx] attention scores */
-    float *logits; /* [B, vocab] */
-    float *kc, *vc; /* [L, max_ctx, kvd] caches */
-    float *cos_t, *sin_t; /* [max_ctx, head_dim/2] */
-};
 
 const char *sc_tap_name(sc_tap t) {
     static const char *names[SC_TAP_COUNT] = {"attn_in", "attn_ctx", "mlp_in", "gate", "gate_act",
@@ -31,17 +15,19 @@ const char *sc_tap_name(sc_tap t) {
 
 void sc_forward_free(sc_forward *f) {
     if (!f) return;
-    float *bufs[] = {f->x, f->xn, f->q, f->ctx, f->tmp, f->u, f->a, f->v, f->h, f->s, f->logits, f->kc, f->vc,
-                     f->cos_t, f->sin_t};
+    float *bufs[] = {f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,
+                     f->u,  f->a,  f->v,   f->h,   f->x_in, f->x_mid, f->r1, f->r2, f->x_fin, f->r_fin,
+                     f->g_x, f->g_xn, f->g_q, f->g_k, f->g_v, f->g_ctx, f->g_p, f->g_dp, f->g_f1, f->g_f2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) sc_free_aligned(bufs[i]);
     free(f);
 }
 
 int64_t sc_forward_max_ctx(const sc_forward *f) { return f->max_ctx; }
 
-static float *alloc2(int64_t a, int64_t b, bool *ok) {
+static float *alloc3(int64_t a, int64_t b, int64_t c, bool *ok) {
     size_t n;
-    if (!*ok || !sc_mul_ok((size_t)a, (size_t)b, &n) || !sc_mul_ok(n, sizeof(float), &n)) {
+    if (!*ok || !sc_mul_ok((size_t)a, (size_t)b, &n) || !sc_mul_ok(n, (size_t)c, &n) ||
+        !sc_mul_ok(n, sizeof(float), &n)) {
         *ok = false;
         return NULL;
     }
@@ -50,7 +36,8 @@ static float *alloc2(int64_t a, int64_t b, bool *ok) {
     return p;
 }
 
-sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err) {
+static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, bool train, sc_forward **out,
+                        sc_err *err) {
     *out = NULL;
     const sc_config *c = &m->cfg;
     if (max_ctx <= 0 || max_ctx > SC_MAX_SEQ || max_batch <= 0 || max_batch > max_ctx)
@@ -60,36 +47,68 @@ sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batc
     f->m = m;
     f->max_ctx = max_ctx;
     f->max_batch = max_batch;
-    int64_t B = max_batch, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    f->train = train;
+    int64_t B = max_batch, D = c->dim, F = c->ffn_dim, L = c->n_layers;
+    int64_t qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    int64_t LS = train ? L : 1; /* layers that keep their own copy */
     bool ok = true;
-    f->x = alloc2(B, c->dim, &ok);
-    f->xn = alloc2(B, c->dim, &ok);
-    f->q = alloc2(B, qd, &ok);
-    f->ctx = alloc2(B, qd, &ok);
-    f->tmp = alloc2(B, c->dim > qd ? c->dim : qd, &ok);
-    f->u = alloc2(B, c->ffn_dim, &ok);
-    f->a = alloc2(B, c->ffn_dim, &ok);
-    f->v = alloc2(B, c->ffn_dim, &ok);
-    f->h = alloc2(B, c->ffn_dim, &ok);
-    f->s = alloc2(B, max_ctx, &ok);
-    f->logits = alloc2(B, c->vocab_size, &ok);
-    f->kc = alloc2(c->n_layers * max_ctx, kvd, &ok);
-    f->vc = alloc2(c->n_layers * max_ctx, kvd, &ok);
-    f->cos_t = alloc2(max_ctx, c->head_dim / 2, &ok);
-    f->sin_t = alloc2(max_ctx, c->head_dim / 2, &ok);
+    f->x = alloc3(1, B, D, &ok);
+    f->xn = alloc3(1, B, D, &ok);
+    f->ctx = alloc3(1, B, qd, &ok);
+    f->tmp = alloc3(1, B, D > qd ? D : qd, &ok);
+    f->s = alloc3(1, B, max_ctx, &ok);
+    f->logits = alloc3(1, B, c->vocab_size, &ok);
+    f->kc = alloc3(L, max_ctx, kvd, &ok);
+    f->vc = alloc3(L, max_ctx, kvd, &ok);
+    f->cos_t = alloc3(1, max_ctx, c->head_dim / 2, &ok);
+    f->sin_t = alloc3(1, max_ctx, c->head_dim / 2, &ok);
+    f->q = alloc3(LS, B, qd, &ok);
+    f->u = alloc3(LS, B, F, &ok);
+    f->a = alloc3(LS, B, F, &ok);
+    f->v = alloc3(LS, B, F, &ok);
+    f->h = alloc3(LS, B, F, &ok);
+    f->s_q = train ? (size_t)(B * qd) : 0;
+    f->s_f = train ? (size_t)(B * F) : 0;
+    if (train) {
+        f->x_in = alloc3(L, B, D, &ok);
+        f->x_mid = alloc3(L, B, D, &ok);
+        f->r1 = alloc3(L, B, 1, &ok);
+        f->r2 = alloc3(L, B, 1, &ok);
+        f->x_fin = alloc3(1, B, D, &ok);
+        f->r_fin = alloc3(1, B, 1, &ok);
+        f->g_x = alloc3(1, B, D, &ok);
+        f->g_xn = alloc3(1, B, D, &ok);
+        f->g_q = alloc3(1, B, qd, &ok);
+        f->g_k = alloc3(1, B, kvd, &ok);
+        f->g_v = alloc3(1, B, kvd, &ok);
+        f->g_ctx = alloc3(1, B, qd, &ok);
+        f->g_p = alloc3(1, B, B, &ok);
+        f->g_dp = alloc3(1, B, B, &ok);
+        f->g_f1 = alloc3(1, B, F, &ok);
+        f->g_f2 = alloc3(1, B, F, &ok);
+    }
     if (!ok) {
         sc_forward_free(f);
-        return sc_errf(err, SC_ENOMEM, "forward: cannot allocate the workspace for context %lld", (long long)max_ctx);
+        return sc_errf(err, SC_ENOMEM, "forward: cannot allocate the %s workspace for %lld tokens",
+                       train ? "training" : "inference", (long long)max_ctx);
     }
     sc_rope_tables(f->cos_t, f->sin_t, max_ctx, c);
     *out = f;
     return SC_OK;
 }
 
+sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err) {
+    return create(m, max_ctx, max_batch, false, out, err);
+}
+
+sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err) {
+    return create(m, max_ctx, max_ctx, true, out, err);
+}
+
 static sc_status tap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n, int64_t width,
                      const int32_t *ids, float *data, sc_err *err) {
     if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
-    sc_tap_event ev = {t, layer, pos0, n, width, ids, data};
+    sc_tap_event ev = {t, layer, pos0, n, width, ids, data, NULL, false};
     return hk->fn(hk->user, &ev, err);
 }
 
@@ -103,7 +122,7 @@ double sc_logsumexp(const float *x, int64_t n) {
 
 /* Causal grouped-query attention for one layer: ctx[T, qd] from q[T, qd]
  * and the cached keys/values of positions [0, pos0 + T). */
-static void attention(sc_forward *f, int64_t l, int64_t T, int64_t pos0, bool softmax) {
+static void attention(sc_forward *f, int64_t l, const float *q, int64_t T, int64_t pos0, bool softmax) {
     const sc_config *c = &f->m->cfg;
     int64_t hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, n_ctx = pos0 + T;
     int64_t group = c->n_heads / c->n_kv_heads;
@@ -113,7 +132,7 @@ static void attention(sc_forward *f, int64_t l, int64_t T, int64_t pos0, bool so
         int64_t kh = h / group;
         /* s[T, n_ctx] = q_h[T, hd] K_h[n_ctx, hd]^T * scale */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)n_ctx, (blasint)hd, scale,
-                    f->q + h * hd, (blasint)qd, K + kh * hd, (blasint)kvd, 0.0f, f->s, (blasint)n_ctx);
+                    q + h * hd, (blasint)qd, K + kh * hd, (blasint)kvd, 0.0f, f->s, (blasint)n_ctx);
         if (softmax) sc_causal_softmax(f->s, T, n_ctx, pos0);
         /* ctx_h[T, hd] = s[T, n_ctx] V_h[n_ctx, hd] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)hd, (blasint)n_ctx, 1.0f, f->s,
@@ -128,6 +147,8 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
     if (n <= 0 || n > f->max_batch || pos0 < 0 || pos0 + n > f->max_ctx)
         return sc_errf(err, SC_EARG, "forward: %lld tokens at position %lld exceed the workspace (batch %lld, context %lld)",
                        (long long)n, (long long)pos0, (long long)f->max_batch, (long long)f->max_ctx);
+    if (f->train && pos0 != 0)
+        return sc_errf(err, SC_EARG, "forward: a training workspace runs whole windows from position 0");
     int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     for (int64_t t = 0; t < n; t++) {
         if (ids[t] < 0 || ids[t] >= c->vocab_size)
@@ -139,38 +160,46 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
         float sc = sqrtf((float)D);
         for (int64_t i = 0; i < n * D; i++) f->x[i] *= sc;
     }
+    f->n_last = n;
+    size_t rowD = (size_t)(n * D) * sizeof(float);
     for (int64_t l = 0; l < c->n_layers; l++) {
         const sc_layer *L = &m->layers[l];
         float *K = f->kc + (l * f->max_ctx + pos0) * kvd, *V = f->vc + (l * f->max_ctx + pos0) * kvd;
+        float *q = f->q + (size_t)l * f->s_q, *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f,
+              *v = f->v + (size_t)l * f->s_f, *h = f->h + (size_t)l * f->s_f;
+        int64_t lb = l * f->max_batch;
         /* attention block */
-        sc_rmsnorm_forward(f->xn, f->x, L->attn_norm, n, D, c->norm_eps);
+        if (f->train) memcpy(f->x_in + lb * D, f->x, rowD);
+        sc_rmsnorm_forward(f->xn, f->train ? f->r1 + lb : NULL, f->x, L->attn_norm, n, D, c->norm_eps);
         SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
-        sc_linear_forward(f->q, f->xn, L->wq, L->bq, n, D, qd);
+        sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
         sc_linear_forward(K, f->xn, L->wk, L->bk, n, D, kvd);
         sc_linear_forward(V, f->xn, L->wv, L->bv, n, D, kvd);
-        sc_rope_forward(f->q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope);
-        sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope);
-        attention(f, l, n, pos0, true);
+        sc_rope_forward(q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
+        sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
+        attention(f, l, q, n, pos0, true);
         SC_TRY(tap(hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
         sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
         for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
         /* MLP block */
-        sc_rmsnorm_forward(f->xn, f->x, L->ffn_norm, n, D, c->norm_eps);
+        if (f->train) memcpy(f->x_mid + lb * D, f->x, rowD);
+        sc_rmsnorm_forward(f->xn, f->train ? f->r2 + lb : NULL, f->x, L->ffn_norm, n, D, c->norm_eps);
         SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
-        sc_linear_forward(f->u, f->xn, L->wg, NULL, n, D, F);
-        SC_TRY(tap(hk, SC_TAP_GATE, l, pos0, n, F, ids, f->u, err));
-        sc_act_forward(f->a, f->u, n * F, c->act);
-        SC_TRY(tap(hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, f->a, err));
-        sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);
-        SC_TRY(tap(hk, SC_TAP_UP, l, pos0, n, F, ids, f->v, err));
-        for (int64_t i = 0; i < n * F; i++) f->h[i] = f->a[i] * f->v[i];
-        SC_TRY(tap(hk, SC_TAP_H, l, pos0, n, F, ids, f->h, err));
-        sc_linear_forward(f->tmp, f->h, L->wd, NULL, n, F, D);
+        sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
+        SC_TRY(tap(hk, SC_TAP_GATE, l, pos0, n, F, ids, u, err));
+        sc_act_forward(a, u, n * F, c->act);
+        SC_TRY(tap(hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, a, err));
+        sc_linear_forward(v, f->xn, L->wu, NULL, n, D, F);
+        SC_TRY(tap(hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
+        for (int64_t i = 0; i < n * F; i++) h[i] = a[i] * v[i];
+        SC_TRY(tap(hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
+        sc_linear_forward(f->tmp, h, L->wd, NULL, n, F, D);
         SC_TRY(tap(hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
         for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
         SC_TRY(tap(hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
     }
-    sc_rmsnorm_forward(f->xn, f->x, m->final_norm, n, D, c->norm_eps);
+    if (f->train) memcpy(f->x_fin, f->x, rowD);
+    sc_rmsnorm_forward(f->xn, f->train ? f->r_fin : NULL, f->x, m->final_norm, n, D, c->norm_eps);
     sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
     SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     if (logits) *logits = f->logits;
@@ -196,7 +225,7 @@ sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
         sc_linear_forward(f->q, f->xn, L->wq, NULL, n, D, qd);
         sc_linear_forward(K, f->xn, L->wk, NULL, n, D, kvd);
         sc_linear_forward(V, f->xn, L->wv, NULL, n, D, kvd);
-        attention(f, l, n, 0, false);
+        attention(f, l, f->q, n, 0, false);
         sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
         sc_linear_forward(f->u, f->xn, L->wg, NULL, n, D, F);
         sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);

@@ -42,7 +42,10 @@ typedef struct sc_tap_event {
     int64_t n_tokens; /* rows */
     int64_t width;    /* columns */
     const int32_t *ids; /* the window's token ids */
-    float *data;      /* writable: a hook may replace the activation */
+    float *data;      /* forward: the activation, writable (a hook may replace it);
+                         backward: the gradient dL/d(activation), read-only by convention */
+    const float *act; /* backward only: the forward activation at this tap (as hooks left it) */
+    bool is_grad;     /* true for backward events */
 } sc_tap_event;
 
 typedef sc_status (*sc_tap_fn)(void *user, const sc_tap_event *ev, sc_err *err);
@@ -58,6 +61,9 @@ typedef struct sc_forward sc_forward;
 /* Workspace for windows of up to max_batch tokens and a cache of max_ctx
  * positions (max_ctx <= model context is not required; RoPE extrapolates). */
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err);
+/* A training workspace: windows of up to max_ctx tokens from position 0,
+ * keeping what sc_backward_run needs. */
+sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err);
 void sc_forward_free(sc_forward *f);
 int64_t sc_forward_max_ctx(const sc_forward *f);
 
@@ -67,6 +73,26 @@ int64_t sc_forward_max_ctx(const sc_forward *f);
  * against the vocabulary. */
 sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t pos0, const sc_hooks *hooks,
                          const float **logits, sc_err *err);
+
+/* Activation gradients of the last window run on a training workspace,
+ * given dL/dlogits [n, vocab]. Gradient events go to hooks (is_grad set):
+ * SC_TAP_LOGITS (dL/dlogits), SC_TAP_RESID (dL/d residual after layer l),
+ * SC_TAP_H (dL/dh), SC_TAP_GATE_ACT, SC_TAP_UP, SC_TAP_GATE (dL/du),
+ * SC_TAP_MLP_IN (dL/d normalised MLP input), SC_TAP_ATTN_CTX, SC_TAP_ATTN_IN
+ * (dL/d normalised attention input). A forward hook that replaced h (e.g.
+ * zeroing dead neurons) is differentiated as the elementwise scaling it
+ * applied; replacements at other taps are treated as constants of the
+ * backward (identity). No weight gradients are computed. */
+sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *hooks, sc_err *err);
+
+/* Next-token cross-entropy of a window: loss = sum over t < n-1 of
+ * -log softmax(logits[t])[ids[t+1]]; writes dL/dlogits [n, V] (row n-1 zero)
+ * and returns the loss. */
+double sc_loss_ce(const float *logits, const int32_t *ids, int64_t n, int64_t V, float *dlogits);
+/* The CLAWS paper's distillation loss: sum over t < n-1 of
+ * KL(student || teacher) + ce_weight * CE, with dL/d(student logits). */
+double sc_loss_distill(const float *student, const float *teacher, const int32_t *ids, int64_t n, int64_t V,
+                       double ce_weight, float *dlogits);
 
 /* log-sum-exp of a row, in double. */
 double sc_logsumexp(const float *x, int64_t n);

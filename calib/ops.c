@@ -3,14 +3,30 @@
 #include <cblas.h>
 #include <math.h>
 
-void sc_rmsnorm_forward(float *out, const float *x, const float *w, int64_t T, int64_t C, float eps) {
+void sc_rmsnorm_forward(float *out, float *r_out, const float *x, const float *w, int64_t T, int64_t C, float eps) {
     for (int64_t t = 0; t < T; t++) {
         const float *xr = x + t * C;
         float *o = out + t * C;
         double ss = 0.0;
         for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
         float r = (float)(1.0 / sqrt(ss / (double)C + (double)eps));
+        if (r_out) r_out[t] = r;
         for (int64_t c = 0; c < C; c++) o[c] = w[c] * (r * xr[c]);
+    }
+}
+
+/* out_c = w_c x_c r, r = (mean x^2 + eps)^-1/2:
+ * dx_c = r w_c dout_c - (r^3 / C) x_c sum_k w_k dout_k x_k */
+void sc_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *w, const float *r, int64_t T,
+                         int64_t C) {
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * C, *g = dout + t * C;
+        float *d = dx + t * C;
+        double dot = 0.0;
+        for (int64_t c = 0; c < C; c++) dot += (double)w[c] * g[c] * xr[c];
+        double rt = r[t];
+        float k = (float)(rt * rt * rt * dot / (double)C), rf = (float)rt;
+        for (int64_t c = 0; c < C; c++) d[c] += rf * w[c] * g[c] - k * xr[c];
     }
 }
 
@@ -45,8 +61,9 @@ void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, const sc_config *
 }
 
 void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, const float *cos_t,
-                     const float *sin_t, sc_rope_style style) {
+                     const float *sin_t, sc_rope_style style, bool inverse) {
     int64_t half = head_dim / 2;
+    float sgn = inverse ? -1.0f : 1.0f;
     for (int64_t t = 0; t < T; t++) {
         const float *c = cos_t + (pos0 + t) * half, *s = sin_t + (pos0 + t) * half;
         for (int64_t h = 0; h < n_heads; h++) {
@@ -55,8 +72,9 @@ void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int
                 int64_t a = style == SC_ROPE_INTERLEAVED ? 2 * i : i;
                 int64_t b = style == SC_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
                 float x0 = v[a], x1 = v[b];
-                v[a] = x0 * c[i] - x1 * s[i];
-                v[b] = x0 * s[i] + x1 * c[i];
+                float si = sgn * s[i];
+                v[a] = x0 * c[i] - x1 * si;
+                v[b] = x0 * si + x1 * c[i];
             }
         }
     }
@@ -85,6 +103,16 @@ float sc_act_scalar(float u, sc_act act) {
         return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
     }
     return u / (1.0f + expf(-u));
+}
+
+float sc_act_deriv(float u, sc_act act) {
+    if (act == SC_ACT_GELU_TANH) {
+        const float k = 0.7978845608028654f;
+        float inner = k * (u + 0.044715f * u * u * u), th = tanhf(inner);
+        return 0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * u * u);
+    }
+    float sg = 1.0f / (1.0f + expf(-u));
+    return sg * (1.0f + u * (1.0f - sg));
 }
 
 void sc_act_forward(float *a, const float *u, int64_t n, sc_act act) {

@@ -4,12 +4,17 @@
 #ifndef SC_OPS_H
 #define SC_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model.h"
 
-/* out[T,C] = x[T,C] / rms(x row) * w[C]  (sum of squares in double) */
-void sc_rmsnorm_forward(float *out, const float *x, const float *w, int64_t T, int64_t C, float eps);
+/* out[T,C] = x[T,C] * r[t] * w[C], r = 1/sqrt(mean(x^2) + eps) (sum in double);
+ * r_out[T] (may be NULL) keeps r for the backward. */
+void sc_rmsnorm_forward(float *out, float *r_out, const float *x, const float *w, int64_t T, int64_t C, float eps);
+/* dx[T,C] += d(out)/dx^T dout, from x, w and the saved r. */
+void sc_rmsnorm_backward(float *dx, const float *dout, const float *x, const float *w, const float *r, int64_t T,
+                         int64_t C);
 
 /* Rotary tables for positions [0, n_pos): cos/sin [n_pos, head_dim/2], with
  * the config's base and frequency scaling (linear or Llama-3.1 style). */
@@ -18,7 +23,8 @@ void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, const sc_config *
 float sc_rope_inv_freq(const sc_config *c, int64_t i);
 /* Rotates x[T, n_heads*head_dim] in place; row t has position pos0 + t. */
 void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, const float *cos_t,
-                     const float *sin_t, sc_rope_style style);
+                     const float *sin_t, sc_rope_style style, bool inverse);
+/* (inverse = true rotates by minus the angle: the backward of the rotation) */
 
 /* In place: row t of s[T, ld] keeps columns [0, pos0 + t] (causal), softmax over them, zeros after. */
 void sc_causal_softmax(float *s, int64_t T, int64_t ld, int64_t pos0);
@@ -26,6 +32,8 @@ void sc_causal_softmax(float *s, int64_t T, int64_t ld, int64_t pos0);
 /* a[n] = phi(u[n]) */
 void sc_act_forward(float *a, const float *u, int64_t n, sc_act act);
 float sc_act_scalar(float u, sc_act act);
+/* d phi / du */
+float sc_act_deriv(float u, sc_act act);
 
 /* y[T, out] = x[T, in] W^T (+ b), W [out, in] (cblas_sgemm) */
 void sc_linear_forward(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t in, int64_t out);

@@ -48,8 +48,8 @@ int main(void) {
     float cs[3 * 2], sn[3 * 2];
     sc_rope_tables(cs, sn, 3, &c);
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 2, 3, 4};
-    sc_rope_forward(a, 1, 1, 4, 2, cs, sn, SC_ROPE_INTERLEAVED);
-    sc_rope_forward(b, 1, 1, 4, 2, cs, sn, SC_ROPE_HALF);
+    sc_rope_forward(a, 1, 1, 4, 2, cs, sn, SC_ROPE_INTERLEAVED, false);
+    sc_rope_forward(b, 1, 1, 4, 2, cs, sn, SC_ROPE_HALF, false);
     double th0 = 2.0, th1 = 2.0 / 100.0; /* pos 2, freqs 1 and 1/100 */
     CHECK_NEAR(a[0], 1 * cos(th0) - 2 * sin(th0), 1e-6);
     CHECK_NEAR(a[1], 1 * sin(th0) + 2 * cos(th0), 1e-6);

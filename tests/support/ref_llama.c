@@ -94,11 +94,16 @@ static void matmul(double *xout, const double *x, const double *w, int n, int d)
     }
 }
 
+static void perturb(ref_llama *r, int kind, int l, int pos, double *v) {
+    if (r->pert_kind == kind && r->pert_layer == l && r->pert_pos == pos) v[r->pert_index] += r->pert_delta;
+}
+
 const double *ref_llama_step(ref_llama *r, int token, int pos) {
     int dim = r->dim, hs = r->head_size, kv_dim = r->n_kv_heads * hs, kv_mul = r->n_heads / r->n_kv_heads;
     memcpy(r->x, r->emb + (size_t)token * dim, (size_t)dim * sizeof(double));
     for (int l = 0; l < r->n_layers; l++) {
         rmsnorm(r->xb, r->x, r->rms_att + (size_t)l * dim, dim);
+        perturb(r, 3, l, pos, r->xb);
         size_t loff = (size_t)l * r->seq_len * kv_dim;
         double *k = r->key_cache + loff + (size_t)pos * kv_dim, *v = r->value_cache + loff + (size_t)pos * kv_dim;
         matmul(r->q, r->xb, r->wq + (size_t)l * dim * dim, dim, dim);
@@ -141,15 +146,19 @@ const double *ref_llama_step(ref_llama *r, int token, int pos) {
         matmul(r->xb2, r->xb, r->wo + (size_t)l * dim * dim, dim, dim);
         for (int i = 0; i < dim; i++) r->x[i] += r->xb2[i];
         rmsnorm(r->xb, r->x, r->rms_ffn + (size_t)l * dim, dim);
+        perturb(r, 2, l, pos, r->xb);
         matmul(r->hb, r->xb, r->w1 + (size_t)l * dim * r->hidden, dim, r->hidden);
         matmul(r->hb2, r->xb, r->w3 + (size_t)l * dim * r->hidden, dim, r->hidden);
         for (int i = 0; i < r->hidden; i++) {
             double val = r->hb[i];
             val *= 1.0 / (1.0 + exp(-val));
             r->hb[i] = val * r->hb2[i];
+            if (r->h_mask && !r->h_mask[((size_t)pos * r->n_layers + l) * r->hidden + i]) r->hb[i] = 0.0;
         }
+        perturb(r, 1, l, pos, r->hb);
         matmul(r->xb, r->hb, r->w2 + (size_t)l * dim * r->hidden, r->hidden, dim);
         for (int i = 0; i < dim; i++) r->x[i] += r->xb[i];
+        perturb(r, 4, l, pos, r->x);
     }
     rmsnorm(r->x, r->x, r->rms_final, dim);
     matmul(r->logits, r->x, r->wcls, dim, r->vocab);

@@ -13,6 +13,13 @@ typedef struct ref_llama {
     int dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len, head_size;
     bool shared;
     double *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
+    /* test instrumentation: add pert_delta to one coordinate of one
+     * activation (kind 1 = h, 2 = normalised MLP input, 3 = normalised
+     * attention input, 4 = residual after the layer) at (layer, pos, index);
+     * and an optional 0/1 mask on h, indexed [pos][layer][neuron]. */
+    int pert_kind, pert_layer, pert_pos, pert_index;
+    double pert_delta;
+    const unsigned char *h_mask;
     /* state */
     double *x, *xb, *xb2, *hb, *hb2, *q, *att, *key_cache, *value_cache, *logits;
 } ref_llama;

@@ -1,0 +1,169 @@
+/* backward.c - activation gradients through the whole model (attention
+ * included) for the last window of a training workspace, and the losses.
+ * Shapes: n tokens, D = dim, F = ffn_dim, qd = n_heads*head_dim,
+ * kvd = n_kv_heads*head_dim, V = vocab. Weights are W [out, in], so the
+ * gradient of an input is dX[n, in] = dY[n, out] W[out, in]. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward_internal.h"
+#include "ops.h"
+
+static sc_status gtap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t n, int64_t width, float *g,
+                      const float *act, sc_err *err) {
+    if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
+    sc_tap_event ev = {t, layer, 0, n, width, NULL, g, act, true};
+    return hk->fn(hk->user, &ev, err);
+}
+
+/* dX[n, in] (+)= dY[n, out] W[out, in] */
+static void linear_backward(float *dx, const float *dy, const float *W, int64_t n, int64_t in, int64_t out,
+                            bool accumulate) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)in, (blasint)out, 1.0f, dy,
+                (blasint)out, W, (blasint)in, accumulate ? 1.0f : 0.0f, dx, (blasint)in);
+}
+
+/* Attention backward for layer l: from dctx [n, qd] to dq [n, qd], dK, dV [n, kvd]
+ * (before undoing RoPE). P is recomputed per head from q and K. */
+static void attention_backward(sc_forward *f, int64_t l, int64_t n) {
+    const sc_config *c = &f->m->cfg;
+    int64_t hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, group = c->n_heads / c->n_kv_heads;
+    const float *q = f->q + (size_t)l * f->s_q;
+    const float *K = f->kc + l * f->max_ctx * kvd, *V = f->vc + l * f->max_ctx * kvd;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *P = f->g_p, *dP = f->g_dp;
+    memset(f->g_k, 0, (size_t)(n * kvd) * sizeof(float));
+    memset(f->g_v, 0, (size_t)(n * kvd) * sizeof(float));
+    for (int64_t h = 0; h < c->n_heads; h++) {
+        int64_t kh = h / group;
+        const float *qh = q + h * hd, *Kh = K + kh * hd, *Vh = V + kh * hd, *dctx = f->g_ctx + h * hd;
+        /* P[n, n] = softmax(scale q_h K_h^T) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)n, (blasint)hd, scale, qh,
+                    (blasint)qd, Kh, (blasint)kvd, 0.0f, P, (blasint)n);
+        sc_causal_softmax(P, n, n, 0);
+        /* dP[n, n] = dctx_h V_h^T ; dV_h += P^T dctx_h */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)n, (blasint)hd, 1.0f, dctx,
+                    (blasint)qd, Vh, (blasint)kvd, 0.0f, dP, (blasint)n);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)n, (blasint)hd, (blasint)n, 1.0f, P, (blasint)n,
+                    dctx, (blasint)qd, 1.0f, f->g_v + kh * hd, (blasint)kvd);
+        /* dS = P * (dP - rowsum(P * dP)), in place in dP */
+        for (int64_t t = 0; t < n; t++) {
+            float *pr = P + t * n, *dr = dP + t * n;
+            double dot = 0.0;
+            for (int64_t j = 0; j <= t; j++) dot += (double)pr[j] * dr[j];
+            for (int64_t j = 0; j <= t; j++) dr[j] = pr[j] * (dr[j] - (float)dot);
+            for (int64_t j = t + 1; j < n; j++) dr[j] = 0.0f;
+        }
+        /* dq_h = scale dS K_h ; dK_h += scale dS^T q_h */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)hd, (blasint)n, scale, dP,
+                    (blasint)n, Kh, (blasint)kvd, 0.0f, f->g_q + h * hd, (blasint)qd);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)n, (blasint)hd, (blasint)n, scale, dP,
+                    (blasint)n, qh, (blasint)qd, 1.0f, f->g_k + kh * hd, (blasint)kvd);
+    }
+}
+
+sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *hk, sc_err *err) {
+    if (!f->train) return sc_errf(err, SC_EARG, "backward: the workspace was not created for training");
+    const sc_model *m = f->m;
+    const sc_config *c = &m->cfg;
+    int64_t n = f->n_last;
+    if (n <= 0) return sc_errf(err, SC_EARG, "backward: no forward window to differentiate");
+    int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    int64_t V = c->vocab_size, B = f->max_batch;
+    float *dx = f->g_x, *dxn = f->g_xn;
+    SC_TRY(gtap(hk, SC_TAP_LOGITS, c->n_layers, n, V, (float *)dlogits, f->logits, err));
+    /* final norm and classifier */
+    linear_backward(dxn, dlogits, m->classifier, n, D, V, false);
+    memset(dx, 0, (size_t)(n * D) * sizeof(float));
+    sc_rmsnorm_backward(dx, dxn, f->x_fin, m->final_norm, f->r_fin, n, D);
+    for (int64_t l = c->n_layers - 1; l >= 0; l--) {
+        const sc_layer *L = &m->layers[l];
+        const float *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f, *v = f->v + (size_t)l * f->s_f,
+                    *h = f->h + (size_t)l * f->s_f;
+        const float *resid_after = l + 1 < c->n_layers ? f->x_in + (l + 1) * B * D : f->x_fin;
+        SC_TRY(gtap(hk, SC_TAP_RESID, l, n, D, dx, resid_after, err));
+        /* MLP: y = W_d h, h = phi(u) * v, u = W_g xn, v = W_u xn, xn = rmsnorm(x_mid) */
+        float *dh = f->g_f1, *dv = f->g_f2;
+        linear_backward(dh, dx, L->wd, n, F, D, false);
+        SC_TRY(gtap(hk, SC_TAP_H, l, n, F, dh, h, err));
+        for (int64_t i = 0; i < n * F; i++) { /* a hook's replacement of h as an elementwise scaling */
+            float hp = a[i] * v[i];
+            if (h[i] != hp) dh[i] = hp != 0.0f ? dh[i] * (h[i] / hp) : 0.0f;
+        }
+        for (int64_t i = 0; i < n * F; i++) {
+            dv[i] = dh[i] * a[i];
+            dh[i] = dh[i] * v[i]; /* now dL/da */
+        }
+        SC_TRY(gtap(hk, SC_TAP_GATE_ACT, l, n, F, dh, a, err));
+        SC_TRY(gtap(hk, SC_TAP_UP, l, n, F, dv, v, err));
+        for (int64_t i = 0; i < n * F; i++) dh[i] *= sc_act_deriv(u[i], c->act); /* now dL/du */
+        SC_TRY(gtap(hk, SC_TAP_GATE, l, n, F, dh, u, err));
+        linear_backward(dxn, dh, L->wg, n, D, F, false);
+        linear_backward(dxn, dv, L->wu, n, D, F, true);
+        SC_TRY(gtap(hk, SC_TAP_MLP_IN, l, n, D, dxn, NULL, err));
+        sc_rmsnorm_backward(dx, dxn, f->x_mid + l * B * D, L->ffn_norm, f->r2 + l * B, n, D);
+        /* attention: x_mid = x_in + W_o ctx */
+        linear_backward(f->g_ctx, dx, L->wo, n, qd, D, false);
+        SC_TRY(gtap(hk, SC_TAP_ATTN_CTX, l, n, qd, f->g_ctx, NULL, err));
+        attention_backward(f, l, n);
+        sc_rope_forward(f->g_q, n, c->n_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
+        sc_rope_forward(f->g_k, n, c->n_kv_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
+        linear_backward(dxn, f->g_q, L->wq, n, D, qd, false);
+        linear_backward(dxn, f->g_k, L->wk, n, D, kvd, true);
+        linear_backward(dxn, f->g_v, L->wv, n, D, kvd, true);
+        SC_TRY(gtap(hk, SC_TAP_ATTN_IN, l, n, D, dxn, NULL, err));
+        sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + l * B, n, D);
+    }
+    return SC_OK;
+}
+
+/* softmax of a row in double, written to p */
+static double softmax_row(const float *z, int64_t V, double *p) {
+    double mx = z[0];
+    for (int64_t i = 1; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+    double s = 0.0;
+    for (int64_t i = 0; i < V; i++) s += (p[i] = exp((double)z[i] - mx));
+    for (int64_t i = 0; i < V; i++) p[i] /= s;
+    return mx + log(s); /* log-sum-exp */
+}
+
+double sc_loss_ce(const float *logits, const int32_t *ids, int64_t n, int64_t V, float *dlogits) {
+    return sc_loss_distill(logits, NULL, ids, n, V, 1.0, dlogits);
+}
+
+double sc_loss_distill(const float *student, const float *teacher, const int32_t *ids, int64_t n, int64_t V,
+                       double ce_weight, float *dlogits) {
+    double loss = 0.0;
+    double *ps = malloc((size_t)V * 2 * sizeof(double));
+    if (!ps) return NAN;
+    double *pt = ps + V;
+    memset(dlogits + (n - 1) * V, 0, (size_t)V * sizeof(float));
+    for (int64_t t = 0; t + 1 < n; t++) {
+        const float *z = student + t * V;
+        float *g = dlogits + t * V;
+        double lse = softmax_row(z, V, ps);
+        int32_t y = ids[t + 1];
+        loss += ce_weight * (lse - (double)z[y]);
+        double kl = 0.0;
+        if (teacher) {
+            double lse_t = softmax_row(teacher + t * V, V, pt);
+            /* KL(s || t) = sum_i p_i (log p_i - log q_i); dKL/dz_k = p_k (log p_k - log q_k - KL) */
+            for (int64_t i = 0; i < V; i++) {
+                double lps = (double)z[i] - lse, lpt = (double)teacher[t * V + i] - lse_t;
+                pt[i] = lps - lpt;
+                kl += ps[i] * pt[i];
+            }
+            loss += kl;
+        }
+        for (int64_t i = 0; i < V; i++) {
+            double gi = ce_weight * ps[i];
+            if (teacher) gi += ps[i] * (pt[i] - kl);
+            g[i] = (float)gi;
+        }
+        g[y] -= (float)ce_weight;
+    }
+    free(ps);
+    return loss;
+}

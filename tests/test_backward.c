@@ -1,0 +1,199 @@
+/* test_backward.c - activation gradients of the reference forward pass
+ * against central finite differences computed with the independent
+ * double-precision reference (tests/support/ref_llama.c), on sampled
+ * coordinates of h, the normalised MLP input, the normalised attention
+ * input and the residual stream in every layer; for the cross-entropy loss
+ * and for the distillation loss with a sparsified student. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "forward.h"
+#include "model.h"
+#include "ref_llama.h"
+#include "testing.h"
+#include "tokenizer.h"
+
+enum { N = 24, L = 5, D = 64, F = 172, V = 512 };
+static const sc_tap kinds[4] = {SC_TAP_H, SC_TAP_MLP_IN, SC_TAP_ATTN_IN, SC_TAP_RESID};
+static const int ref_kind[4] = {1, 2, 3, 4};
+static const int width[4] = {F, D, D, D};
+
+typedef struct grads {
+    float *g[4][L]; /* [kind][layer] -> [N, width] */
+    const unsigned char *mask; /* [pos][layer][F] or NULL */
+} grads;
+
+static sc_status grad_hook(void *user, const sc_tap_event *ev, sc_err *e) {
+    grads *g = user;
+    if (!ev->is_grad) { /* forward: apply the student's mask to h */
+        if (ev->tap == SC_TAP_H && g->mask)
+            for (int64_t t = 0; t < ev->n_tokens; t++)
+                for (int64_t j = 0; j < F; j++)
+                    if (!g->mask[((size_t)t * L + ev->layer) * F + j]) ev->data[t * F + j] = 0.0f;
+        return SC_OK;
+    }
+    for (int k = 0; k < 4; k++)
+        if (ev->tap == kinds[k]) memcpy(g->g[k][ev->layer], ev->data, (size_t)(ev->n_tokens * ev->width) * sizeof(float));
+    return SC_OK;
+}
+
+static double lse(const double *z) {
+    double mx = z[0];
+    for (int k = 1; k < V; k++) mx = z[k] > mx ? z[k] : mx;
+    double s = 0;
+    for (int k = 0; k < V; k++) s += exp(z[k] - mx);
+    return mx + log(s);
+}
+
+/* the loss of the reference on ids[0..N), CE or distillation against teacher [N, V] */
+static double ref_loss(ref_llama *r, const int32_t *ids, const double *teacher) {
+    double loss = 0;
+    for (int t = 0; t < N; t++) {
+        const double *z = ref_llama_step(r, ids[t], t);
+        if (t + 1 >= N) break;
+        double lz = lse(z), ce = lz - z[ids[t + 1]];
+        if (!teacher) {
+            loss += ce;
+            continue;
+        }
+        double kl = 0, lt = lse(teacher + t * V);
+        for (int i = 0; i < V; i++) {
+            double lps = z[i] - lz, lpt = teacher[t * V + i] - lt;
+            kl += exp(lps) * (lps - lpt);
+        }
+        loss += kl + 0.2 * ce;
+    }
+    return loss;
+}
+
+static unsigned rng = 12345u;
+static unsigned next_rand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return rng >> 8;
+}
+
+/* Checks sampled coordinates of every tap kind in every layer. */
+static void check(ref_llama *r, const int32_t *ids, grads *g, const double *teacher, const char *what) {
+    double worst = 0;
+    int checked = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int l = 0; l < L; l++) {
+            const float *gr = g->g[k][l];
+            int w = width[k];
+            double gmax = 0;
+            int amax = 0;
+            for (int i = 0; i < (N - 1) * w; i++)
+                if (fabs(gr[i]) > gmax) {
+                    gmax = fabs(gr[i]);
+                    amax = i;
+                }
+            for (int s = 0; s < 4; s++) {
+                int idx = amax;
+                if (s > 0) { /* a random coordinate with a gradient that is not negligible */
+                    for (int tries = 0; tries < 1000; tries++) {
+                        idx = (int)(next_rand() % (unsigned)((N - 1) * w));
+                        if (fabs(gr[idx]) > 1e-2 * gmax) break;
+                    }
+                }
+                int t = idx / w, j = idx % w;
+                if (g->mask && k == 0 && !g->mask[((size_t)t * L + l) * F + j]) continue;
+                double eps = 1e-4;
+                r->pert_kind = ref_kind[k];
+                r->pert_layer = l;
+                r->pert_pos = t;
+                r->pert_index = j;
+                r->pert_delta = eps;
+                double lp = ref_loss(r, ids, teacher);
+                r->pert_delta = -eps;
+                double lm = ref_loss(r, ids, teacher);
+                r->pert_kind = 0;
+                double fd = (lp - lm) / (2 * eps), an = gr[idx];
+                double rel = fabs(fd - an) / fmax(fabs(fd), 1e-3 * gmax);
+                worst = fmax(worst, rel);
+                checked++;
+                CHECK_MSG(rel < 1e-3, "%s: %s layer %d pos %d index %d: analytic %.8g, finite difference %.8g", what,
+                          sc_tap_name(kinds[k]), l, t, j, an, fd);
+            }
+        }
+    }
+    printf("%s: %d coordinates, worst relative error %.3g\n", what, checked, worst);
+    CHECK(checked >= 60);
+}
+
+int main(void) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_valid_a.txt");
+    if (!bin || !tokp || !text) return sc_test_finish();
+    sc_err err;
+    sc_model *m;
+    sc_tokenizer *tok;
+    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
+    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
+    sc_data_opts o;
+    sc_data_opts_default(&o);
+    o.max_docs = 4;
+    sc_dataset d;
+    CHECK(sc_data_load_text(text, tok, &o, &d, &err) == SC_OK);
+    const int32_t *ids = d.seqs[3].ids;
+    CHECK(d.seqs[3].n >= N);
+    ref_llama r;
+    CHECK(ref_llama_load(&r, bin));
+
+    grads g = {0};
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < L; l++) g.g[k][l] = calloc((size_t)N * F, sizeof(float));
+    sc_hooks hk = {grad_hook, &g, 0xffffffffu};
+    sc_forward *f;
+    CHECK(sc_forward_create_train(m, N, &f, &err) == SC_OK);
+    float *dl = malloc((size_t)N * V * sizeof(float));
+
+    /* 1. cross-entropy */
+    const float *logits;
+    CHECK(sc_forward_run(f, ids, N, 0, &hk, &logits, &err) == SC_OK);
+    double loss = sc_loss_ce(logits, ids, N, V, dl);
+    double rl = ref_loss(&r, ids, NULL);
+    CHECK_NEAR(loss, rl, 1e-4 * rl);
+    CHECK(sc_backward_run(f, dl, &hk, &err) == SC_OK);
+    check(&r, ids, &g, NULL, "cross-entropy");
+
+    /* 2. distillation: student = the model with ~half of the neurons masked, teacher = dense */
+    double *teacher = malloc((size_t)N * V * sizeof(double));
+    float *teacher_f = malloc((size_t)N * V * sizeof(float));
+    CHECK(sc_forward_run(f, ids, N, 0, NULL, &logits, &err) == SC_OK);
+    memcpy(teacher_f, logits, (size_t)N * V * sizeof(float));
+    for (int t = 0; t < N; t++) {
+        const double *z = ref_llama_step(&r, ids[t], t);
+        memcpy(teacher + (size_t)t * V, z, V * sizeof(double));
+    }
+    unsigned char *mask = malloc((size_t)N * L * F);
+    for (size_t i = 0; i < (size_t)N * L * F; i++) mask[i] = (next_rand() % 100) < 55;
+    g.mask = mask;
+    r.h_mask = mask;
+    CHECK(sc_forward_run(f, ids, N, 0, &hk, &logits, &err) == SC_OK);
+    loss = sc_loss_distill(logits, teacher_f, ids, N, V, 0.2, dl);
+    rl = ref_loss(&r, ids, teacher);
+    CHECK_NEAR(loss, rl, 1e-4 * fabs(rl) + 1e-5);
+    CHECK(sc_backward_run(f, dl, &hk, &err) == SC_OK);
+    check(&r, ids, &g, teacher, "distillation (masked student)");
+    /* masked neurons pass no gradient upstream: the gate gradient of a dead neuron is zero */
+    /* 3. backward refuses an inference workspace */
+    sc_forward *fi;
+    CHECK(sc_forward_create(m, N, N, &fi, &err) == SC_OK);
+    CHECK(sc_backward_run(fi, dl, NULL, &err) == SC_EARG);
+    sc_forward_free(fi);
+
+    free(mask);
+    free(teacher);
+    free(teacher_f);
+    free(dl);
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < L; l++) free(g.g[k][l]);
+    sc_forward_free(f);
+    ref_llama_free(&r);
+    sc_dataset_free(&d);
+    sc_tokenizer_free(tok);
+    sc_model_free(m);
+    return sc_test_finish();
+}
