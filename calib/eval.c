@@ -6,7 +6,14 @@
 
 sc_status sc_eval_ppl(const sc_model *m, const sc_dataset *d, int64_t ctx, const sc_hooks *hooks, FILE *progress,
                       sc_ppl_result *out, sc_err *err) {
+    sc_eval_opts o = {ctx, hooks, NULL, NULL, false, progress};
+    return sc_eval_run(m, d, &o, out, err);
+}
+
+sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts *o, sc_ppl_result *out,
+                      sc_err *err) {
     memset(out, 0, sizeof *out);
+    int64_t ctx = o->ctx;
     if (ctx < 2) return sc_errf(err, SC_EARG, "ppl: context must be at least 2 tokens (got %lld)", (long long)ctx);
     int64_t longest = 0;
     for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
@@ -23,28 +30,31 @@ sc_status sc_eval_ppl(const sc_model *m, const sc_dataset *d, int64_t ctx, const
         out->n_seqs++;
         for (int64_t start = 0; start + 1 < (int64_t)s->n; start += win - 1) {
             int64_t n = (int64_t)s->n - start < win ? (int64_t)s->n - start : win;
+            int64_t from = o->second_half ? n / 2 - 1 : 0;
+            if (from < 0) from = 0;
+            if (o->before_window && (st = o->before_window(o->user, f, s->ids + start, n, &from, err))) break;
             const float *logits;
-            st = sc_forward_run(f, s->ids + start, n, 0, hooks, &logits, err);
+            st = sc_forward_run(f, s->ids + start, n, 0, o->hooks, &logits, err);
             if (st) break;
-            for (int64_t t = 0; t + 1 < n; t++) {
+            for (int64_t t = from; t + 1 < n; t++) {
                 const float *row = logits + t * V;
                 out->nll_sum += sc_logsumexp(row, V) - (double)row[s->ids[start + t + 1]];
+                out->n_scored++;
             }
-            out->n_scored += n - 1;
             out->n_tokens += n;
             out->n_windows++;
         }
         double now = sc_now();
-        if (progress && (now - last > 1.0 || i + 1 == d->n_seqs)) {
+        if (o->progress && (now - last > 1.0 || i + 1 == d->n_seqs)) {
             last = now;
             double el = now - t0, frac = (double)(i + 1) / (double)d->n_seqs;
-            fprintf(progress, "\rppl: %zu/%zu sequences, %lld tokens, %.0f tok/s, ppl %.4f, ETA %.0f s   ", i + 1,
+            fprintf(o->progress, "\rppl: %zu/%zu sequences, %lld tokens, %.0f tok/s, ppl %.4f, ETA %.0f s   ", i + 1,
                     d->n_seqs, (long long)out->n_tokens, (double)out->n_tokens / (el > 0 ? el : 1e-9),
                     exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)), el / frac - el);
-            fflush(progress);
+            fflush(o->progress);
         }
     }
-    if (progress) fputc('\n', progress);
+    if (o->progress) fputc('\n', o->progress);
     out->seconds = sc_now() - t0;
     sc_forward_free(f);
     if (st == SC_OK && out->n_scored == 0) st = sc_errf(err, SC_EARG, "ppl: no position to score");

@@ -3,6 +3,7 @@
 #ifndef SC_EVAL_H
 #define SC_EVAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,6 +26,24 @@ typedef struct sc_ppl_result {
  * status line now and then. */
 sc_status sc_eval_ppl(const sc_model *m, const sc_dataset *d, int64_t ctx, const sc_hooks *hooks, FILE *progress,
                       sc_ppl_result *out, sc_err *err);
+
+/* The general form: before_window (may be NULL) runs before each window's
+ * scored forward pass, may use the workspace for a pass of its own (e.g.
+ * GRIFFIN's prompt statistics), and sets *score_from: only predictions made
+ * at positions >= score_from count (0 = all). */
+typedef sc_status (*sc_window_fn)(void *user, sc_forward *f, const int32_t *ids, int64_t n, int64_t *score_from,
+                                  sc_err *err);
+typedef struct sc_eval_opts {
+    int64_t ctx;
+    const sc_hooks *hooks;
+    sc_window_fn before_window;
+    void *user;
+    bool second_half; /* score only predictions of tokens in the second half of each window */
+    FILE *progress;
+} sc_eval_opts;
+
+sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts *o, sc_ppl_result *out,
+                      sc_err *err);
 
 /* The llama2.c sampler: temperature 0 is greedy argmax; otherwise softmax at
  * the temperature, then top-p (nucleus) sampling when 0 < top_p < 1, with

@@ -93,6 +93,7 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
                        train ? "training" : "inference", (long long)max_ctx);
     }
     sc_rope_tables(f->cos_t, f->sin_t, max_ctx, c);
+    sc_blas_configure(c);
     *out = f;
     return SC_OK;
 }

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 
 void sc_rmsnorm_forward(float *out, float *r_out, const float *x, const float *w, int64_t T, int64_t C, float eps) {
     for (int64_t t = 0; t < T; t++) {
@@ -125,4 +126,11 @@ void sc_linear_forward(float *y, const float *x, const float *W, const float *b,
     if (b)
         for (int64_t t = 0; t < T; t++)
             for (int64_t o = 0; o < out; o++) y[t * out + o] += b[o];
+}
+
+void sc_blas_configure(const sc_config *c) {
+    const char *env = getenv("OPENBLAS_NUM_THREADS");
+    if (env && *env) return;
+    double layer_params = (double)c->dim * (double)(3 * c->ffn_dim + 2 * c->n_heads * c->head_dim);
+    openblas_set_num_threads(layer_params < 4e6 ? 1 : openblas_get_num_procs());
 }

@@ -35,6 +35,12 @@ float sc_act_scalar(float u, sc_act act);
 /* d phi / du */
 float sc_act_deriv(float u, sc_act act);
 
+/* Chooses the BLAS thread count for a model: one thread when its layers are
+ * so small that waking a second thread costs more than it saves (stories260K
+ * runs 5x faster that way), otherwise all cores. OPENBLAS_NUM_THREADS, when
+ * set, always wins. */
+void sc_blas_configure(const sc_config *c);
+
 /* y[T, out] = x[T, in] W^T (+ b), W [out, in] (cblas_sgemm) */
 void sc_linear_forward(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t in, int64_t out);
 

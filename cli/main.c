@@ -14,8 +14,13 @@ static const command commands[] = {
     {"info", cmd_info, "show a model's family, shapes, dtypes, parameters, tokenizer and memory"},
     {"ppl", cmd_ppl, "teacher-forced perplexity on text or pre-tokenized data"},
     {"generate", cmd_generate, "generate text from BOS (+ a prompt)"},
+    {"compute", cmd_compute, "accumulate calibration statistics (claws, cats) into a .scal file"},
+    {"merge", cmd_merge, "sum compatible calibration files (shards) into one"},
+    {"eval", cmd_eval, "perplexity with MLP neurons routed by a method at a density"},
     {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},
     {"bench-forward", cmd_bench_forward, "forward-pass throughput vs cblas_sgemm alone on the same shapes"},
+    {"inspect", cmd_inspect, "summarise a .scal calibration file or a .spk artifact (manifest, sections)"},
+    {"verify", cmd_verify, "check every checksum and invariant of a .scal or .spk file"},
     {NULL, NULL, NULL},
 };
 

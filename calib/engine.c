@@ -1,0 +1,334 @@
+/* engine.c - the calibration data loop (see engine.h). */
+#define _POSIX_C_SOURCE 200809L
+#define XXH_INLINE_ALL
+#include "engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "router.h"
+
+void sc_compute_opts_default(sc_compute_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->shard_count = 1;
+    o->ce_weight = 0.2;
+    o->student = SRT_ROUTER_CATS;
+    o->student_density = 0.5;
+}
+
+void sc_model_identity(const sc_model *m, char out[17]) {
+    const sc_config *c = &m->cfg;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    uint32_t eps_bits, theta_bits;
+    memcpy(&eps_bits, &c->norm_eps, 4);
+    memcpy(&theta_bits, &c->rope_theta, 4);
+    int64_t dims[] = {c->family,     c->dim, c->ffn_dim,     c->n_layers,        c->n_heads,  c->n_kv_heads,
+                      c->head_dim,   c->vocab_size, c->rope, c->act,             c->embed_scale, c->tied_classifier,
+                      c->qkv_bias,   eps_bits, theta_bits,   c->rope_scaling};
+    XXH64_update(st, dims, sizeof dims);
+    int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    XXH64_update(st, m->tok_emb, (size_t)(c->vocab_size * D) * 4);
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const sc_layer *L = &m->layers[l];
+        XXH64_update(st, L->attn_norm, (size_t)D * 4);
+        XXH64_update(st, L->wq, (size_t)(qd * D) * 4);
+        XXH64_update(st, L->wk, (size_t)(kvd * D) * 4);
+        XXH64_update(st, L->wv, (size_t)(kvd * D) * 4);
+        XXH64_update(st, L->wo, (size_t)(qd * D) * 4);
+        XXH64_update(st, L->ffn_norm, (size_t)D * 4);
+        XXH64_update(st, L->wg, (size_t)(F * D) * 4);
+        XXH64_update(st, L->wu, (size_t)(F * D) * 4);
+        XXH64_update(st, L->wd, (size_t)(F * D) * 4);
+    }
+    XXH64_update(st, m->final_norm, (size_t)D * 4);
+    if (!c->tied_classifier) XXH64_update(st, m->classifier, (size_t)(c->vocab_size * D) * 4);
+    snprintf(out, 17, "%016llx", (unsigned long long)XXH64_digest(st));
+    XXH64_freeState(st);
+}
+
+void sc_calib_free(sc_calib *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n_entries; i++) c->entries[i].method->free(c->entries[i].state);
+    free(c);
+}
+
+void *sc_calib_state(const sc_calib *c, const char *method) {
+    for (int i = 0; i < c->n_entries; i++)
+        if (strcmp(c->entries[i].method->name, method) == 0) return c->entries[i].state;
+    return NULL;
+}
+
+sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
+                       const char *params, sc_calib **out, sc_err *err) {
+    *out = NULL;
+    if (n <= 0 || n > SC_MAX_METHODS) return sc_errf(err, SC_EARG, "compute: give 1 to %d methods", SC_MAX_METHODS);
+    if (layer_end == 0) layer_end = m->cfg.n_layers;
+    if (layer_begin < 0 || layer_end > m->cfg.n_layers || layer_begin >= layer_end)
+        return sc_errf(err, SC_EARG, "compute: layers %lld:%lld are outside the model's %lld layers",
+                       (long long)layer_begin, (long long)layer_end, (long long)m->cfg.n_layers);
+    sc_calib *c = calloc(1, sizeof *c);
+    if (!c) return sc_errf(err, SC_ENOMEM, "compute: out of memory");
+    c->layer_begin = layer_begin;
+    c->layer_end = layer_end;
+    c->ffn_dim = m->cfg.ffn_dim;
+    c->dim = m->cfg.dim;
+    c->n_layers = m->cfg.n_layers;
+    sc_method_opts mo = {layer_begin, layer_end, params};
+    for (int i = 0; i < n; i++) {
+        const sc_method *me = sc_method_find(methods[i]);
+        if (!me) {
+            sc_calib_free(c);
+            return sc_errf(err, SC_EARG, "compute: unknown method '%s'", methods[i]);
+        }
+        for (int k = 0; k < c->n_entries; k++)
+            if (c->entries[k].method == me) {
+                sc_calib_free(c);
+                return sc_errf(err, SC_EARG, "compute: method '%s' given twice", methods[i]);
+            }
+        sc_status st = me->create(m, &mo, &c->entries[c->n_entries].state, err);
+        if (st) {
+            sc_calib_free(c);
+            return st;
+        }
+        c->entries[c->n_entries++].method = me;
+    }
+    *out = c;
+    return SC_OK;
+}
+
+/* ---- the data loop ---- */
+
+typedef struct loop_ctx {
+    sc_calib *c;
+    sc_router *student; /* distillation: routes the student's forward */
+    int64_t n_scored;
+    uint32_t fwd_mask, grad_mask;
+} loop_ctx;
+
+static sc_status dispatch(void *user, const sc_tap_event *ev, sc_err *err) {
+    loop_ctx *x = user;
+    if (x->student && !ev->is_grad) SC_TRY(sc_router_hook(x->student, ev, err));
+    for (int i = 0; i < x->c->n_entries; i++) {
+        const sc_method *me = x->c->entries[i].method;
+        uint32_t want = ev->is_grad ? me->grad_taps : me->fwd_taps;
+        if (want & SC_TAP_BIT(ev->tap)) SC_TRY(me->observe(x->c->entries[i].state, ev, x->n_scored, err));
+    }
+    return SC_OK;
+}
+
+static void canonical_options(const sc_compute_opts *o, const sc_calib *c, char *out, size_t cap) {
+    int n = snprintf(out, cap, "{\"methods\":[");
+    for (int i = 0; i < c->n_entries && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(out + n, cap - (size_t)n, "%s\"%s\"", i ? "," : "", c->entries[i].method->name);
+    if (n > 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n,
+                 "],\"seq_len\":%lld,\"max_seqs\":%lld,\"layers\":[%lld,%lld],\"loss\":\"%s\",\"student\":\"%s\","
+                 "\"student_density\":%.17g,\"ce_weight\":%.17g,\"params\":\"%s\"}",
+                 (long long)o->seq_len, (long long)o->max_seqs, (long long)c->layer_begin, (long long)c->layer_end,
+                 o->loss == SC_LOSS_KIND_DISTILL ? "distill" : "ce",
+                 o->loss == SC_LOSS_KIND_DISTILL ? srt_router_name(o->student) : "none",
+                 o->loss == SC_LOSS_KIND_DISTILL ? o->student_density : 0.0,
+                 o->loss == SC_LOSS_KIND_DISTILL ? o->ce_weight : 0.0, o->params ? o->params : "");
+}
+
+sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_compute_opts *o, sc_calib **out,
+                           sc_err *err) {
+    *out = NULL;
+    if (o->shard_count < 1 || o->shard_index < 0 || o->shard_index >= o->shard_count)
+        return sc_errf(err, SC_EARG, "compute: bad shard %lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
+    sc_calib *c;
+    SC_TRY(sc_calib_new(m, o->methods, o->n_methods, o->layer_begin, o->layer_end, o->params, &c, err));
+    sc_compute_opts eo = *o;
+    if (eo.seq_len <= 0) eo.seq_len = m->cfg.max_seq_len;
+    canonical_options(&eo, c, c->options, sizeof c->options);
+    snprintf(c->shards, sizeof c->shards, "%lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
+    sc_model_identity(m, c->model_id);
+
+    loop_ctx x = {c, NULL, 0, 0, 0};
+    for (int i = 0; i < c->n_entries; i++) {
+        x.fwd_mask |= c->entries[i].method->fwd_taps;
+        x.grad_mask |= c->entries[i].method->grad_taps;
+    }
+    bool need_grad = x.grad_mask != 0;
+    sc_status st = SC_OK;
+    sc_forward *f = NULL;
+    float *dl = NULL, *teacher = NULL;
+    int64_t V = m->cfg.vocab_size, T = eo.seq_len;
+    if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) {
+        sc_router_spec rs = {o->student, o->student_density, NULL, NULL, false};
+        if (o->student != SRT_ROUTER_CATS && o->student != SRT_ROUTER_ORACLE && o->student != SRT_ROUTER_DENSE) {
+            st = sc_errf(err, SC_EARG, "compute: the distillation student must use a router that needs no calibration (cats, oracle, dense)");
+            goto done;
+        }
+        if ((st = sc_router_create(m, &rs, &x.student, err))) goto done;
+        x.fwd_mask |= sc_router_taps();
+    }
+    st = need_grad ? sc_forward_create_train(m, T, &f, err) : sc_forward_create(m, T, T, &f, err);
+    if (st) goto done;
+    if (need_grad) {
+        dl = malloc((size_t)(T * V) * sizeof(float));
+        teacher = o->loss == SC_LOSS_KIND_DISTILL ? malloc((size_t)(T * V) * sizeof(float)) : NULL;
+        if (!dl || (o->loss == SC_LOSS_KIND_DISTILL && !teacher)) {
+            st = sc_errf(err, SC_ENOMEM, "compute: out of memory for %lld x %lld logits", (long long)T, (long long)V);
+            goto done;
+        }
+    }
+    /* the selected sequences: those with >= 2 tokens, the first max_seqs, then every n-th for the shard */
+    XXH64_state_t *dh = XXH64_createState();
+    XXH64_reset(dh, (unsigned long long)T);
+    int64_t eligible = 0, mine = 0;
+    for (size_t i = 0; i < d->n_seqs; i++) {
+        if (d->seqs[i].n < 2) continue;
+        if (o->max_seqs > 0 && eligible >= o->max_seqs) break;
+        int64_t n = (int64_t)d->seqs[i].n < T ? (int64_t)d->seqs[i].n : T;
+        XXH64_update(dh, d->seqs[i].ids, (size_t)n * sizeof(int32_t));
+        if (eligible++ % o->shard_count == o->shard_index) mine++;
+    }
+    snprintf(c->data_id, sizeof c->data_id, "%016llx", (unsigned long long)XXH64_digest(dh));
+    XXH64_freeState(dh);
+    if (mine == 0) {
+        st = sc_errf(err, SC_EARG, "compute: no sequence with at least 2 tokens for shard %lld/%lld",
+                     (long long)o->shard_index, (long long)o->shard_count);
+        goto done;
+    }
+    double t0 = sc_now(), last = t0;
+    int64_t k = 0, done_seqs = 0, tokens_run = 0;
+    sc_hooks hk = {dispatch, &x, x.fwd_mask};
+    sc_hooks ghk = {dispatch, &x, x.grad_mask};
+    for (size_t i = 0; i < d->n_seqs && done_seqs < mine; i++) {
+        if (d->seqs[i].n < 2) continue;
+        if (k++ % o->shard_count != o->shard_index) continue;
+        int64_t n = (int64_t)d->seqs[i].n < T ? (int64_t)d->seqs[i].n : T;
+        const int32_t *ids = d->seqs[i].ids;
+        x.n_scored = n - 1;
+        const float *logits;
+        if (teacher) { /* the dense teacher first */
+            if ((st = sc_forward_run(f, ids, n, 0, NULL, &logits, err))) break;
+            memcpy(teacher, logits, (size_t)(n * V) * sizeof(float));
+        }
+        if ((st = sc_forward_run(f, ids, n, 0, &hk, &logits, err))) break;
+        if (need_grad) {
+            if (teacher)
+                sc_loss_distill(logits, teacher, ids, n, V, o->ce_weight, dl);
+            else
+                sc_loss_ce(logits, ids, n, V, dl);
+            if ((st = sc_backward_run(f, dl, &ghk, err))) break;
+        }
+        c->n_seqs++;
+        c->n_tokens += n - 1;
+        tokens_run += n;
+        done_seqs++;
+        double now = sc_now();
+        if (o->progress && (now - last > 1.0 || done_seqs == mine)) {
+            last = now;
+            double el = now - t0;
+            fprintf(o->progress, "\rcompute: %lld/%lld sequences, %lld tokens, %.0f tok/s, ETA %.0f s   ",
+                    (long long)done_seqs, (long long)mine, (long long)tokens_run, (double)tokens_run / (el > 0 ? el : 1e-9),
+                    el / (double)done_seqs * (double)(mine - done_seqs));
+            fflush(o->progress);
+        }
+    }
+    if (o->progress) fputc('\n', o->progress);
+    c->seconds = sc_now() - t0;
+    if (!st) st = sc_calib_finalize(c, err);
+done:
+    free(dl);
+    free(teacher);
+    sc_forward_free(f);
+    sc_router_free(x.student);
+    if (st) {
+        sc_calib_free(c);
+        return st;
+    }
+    *out = c;
+    return SC_OK;
+}
+
+sc_status sc_calib_finalize(sc_calib *c, sc_err *err) {
+    for (int i = 0; i < c->n_entries; i++) SC_TRY(c->entries[i].method->finalize(c->entries[i].state, err));
+    return SC_OK;
+}
+
+/* ---- merge ---- */
+
+/* Shards "i/n,..." of both sides must share n and be disjoint. */
+static bool shards_compatible(const char *a, const char *b, char *why, size_t cap) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s,%s", a, b);
+    long long n0 = -1;
+    long long seen[512];
+    int ns = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long long i, n;
+        if (sscanf(tok, "%lld/%lld", &i, &n) != 2 || n < 1 || i < 0 || i >= n) {
+            snprintf(why, cap, "bad shard '%s'", tok);
+            return false;
+        }
+        if (n0 >= 0 && n != n0) {
+            snprintf(why, cap, "shards of different splits (%lld vs %lld parts) cannot be combined", n0, n);
+            return false;
+        }
+        n0 = n;
+        for (int k = 0; k < ns; k++)
+            if (seen[k] == i) {
+                snprintf(why, cap, "shard %lld/%lld is already included; it would be counted twice", i, n);
+                return false;
+            }
+        if (ns < 512) seen[ns++] = i;
+    }
+    return true;
+}
+
+sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
+    if (strcmp(dst->model_id, src->model_id) != 0)
+        return sc_errf(err, SC_EARG, "merge: different models (%s vs %s)", dst->model_id, src->model_id);
+    if (strcmp(dst->options, src->options) != 0)
+        return sc_errf(err, SC_EARG, "merge: different options (%s vs %s)", dst->options, src->options);
+    if (strcmp(dst->data_id, src->data_id) != 0)
+        return sc_errf(err, SC_EARG, "merge: computed on different data (%s vs %s)", dst->data_id, src->data_id);
+    char why[160];
+    if (!shards_compatible(dst->shards, src->shards, why, sizeof why))
+        return sc_errf(err, SC_EARG, "merge: %s (have %s, adding %s)", why, dst->shards, src->shards);
+    if (dst->n_entries != src->n_entries) return sc_errf(err, SC_EARG, "merge: different method lists");
+    sc_array *a = malloc(2 * SC_MAX_ARRAYS * sizeof *a), *b = a + SC_MAX_ARRAYS;
+    if (!a) return sc_errf(err, SC_ENOMEM, "merge: out of memory");
+    sc_status st = SC_OK;
+    for (int i = 0; i < dst->n_entries && !st; i++) {
+        const sc_method *me = dst->entries[i].method;
+        if (me != src->entries[i].method) {
+            st = sc_errf(err, SC_EARG, "merge: different method lists");
+            break;
+        }
+        int na = me->arrays(dst->entries[i].state, a, SC_MAX_ARRAYS), nb = me->arrays(src->entries[i].state, b, SC_MAX_ARRAYS);
+        if (na != nb) {
+            st = sc_errf(err, SC_EARG, "merge: %s: different array lists", me->name);
+            break;
+        }
+        for (int k = 0; k < na; k++) {
+            if (strcmp(a[k].name, b[k].name) || a[k].shape[0] != b[k].shape[0] || a[k].shape[1] != b[k].shape[1] ||
+                a[k].type != b[k].type) {
+                st = sc_errf(err, SC_EARG, "merge: %s: array %s differs in shape", me->name, a[k].name);
+                break;
+            }
+            if (a[k].kind != SC_ARR_SUM) continue;
+            int64_t n = a[k].shape[0] * (a[k].shape[1] ? a[k].shape[1] : 1);
+            if (a[k].type == SC_ARR_F64)
+                for (int64_t j = 0; j < n; j++) ((double *)a[k].data)[j] += ((const double *)b[k].data)[j];
+            else if (a[k].type == SC_ARR_I64)
+                for (int64_t j = 0; j < n; j++) ((int64_t *)a[k].data)[j] += ((const int64_t *)b[k].data)[j];
+            else
+                for (int64_t j = 0; j < n; j++) ((float *)a[k].data)[j] += ((const float *)b[k].data)[j];
+        }
+    }
+    free(a);
+    if (st) return st;
+    size_t used = strlen(dst->shards);
+    snprintf(dst->shards + used, sizeof dst->shards - used, ",%s", src->shards);
+    dst->n_seqs += src->n_seqs;
+    dst->n_tokens += src->n_tokens;
+    dst->seconds += src->seconds;
+    return sc_calib_finalize(dst, err);
+}

@@ -1,0 +1,69 @@
+/* engine.h - `sparsecal compute`: the one data loop. Streams calibration
+ * sequences through the forward pass (and the backward pass when a method
+ * needs gradients), lets every enabled method observe its taps, and keeps
+ * the identity of what was computed so shards can be merged safely. */
+#ifndef SC_ENGINE_H
+#define SC_ENGINE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data.h"
+#include "method.h"
+#include "srt_route.h"
+
+#define SC_MAX_METHODS 8
+
+typedef enum sc_loss_kind { SC_LOSS_KIND_CE = 0, SC_LOSS_KIND_DISTILL } sc_loss_kind;
+
+typedef struct sc_compute_opts {
+    const char *methods[SC_MAX_METHODS];
+    int n_methods;
+    int64_t seq_len;      /* tokens per sequence (0: the model's context); longer ones are cut */
+    int64_t max_seqs;     /* 0: all */
+    int64_t shard_index, shard_count; /* process sequences k with k % count == index */
+    int64_t layer_begin, layer_end;   /* [begin, end); end 0 = all */
+    sc_loss_kind loss;
+    srt_router student;      /* distillation: the student's router (needs no calibration) */
+    double student_density;
+    double ce_weight;        /* distillation: weight of the CE term (0.2) */
+    const char *params;      /* method parameters "k=v,..." */
+    FILE *progress;          /* status lines (NULL: quiet) */
+} sc_compute_opts;
+
+void sc_compute_opts_default(sc_compute_opts *o);
+
+typedef struct sc_calib_entry {
+    const sc_method *method;
+    void *state;
+} sc_calib_entry;
+
+/* A calibration result: method states plus provenance. */
+typedef struct sc_calib {
+    char model_id[17];    /* xxh64 of config + weights, hex */
+    char data_id[17];     /* xxh64 of the token ids of the selected sequences (before sharding), hex */
+    char options[1024];   /* canonical JSON of the options that must match to merge */
+    char shards[512];     /* comma-separated "i/n" shards included */
+    int64_t n_seqs, n_tokens; /* sequences and scored positions observed */
+    double seconds;
+    sc_calib_entry entries[SC_MAX_METHODS];
+    int n_entries;
+    int64_t layer_begin, layer_end, ffn_dim, dim, n_layers;
+} sc_calib;
+
+sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_compute_opts *o, sc_calib **out,
+                           sc_err *err);
+/* An empty calibration with the given methods (for loading and merging). */
+sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
+                       const char *params, sc_calib **out, sc_err *err);
+/* dst += src after checking model, options and shards are compatible. */
+sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err);
+sc_status sc_calib_finalize(sc_calib *c, sc_err *err);
+void sc_calib_free(sc_calib *c);
+/* The method state of a calibration, or NULL. */
+void *sc_calib_state(const sc_calib *c, const char *method);
+
+/* xxh64 of the config and every weight, as 16 hex digits. */
+void sc_model_identity(const sc_model *m, char out[17]);
+
+#endif

@@ -1,0 +1,64 @@
+/* method.h - calibration methods as plugins behind one accumulator
+ * interface, found by name in a registry. The data loop, the taps, the
+ * backward pass and the merge of shards exist once (engine.c); a method
+ * declares which taps and gradients it observes and which arrays it keeps.
+ *
+ * Arrays are what a method accumulates and saves: SUM arrays are added when
+ * shards merge, CONCAT arrays (stored token samples) are appended, DERIVED
+ * arrays are recomputed by finalize from the others. Sums are doubles and
+ * are accumulated in a fixed order, so the same inputs give the same bits. */
+#ifndef SC_METHOD_H
+#define SC_METHOD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "forward.h"
+#include "model.h"
+
+/* Upper bound on the arrays one method keeps (a few per layer). */
+#define SC_MAX_ARRAYS 16384
+
+typedef enum sc_arr_kind { SC_ARR_SUM = 0, SC_ARR_CONCAT, SC_ARR_DERIVED } sc_arr_kind;
+typedef enum sc_arr_type { SC_ARR_F64 = 0, SC_ARR_I64, SC_ARR_F32 } sc_arr_type;
+
+typedef struct sc_array {
+    char name[96];    /* e.g. "layer3.num" */
+    sc_arr_kind kind;
+    sc_arr_type type;
+    int64_t shape[2]; /* shape[1] == 0 for vectors */
+    void *data;       /* owned by the method state */
+} sc_array;
+
+/* Options every method sees; method-specific knobs go in `params`. */
+typedef struct sc_method_opts {
+    int64_t layer_begin, layer_end; /* layers [begin, end) */
+    const char *params;             /* "key=value,..." (method-specific), may be NULL */
+} sc_method_opts;
+
+typedef struct sc_method {
+    const char *name;
+    const char *summary;
+    uint32_t fwd_taps;  /* forward taps observed */
+    uint32_t grad_taps; /* gradient taps observed (non-zero: the engine runs the backward pass) */
+    sc_status (*create)(const sc_model *m, const sc_method_opts *o, void **state, sc_err *err);
+    /* ev->n_tokens rows; only rows [0, n_scored) are calibration positions
+     * (the last position of a window predicts nothing and has no gradient). */
+    sc_status (*observe)(void *state, const sc_tap_event *ev, int64_t n_scored, sc_err *err);
+    /* Recomputes DERIVED arrays from the sums. */
+    sc_status (*finalize)(void *state, sc_err *err);
+    /* Lists the arrays (pointers stay valid for the state's lifetime). */
+    int (*arrays)(void *state, sc_array *out, int cap);
+    void (*free)(void *state);
+} sc_method;
+
+const sc_method *sc_method_find(const char *name);
+/* The registry, NULL-terminated. */
+const sc_method *const *sc_methods(void);
+
+/* Helpers for methods: per-layer float64/int64 vectors. */
+double *sc_method_f64(int64_t n);
+/* L2 norms of the columns of W_d [dim, ffn] (a neuron's output vector), in double. */
+void sc_down_col_norms(const sc_model *m, int64_t layer, double *out);
+
+#endif

@@ -1,0 +1,203 @@
+/* scal.c - saving and loading calibrations (see scal.h). */
+#include "scal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srt_container.h"
+
+static srt_ct_dtype ct_type(sc_arr_type t) {
+    return t == SC_ARR_F64 ? SRT_CT_F64 : t == SC_ARR_I64 ? SRT_CT_I64 : SRT_CT_F32;
+}
+
+static size_t elem_size(sc_arr_type t) { return t == SC_ARR_F32 ? 4 : 8; }
+
+sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, int compress, sc_err *err) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "sparsecal-calibration");
+    cJSON_AddNumberToObject(j, "format_version", 1);
+    cJSON_AddStringToObject(j, "tool", "sparsecal " SC_VERSION);
+    cJSON *mo = cJSON_AddObjectToObject(j, "model");
+    cJSON_AddStringToObject(mo, "id", c->model_id);
+    if (m) {
+        cJSON_AddStringToObject(mo, "family", sc_family_name(m->cfg.family));
+        cJSON_AddStringToObject(mo, "format", m->format);
+    }
+    cJSON_AddNumberToObject(mo, "dim", (double)c->dim);
+    cJSON_AddNumberToObject(mo, "ffn_dim", (double)c->ffn_dim);
+    cJSON_AddNumberToObject(mo, "n_layers", (double)c->n_layers);
+    cJSON *da = cJSON_AddObjectToObject(j, "data");
+    cJSON_AddStringToObject(da, "id", c->data_id);
+    cJSON_AddNumberToObject(da, "sequences", (double)c->n_seqs);
+    cJSON_AddNumberToObject(da, "tokens", (double)c->n_tokens);
+    cJSON_AddStringToObject(da, "shards", c->shards);
+    cJSON *opt = cJSON_Parse(c->options);
+    if (opt) cJSON_AddItemToObject(j, "options", opt);
+    cJSON *ms = cJSON_AddArrayToObject(j, "methods");
+    for (int i = 0; i < c->n_entries; i++) cJSON_AddItemToArray(ms, cJSON_CreateString(c->entries[i].method->name));
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+
+    char msg[512] = "";
+    srt_writer *w = NULL;
+    srt_ct_status cs = srt_writer_create(path, SRT_CT_SCAL, &w, msg, sizeof msg);
+    if (!cs) cs = srt_writer_set_manifest(w, text, strlen(text));
+    free(text);
+    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+    if (!arr && !cs) cs = SRT_CT_ENOMEM;
+    for (int i = 0; i < c->n_entries && !cs; i++) {
+        const sc_method *me = c->entries[i].method;
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
+        for (int k = 0; k < n && !cs; k++) {
+            char name[SRT_CT_MAX_NAME + 1];
+            snprintf(name, sizeof name, "%s/%s", me->name, arr[k].name);
+            uint64_t dims[2] = {(uint64_t)arr[k].shape[0], (uint64_t)arr[k].shape[1]};
+            uint32_t nd = arr[k].shape[1] ? 2 : 1;
+            size_t bytes = (size_t)arr[k].shape[0] * (arr[k].shape[1] ? (size_t)arr[k].shape[1] : 1) * elem_size(arr[k].type);
+            cs = srt_writer_add(w, name, ct_type(arr[k].type), nd, dims, arr[k].data, bytes, compress);
+        }
+    }
+    free(arr);
+    if (!cs) cs = srt_writer_finish(w);
+    sc_status st = SC_OK;
+    if (cs) st = sc_errf(err, (sc_status)cs, "%s", w ? srt_writer_errmsg(w) : msg); /* same numbering */
+    srt_writer_free(w);
+    return st;
+}
+
+static sc_status ct_fail(const char *path, srt_container *ct, const char *msg, sc_err *err) {
+    (void)path;
+    return sc_errf(err, SC_EFORMAT, "%s", ct ? srt_container_errmsg(ct) : msg);
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool jint(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(v) || v->valuedouble < (double)lo || v->valuedouble > (double)hi ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
+        return false;
+    *out = (int64_t)v->valuedouble;
+    return true;
+}
+
+sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
+    *out = NULL;
+    char msg[768] = "";
+    srt_container *ct = NULL;
+    if (srt_container_open(path, SRT_CT_SCAL, &ct, msg, sizeof msg)) {
+        sc_status st = sc_errf(err, SC_EFORMAT, "%s", msg);
+        if (strstr(msg, "cannot open") || strstr(msg, "No such file")) st = SC_EIO;
+        return st;
+    }
+    size_t mlen;
+    const char *mtext = srt_container_manifest_text(ct, &mlen);
+    cJSON *j = cJSON_ParseWithLength(mtext, mlen);
+    sc_status st = SC_OK;
+    sc_calib *c = NULL;
+    sc_array *arr = NULL;
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(j, "model"), *da = cJSON_GetObjectItemCaseSensitive(j, "data"),
+                *opt = cJSON_GetObjectItemCaseSensitive(j, "options"), *ms = cJSON_GetObjectItemCaseSensitive(j, "methods");
+    const char *fmt = jstr(j, "format"), *mid = jstr(mo, "id"), *did = jstr(da, "id"), *shards = jstr(da, "shards");
+    int64_t dim, ffn, nl, nseq, ntok, lb, le, fv;
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(opt, "layers");
+    if (!j || !fmt || strcmp(fmt, "sparsecal-calibration") || !jint(j, "format_version", 1, 1, &fv) || !mid ||
+        strlen(mid) != 16 || !did || strlen(did) != 16 || !shards || strlen(shards) >= sizeof c->shards ||
+        !jint(mo, "dim", 1, SC_MAX_DIM, &dim) || !jint(mo, "ffn_dim", 1, SC_MAX_FFN, &ffn) ||
+        !jint(mo, "n_layers", 1, SC_MAX_LAYERS, &nl) || !jint(da, "sequences", 0, INT64_MAX / 2, &nseq) ||
+        !jint(da, "tokens", 0, INT64_MAX / 2, &ntok) || !cJSON_IsObject(opt) || !cJSON_IsArray(layers) ||
+        cJSON_GetArraySize(layers) != 2 || !cJSON_IsArray(ms) || cJSON_GetArraySize(ms) < 1 ||
+        cJSON_GetArraySize(ms) > SC_MAX_METHODS) {
+        st = sc_errf(err, SC_EFORMAT, "%s: the manifest is not a valid sparsecal calibration manifest", path);
+        goto done;
+    }
+    lb = (int64_t)cJSON_GetArrayItem(layers, 0)->valuedouble;
+    le = (int64_t)cJSON_GetArrayItem(layers, 1)->valuedouble;
+    if (lb < 0 || le > nl || lb >= le) {
+        st = sc_errf(err, SC_EFORMAT, "%s: options.layers [%lld, %lld] do not fit %lld layers", path, (long long)lb,
+                     (long long)le, (long long)nl);
+        goto done;
+    }
+    if (m) {
+        char id[17];
+        sc_model_identity(m, id);
+        if (strcmp(id, mid) != 0) {
+            st = sc_errf(err, SC_EARG, "%s: computed on another model (identity %s, this model is %s)", path, mid, id);
+            goto done;
+        }
+    }
+    /* a shape-only model is enough to create the method states */
+    sc_model shape;
+    memset(&shape, 0, sizeof shape);
+    shape.cfg.dim = dim;
+    shape.cfg.ffn_dim = ffn;
+    shape.cfg.n_layers = nl;
+    const char *names[SC_MAX_METHODS];
+    int nm = cJSON_GetArraySize(ms);
+    for (int i = 0; i < nm; i++) {
+        names[i] = cJSON_IsString(cJSON_GetArrayItem(ms, i)) ? cJSON_GetArrayItem(ms, i)->valuestring : "";
+        if (!sc_method_find(names[i])) {
+            st = sc_errf(err, SC_EUNSUPPORTED, "%s: unknown method '%.64s' in the manifest", path, names[i]);
+            goto done;
+        }
+    }
+    const char *params = jstr(opt, "params");
+    if ((st = sc_calib_new(m ? m : &shape, names, nm, lb, le, params, &c, err))) goto done;
+    snprintf(c->model_id, sizeof c->model_id, "%s", mid);
+    snprintf(c->data_id, sizeof c->data_id, "%s", did);
+    snprintf(c->shards, sizeof c->shards, "%s", shards);
+    char *ot = cJSON_PrintUnformatted(opt);
+    if (!ot || strlen(ot) >= sizeof c->options) {
+        free(ot);
+        st = sc_errf(err, SC_EFORMAT, "%s: options too long", path);
+        goto done;
+    }
+    snprintf(c->options, sizeof c->options, "%s", ot);
+    free(ot);
+    c->n_seqs = nseq;
+    c->n_tokens = ntok;
+    arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+    if (!arr) {
+        st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    size_t expected_sections = 0;
+    for (int i = 0; i < c->n_entries && !st; i++) {
+        const sc_method *me = c->entries[i].method;
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
+        for (int k = 0; k < n; k++) {
+            char name[SRT_CT_MAX_NAME + 1];
+            snprintf(name, sizeof name, "%s/%s", me->name, arr[k].name);
+            uint64_t count = (uint64_t)arr[k].shape[0] * (uint64_t)(arr[k].shape[1] ? arr[k].shape[1] : 1);
+            const void *data;
+            if (srt_container_get_typed(ct, name, ct_type(arr[k].type), count, &data)) {
+                st = srt_container_find(ct, name) < 0
+                         ? sc_errf(err, SC_EFORMAT, "%s: section '%s' is missing", path, name)
+                         : ct_fail(path, ct, msg, err);
+                break;
+            }
+            memcpy(arr[k].data, data, count * elem_size(arr[k].type));
+            expected_sections++;
+        }
+    }
+    if (!st && expected_sections != srt_container_section_count(ct))
+        st = sc_errf(err, SC_EFORMAT, "%s: %zu sections, expected %zu", path, srt_container_section_count(ct),
+                     expected_sections);
+    if (!st) st = sc_calib_finalize(c, err);
+done:
+    free(arr);
+    cJSON_Delete(j);
+    srt_container_close(ct);
+    if (st) {
+        sc_calib_free(c);
+        return st;
+    }
+    *out = c;
+    return SC_OK;
+}

@@ -1,0 +1,90 @@
+/* sparse_eval.c - evaluation with a neuron router (see sparse_eval.h). */
+#include "sparse_eval.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cats.h"
+
+typedef struct griffin_ctx {
+    sc_router *r;
+} griffin_ctx;
+
+/* Before each window: a dense pass over the prompt (the first half) to
+ * collect s_j, then freeze the top-K set; score only the second half. */
+static sc_status griffin_window(void *user, sc_forward *f, const int32_t *ids, int64_t n, int64_t *score_from,
+                                sc_err *err) {
+    griffin_ctx *g = user;
+    int64_t prompt = n / 2;
+    if (prompt < 1) prompt = 1;
+    sc_router_griffin_begin(g->r, prompt);
+    sc_hooks hk = {sc_router_griffin_observe, g->r, SC_TAP_BIT(SC_TAP_H)};
+    SC_TRY(sc_forward_run(f, ids, prompt, 0, &hk, NULL, err));
+    sc_router_griffin_fix(g->r);
+    *score_from = prompt - 1;
+    return SC_OK;
+}
+
+sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                         sc_sparse_eval_result *out, sc_err *err) {
+    memset(out, 0, sizeof *out);
+    const sc_config *cfg = &m->cfg;
+    bool prefill = strcmp(o->method, "griffin-prefill") == 0;
+    int kind = prefill ? SRT_ROUTER_GRIFFIN : srt_router_from_name(o->method);
+    if (kind < 0)
+        return sc_errf(err, SC_EARG,
+                       "eval: unknown method '%s' (dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle)",
+                       o->method);
+    sc_router_spec spec = {(srt_router)kind, o->density, NULL, NULL, prefill};
+    const double **c = NULL;
+    float *thr = NULL;
+    sc_status st = SC_OK;
+    if (kind == SRT_ROUTER_CLAWS || kind == SRT_ROUTER_CATS_THRESHOLD) {
+        const char *need = kind == SRT_ROUTER_CLAWS ? "claws" : "cats";
+        if (!o->calib) return sc_errf(err, SC_EARG, "eval: method %s needs a calibration file (--calib)", o->method);
+        void *state = sc_calib_state(o->calib, need);
+        if (!state)
+            return sc_errf(err, SC_EARG, "eval: the calibration file holds no '%s' statistics (compute --method %s)",
+                           need, need);
+        sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+        c = calloc((size_t)cfg->n_layers, sizeof *c);
+        thr = calloc((size_t)cfg->n_layers, sizeof *thr);
+        if (!arr || !c || !thr) {
+            free(arr);
+            st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+            goto done;
+        }
+        int n = sc_method_find(need)->arrays(state, arr, SC_MAX_ARRAYS);
+        for (int k = 0; k < n; k++) {
+            long long layer;
+            char what[32];
+            if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= cfg->n_layers)
+                continue;
+            if (kind == SRT_ROUTER_CLAWS && strcmp(what, "c") == 0) c[layer] = arr[k].data;
+            if (kind == SRT_ROUTER_CATS_THRESHOLD && strcmp(what, "hist") == 0)
+                thr[layer] = sc_cats_threshold(arr[k].data, 1.0 - o->density);
+        }
+        free(arr);
+        spec.c = c;
+        spec.thresholds = thr;
+        if (kind == SRT_ROUTER_CATS_THRESHOLD && o->density >= 1.0)
+            spec.kind = SRT_ROUTER_DENSE; /* threshold 0 would still drop exact zeros */
+    }
+    sc_router *r = NULL;
+    if ((st = sc_router_create(m, &spec, &r, err))) goto done;
+    sc_hooks hk = {sc_router_hook, r, sc_router_taps()};
+    griffin_ctx g = {r};
+    sc_eval_opts eo = {o->ctx, &hk, kind == SRT_ROUTER_GRIFFIN ? griffin_window : NULL, &g,
+                       o->second_half || kind == SRT_ROUTER_GRIFFIN, o->progress};
+    st = sc_eval_run(m, d, &eo, &out->ppl, err);
+    if (!st) {
+        sc_router_get_stats(r, &out->stats);
+        for (int64_t l = 0; l < cfg->n_layers && l < SC_MAX_LAYERS; l++) out->layer_density[l] = out->stats.layer_mean[l];
+        out->stats.layer_mean = out->layer_density;
+    }
+    sc_router_free(r);
+done:
+    free(c);
+    free(thr);
+    return st;
+}

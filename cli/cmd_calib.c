@@ -1,0 +1,277 @@
+/* cmd_calib.c - `sparsecal compute`, `merge` and `eval`. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "scal.h"
+#include "sparse_eval.h"
+
+#define DATA_OPTS(in)                                                                                              \
+    {"model", 'm', SC_ARG_STR, &(in).model_path, "MODEL", "model: llama2.c .bin, .gguf, or Hugging Face dir", 0, 0}, \
+    {"tokenizer", 't', SC_ARG_STR, &(in).tok_path, "TOK", "tokenizer; default: the model's", 0, 0},                 \
+    {"data", 'f', SC_ARG_STR, &(in).data_path, "TEXT", "text (documents split on blank lines) or JSONL", 0, 0},      \
+    {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS", "pre-tokenized file, one sequence per line", 0, 0},         \
+    {"sep", 0, SC_ARG_STR, &(in).separator, "STR", "document separator instead of blank lines", 0, 0},              \
+    {"max-docs", 0, SC_ARG_INT, &(in).max_docs, "N", "read at most N documents", 0, 1e15}
+
+static void print_json(cJSON *j) {
+    char *s = cJSON_PrintUnformatted(j);
+    if (s) puts(s);
+    free(s);
+    cJSON_Delete(j);
+}
+
+/* "a:b" -> [a, b) with b empty meaning the end */
+static bool parse_range(const char *s, int64_t *a, int64_t *b) {
+    char *end;
+    *a = strtoll(s, &end, 10);
+    if (end == s || *end != ':' || *a < 0) return false;
+    const char *t = end + 1;
+    if (!*t) {
+        *b = 0;
+        return true;
+    }
+    *b = strtoll(t, &end, 10);
+    return end != t && !*end && *b > *a;
+}
+
+static bool parse_shard(const char *s, int64_t *i, int64_t *n) {
+    char *end;
+    *i = strtoll(s, &end, 10);
+    if (end == s || *end != '/') return false;
+    const char *t = end + 1;
+    *n = strtoll(t, &end, 10);
+    return end != t && !*end && *n >= 1 && *i >= 0 && *i < *n;
+}
+
+int cmd_compute(int argc, char **argv) {
+    cli_inputs in = {0};
+    const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
+               *params = NULL;
+    int64_t seqs = 0, seq_len = 0, compress = 3;
+    double student_density = 0.5, ce_weight = 0.2;
+    bool json = false, quiet = false;
+    const sc_opt opts[] = {
+        DATA_OPTS(in),
+        {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats (comma-separated)", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
+        {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
+        {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
+        {"shard", 0, SC_ARG_STR, &shard, "I/N", "process every N-th sequence starting at I (merge shards later)", 0, 0},
+        {"layers", 0, SC_ARG_STR, &layers, "A:B", "calibrate layers A..B-1 (default: all)", 0, 0},
+        {"loss", 0, SC_ARG_STR, &loss, "ce|distill", "loss for gradients: next-token CE, or KL(student||teacher) + w*CE", 0, 0},
+        {"student", 0, SC_ARG_STR, &student, "R", "distill: the student's router (cats, oracle, dense)", 0, 0},
+        {"student-density", 0, SC_ARG_FLOAT, &student_density, "D", "distill: the student's density (default 0.5)", 0, 1},
+        {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
+        {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
+        {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
+        {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
+        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+    };
+    int r = sc_parse_args("compute",
+                          "Stream calibration sequences through the model and accumulate each method's statistics\n"
+                          "into a calibration file. claws runs the backward pass; cats needs only the forward.",
+                          opts, argc, argv, NULL, 0, NULL);
+    if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    sc_compute_opts co;
+    sc_compute_opts_default(&co);
+    char mbuf[256];
+    if (!methods || !out) {
+        fprintf(stderr, "sparsecal compute: %s\n", !methods ? "no method given (--method claws)" : "no output file (-o FILE)");
+        return 2;
+    }
+    snprintf(mbuf, sizeof mbuf, "%s", methods);
+    for (char *p = strtok(mbuf, ","); p; p = strtok(NULL, ",")) {
+        if (co.n_methods == SC_MAX_METHODS || !sc_method_find(p)) {
+            fprintf(stderr, "sparsecal compute: unknown method '%s' (claws, cats)\n", p);
+            return 2;
+        }
+        co.methods[co.n_methods++] = p;
+    }
+    if (layers && !parse_range(layers, &co.layer_begin, &co.layer_end)) {
+        fprintf(stderr, "sparsecal compute: --layers expects A:B with A < B, got '%s'\n", layers);
+        return 2;
+    }
+    if (shard && !parse_shard(shard, &co.shard_index, &co.shard_count)) {
+        fprintf(stderr, "sparsecal compute: --shard expects I/N with 0 <= I < N, got '%s'\n", shard);
+        return 2;
+    }
+    if (strcmp(loss, "ce") == 0)
+        co.loss = SC_LOSS_KIND_CE;
+    else if (strcmp(loss, "distill") == 0)
+        co.loss = SC_LOSS_KIND_DISTILL;
+    else {
+        fprintf(stderr, "sparsecal compute: --loss must be ce or distill, got '%s'\n", loss);
+        return 2;
+    }
+    int sr = srt_router_from_name(student);
+    if (sr < 0) {
+        fprintf(stderr, "sparsecal compute: unknown --student router '%s'\n", student);
+        return 2;
+    }
+    co.student = (srt_router)sr;
+    co.student_density = student_density;
+    co.ce_weight = ce_weight;
+    co.seq_len = seq_len;
+    co.max_seqs = seqs;
+    co.params = params;
+    co.progress = quiet ? NULL : stderr;
+    sc_err err = {{0}};
+    sc_dataset d = {0};
+    sc_calib *c = NULL;
+    sc_status st = cli_load(&in, false, &err);
+    if (!st) st = cli_load_data(&in, &d, &err);
+    if (!st && co.layer_end > in.model->cfg.n_layers)
+        st = sc_errf(&err, SC_EARG, "--layers %s: the model has %lld layers", layers, (long long)in.model->cfg.n_layers);
+    if (!st) st = sc_calib_compute(in.model, &d, &co, &c, &err);
+    if (!st) st = sc_calib_save(c, in.model, out, (int)compress, &err);
+    if (!st && json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "out", out);
+        cJSON_AddStringToObject(j, "methods", methods);
+        cJSON_AddNumberToObject(j, "sequences", (double)c->n_seqs);
+        cJSON_AddNumberToObject(j, "tokens", (double)c->n_tokens);
+        cJSON_AddNumberToObject(j, "seconds", c->seconds);
+        cJSON_AddNumberToObject(j, "tokens_per_second", (double)(c->n_tokens + c->n_seqs) / (c->seconds > 0 ? c->seconds : 1e-9));
+        cJSON_AddStringToObject(j, "model_id", c->model_id);
+        cJSON_AddStringToObject(j, "data_id", c->data_id);
+        cJSON_AddStringToObject(j, "shards", c->shards);
+        cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
+        print_json(j);
+    } else if (!st && !quiet) {
+        fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s)\n", out, (long long)c->n_seqs,
+                (long long)c->n_tokens, c->seconds, (double)(c->n_tokens + c->n_seqs) / (c->seconds > 0 ? c->seconds : 1e-9));
+    }
+    sc_calib_free(c);
+    sc_dataset_free(&d);
+    cli_inputs_free(&in);
+    return st ? cli_fail("compute", st, &err) : 0;
+}
+
+int cmd_merge(int argc, char **argv) {
+    const char *out = NULL;
+    bool json = false;
+    int compress = 3;
+    int64_t level = 3;
+    const sc_opt opts[] = {
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "merged calibration file", 0, 0},
+        {"compress", 0, SC_ARG_INT, &level, "LEVEL", "zstd level, 0 = raw (default 3)", 0, 19},
+        {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
+        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+    };
+    const char *inputs[256];
+    int n_in = 0;
+    int r = sc_parse_args("merge", "Sum compatible calibration files (shards of one run) into one:\n"
+                                   "  sparsecal merge A.scal B.scal ... -o C.scal",
+                          opts, argc, argv, inputs, 256, &n_in);
+    if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    compress = (int)level;
+    if (!out || n_in < 1) {
+        fprintf(stderr, "sparsecal merge: %s\n", !out ? "no output file (-o FILE)" : "no input files");
+        return 2;
+    }
+    sc_err err = {{0}};
+    sc_calib *acc = NULL;
+    sc_status st = sc_calib_load(inputs[0], NULL, &acc, &err);
+    for (int i = 1; i < n_in && !st; i++) {
+        sc_calib *c;
+        if ((st = sc_calib_load(inputs[i], NULL, &c, &err))) break;
+        st = sc_calib_merge(acc, c, &err);
+        if (st) {
+            char msg[sizeof err.msg];
+            snprintf(msg, sizeof msg, "%s", err.msg);
+            sc_errf(&err, st, "%s: %s", inputs[i], msg);
+        }
+        sc_calib_free(c);
+    }
+    if (!st) st = sc_calib_save(acc, NULL, out, compress, &err);
+    if (!st && json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "out", out);
+        cJSON_AddNumberToObject(j, "inputs", n_in);
+        cJSON_AddStringToObject(j, "shards", acc->shards);
+        cJSON_AddNumberToObject(j, "sequences", (double)acc->n_seqs);
+        cJSON_AddNumberToObject(j, "tokens", (double)acc->n_tokens);
+        print_json(j);
+    }
+    sc_calib_free(acc);
+    return st ? cli_fail("merge", st, &err) : 0;
+}
+
+int cmd_eval(int argc, char **argv) {
+    cli_inputs in = {0};
+    const char *calib = NULL, *method = "dense";
+    double density = 1.0;
+    int64_t ctx = 0;
+    bool json = false, quiet = false, second_half = false;
+    const sc_opt opts[] = {
+        DATA_OPTS(in),
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle", 0, 0},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default 1)", 0, 1},
+        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
+        {"second-half", 0, SC_ARG_FLAG, &second_half, NULL, "score only the second half of each window (as griffin does)", 0, 0},
+        {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
+        {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
+        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+    };
+    int r = sc_parse_args("eval",
+                          "Perplexity with every token of every sequence sparsified in every layer's MLP by a router\n"
+                          "(no dense prefix), with the achieved density and active MLP parameters per token.\n"
+                          "griffin/griffin-prefill take the first half of each window as the prompt and score the\n"
+                          "second half.",
+                          opts, argc, argv, NULL, 0, NULL);
+    if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    if (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0) {
+        fprintf(stderr, "sparsecal eval: unknown method '%s'\n", method);
+        return 2;
+    }
+    sc_err err = {{0}};
+    sc_dataset d = {0};
+    sc_calib *c = NULL;
+    sc_sparse_eval_result res;
+    sc_status st = cli_load(&in, false, &err);
+    if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
+    if (!st) st = cli_load_data(&in, &d, &err);
+    if (!st) {
+        sc_sparse_eval_opts o = {method, density, c, ctx ? ctx : in.model->cfg.max_seq_len, second_half,
+                                 quiet ? NULL : stderr};
+        st = sc_eval_sparse(in.model, &d, &o, &res, &err);
+    }
+    if (!st) {
+        double nll = res.ppl.nll_sum / (double)res.ppl.n_scored, ppl = exp(nll);
+        const sc_router_stats *s = &res.stats;
+        if (json) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "method", method);
+            cJSON_AddNumberToObject(j, "density_target", density);
+            cJSON_AddNumberToObject(j, "ppl", ppl);
+            cJSON_AddNumberToObject(j, "nll_per_token", nll);
+            cJSON_AddNumberToObject(j, "tokens", (double)res.ppl.n_scored);
+            cJSON_AddNumberToObject(j, "sequences", (double)res.ppl.n_seqs);
+            cJSON_AddNumberToObject(j, "density_mean", s->density_mean);
+            cJSON_AddNumberToObject(j, "density_min", s->density_min);
+            cJSON_AddNumberToObject(j, "density_max", s->density_max);
+            cJSON *pl = cJSON_AddArrayToObject(j, "density_per_layer");
+            for (int64_t l = 0; l < in.model->cfg.n_layers; l++) cJSON_AddItemToArray(pl, cJSON_CreateNumber(s->layer_mean[l]));
+            cJSON_AddNumberToObject(j, "active_mlp_params_per_token", s->active_mlp_params);
+            cJSON_AddNumberToObject(j, "dense_mlp_params_per_token",
+                                    3.0 * (double)in.model->cfg.dim * (double)in.model->cfg.ffn_dim * (double)in.model->cfg.n_layers);
+            cJSON_AddBoolToObject(j, "second_half_only", second_half || strncmp(method, "griffin", 7) == 0);
+            print_json(j);
+        } else {
+            printf("%s @ density %.3f: ppl %.6f (nll %.6f, %lld tokens); achieved density %.4f (min %.4f, max %.4f); "
+                   "active MLP params/token %.0f\n",
+                   method, density, ppl, nll, (long long)res.ppl.n_scored, s->density_mean, s->density_min,
+                   s->density_max, s->active_mlp_params);
+        }
+    }
+    sc_calib_free(c);
+    sc_dataset_free(&d);
+    cli_inputs_free(&in);
+    return st ? cli_fail("eval", st, &err) : 0;
+}
