@@ -14,6 +14,7 @@ typedef struct sc_sparse_eval_opts {
     const sc_calib *calib; /* claws: multipliers; cats-threshold: histograms */
     int64_t ctx;
     bool second_half;   /* score the second half of each window only (forced for griffin) */
+    const char *params; /* method-specific "key=value,..." (may be NULL) */
     FILE *progress;
 } sc_sparse_eval_opts;
 

@@ -208,9 +208,11 @@ int cmd_eval(int argc, char **argv) {
     double density = 1.0;
     int64_t ctx = 0;
     bool json = false, quiet = false, second_half = false;
+    const char *params = NULL;
     const sc_opt opts[] = {
         DATA_OPTS(in),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default 1)", 0, 1},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
@@ -238,7 +240,7 @@ int cmd_eval(int argc, char **argv) {
     if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {
-        sc_sparse_eval_opts o = {method, density, c, ctx ? ctx : in.model->cfg.max_seq_len, second_half,
+        sc_sparse_eval_opts o = {method, density, c, ctx ? ctx : in.model->cfg.max_seq_len, second_half, params,
                                  quiet ? NULL : stderr};
         st = sc_eval_sparse(in.model, &d, &o, &res, &err);
     }

@@ -228,7 +228,7 @@ int main(void) {
         CHECK(sc_eval_ppl(m, &ev, 512, NULL, NULL, &dense, &err) == SC_OK);
         const char *methods[] = {"dense", "cats", "cats-threshold", "claws", "oracle"};
         for (int i = 0; i < 5; i++) {
-            sc_sparse_eval_opts eo = {methods[i], 1.0, c, 512, false, NULL};
+            sc_sparse_eval_opts eo = {methods[i], 1.0, c, 512, false, NULL, NULL};
             sc_sparse_eval_result r;
             CHECK_MSG(sc_eval_sparse(m, &ev, &eo, &r, &err) == SC_OK, "%s", err.msg);
             CHECK_MSG(r.ppl.nll_sum == dense.nll_sum, "%s at density 1: %.17g vs %.17g", methods[i], r.ppl.nll_sum,
@@ -250,13 +250,13 @@ int main(void) {
         sc_ppl_result dh;
         CHECK(sc_eval_run(m, &ev, &half, &dh, &err) == SC_OK);
         for (int pre = 0; pre < 2; pre++) {
-            sc_sparse_eval_opts eo = {pre ? "griffin-prefill" : "griffin", 1.0, NULL, 512, false, NULL};
+            sc_sparse_eval_opts eo = {pre ? "griffin-prefill" : "griffin", 1.0, NULL, 512, false, NULL, NULL};
             sc_sparse_eval_result r;
             CHECK(sc_eval_sparse(m, &ev, &eo, &r, &err) == SC_OK);
             CHECK(r.ppl.nll_sum == dh.nll_sum && r.ppl.n_scored == dh.n_scored);
         }
         /* thresholds on the calibration data itself */
-        sc_sparse_eval_opts eo = {"cats-threshold", 0.5, c, 512, false, NULL};
+        sc_sparse_eval_opts eo = {"cats-threshold", 0.5, c, 512, false, NULL, NULL};
         sc_sparse_eval_result r;
         CHECK(sc_eval_sparse(m, &cal, &eo, &r, &err) == SC_OK);
         printf("cats-threshold at 0.5 on its calibration data: achieved %.5f\n", r.stats.density_mean);
