@@ -4,32 +4,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
 
 int cli_fail(const char *cmd, sc_status st, const sc_err *err) {
     fprintf(stderr, "sparsecal %s: %s\n", cmd, err->msg[0] ? err->msg : sc_status_name(st));
     return (st == SC_EARG || st == SC_EIO) ? 2 : 1;
 }
 
-static bool starts_with_gguf(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    char m[4] = {0};
-    bool ok = fread(m, 1, 4, f) == 4 && memcmp(m, "GGUF", 4) == 0;
-    fclose(f);
-    return ok;
+/* tokenizer.json (else tokenizer.model) beside a Hugging Face model, or NULL. */
+static const char *hf_tokenizer_file(const char *model_path, char *buf, size_t cap) {
+    if (!sc_is_dir(model_path)) return NULL;
+    if (sc_path_join(buf, cap, model_path, "tokenizer.json") && sc_file_exists(buf)) return buf;
+    if (sc_path_join(buf, cap, model_path, "tokenizer.model") && sc_file_exists(buf)) return buf;
+    return NULL;
 }
 
 sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err) {
     if (!in->model_path) return sc_errf(err, SC_EARG, "no model given (-m MODEL)");
     SC_TRY(sc_model_load(in->model_path, &in->model, err));
-    if (in->tok_path) {
-        if (starts_with_gguf(in->tok_path))
-            SC_TRY(sc_gguf_load_tokenizer(in->tok_path, &in->tok_owned, err));
-        else
-            SC_TRY(sc_tokenizer_load_llama2c(in->tok_path, in->model->cfg.vocab_size, &in->tok_owned, err));
+    char buf[4096];
+    const char *tok_path = in->tok_path ? in->tok_path : hf_tokenizer_file(in->model_path, buf, sizeof buf);
+    if (tok_path) {
+        SC_TRY(sc_tokenizer_load_auto(tok_path, in->model->cfg.vocab_size, &in->tok_owned, err));
         if (sc_tokenizer_vocab_size(in->tok_owned) > in->model->cfg.vocab_size)
-            return sc_errf(err, SC_EARG, "%s: tokenizer has %lld tokens but the model only %lld", in->tok_path,
+            return sc_errf(err, SC_EARG, "%s: tokenizer has %lld tokens but the model only %lld", tok_path,
                            (long long)sc_tokenizer_vocab_size(in->tok_owned), (long long)in->model->cfg.vocab_size);
         in->tok = in->tok_owned;
     } else {
@@ -38,13 +35,22 @@ sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err) {
     if (need_tok && !in->tok)
         return sc_errf(err, SC_EARG, "%s: the model file carries no tokenizer; give one with -t%s%s", in->model_path,
                        in->model->note[0] ? " (" : "", in->model->note[0] ? in->model->note : "");
-    if (need_tok && in->model->note[0] && !in->tok_path) fprintf(stderr, "note: %s\n", in->model->note);
+    if (need_tok && in->model->note[0] && !tok_path) fprintf(stderr, "note: %s\n", in->model->note);
     return SC_OK;
 }
 
 sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err) {
     if (in->data_path && in->tokens_path) return sc_errf(err, SC_EARG, "give either -f or --tokens, not both");
-    if (in->tokens_path) return sc_data_load_tokens(in->tokens_path, in->model->cfg.vocab_size, in->max_docs, d, err);
+    if (in->tokens_path) {
+        SC_TRY(sc_data_load_tokens(in->tokens_path, in->model->cfg.vocab_size, in->seed > 0 ? 0 : in->max_docs, d, err));
+        if (in->seed > 0) {
+            sc_dataset_shuffle(d, (uint64_t)in->seed);
+            sc_dataset_truncate(d, in->max_docs);
+        }
+        sc_status st = in->pack > 0 ? sc_dataset_pack(d, in->pack, in->tokens_path, err) : SC_OK;
+        if (st) sc_dataset_free(d);
+        return st;
+    }
     if (!in->data_path) return sc_errf(err, SC_EARG, "no data given (-f TEXT or --tokens IDS)");
     if (!in->tok)
         return sc_errf(err, SC_EARG, "%s: text data needs a tokenizer; give -t, or pre-tokenized ids with --tokens",
@@ -54,6 +60,12 @@ sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err) {
     o.separator = in->separator;
     o.max_docs = in->max_docs;
     o.add_bos = !in->no_bos;
+    o.add_eos = in->add_eos;
+    o.parse_special = in->parse_special;
+    o.shuffle = in->seed > 0;
+    o.seed = (uint64_t)(in->seed > 0 ? in->seed : 0);
+    o.pack = in->pack;
+    if (in->chat_format) SC_TRY(sc_chat_parse(in->chat_format, &o.chat, err));
     return sc_data_load_text(in->data_path, in->tok, &o, d, err);
 }
 

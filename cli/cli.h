@@ -19,15 +19,42 @@ typedef struct cli_inputs {
     const char *model_path, *tok_path, *data_path, *tokens_path, *separator;
     int64_t max_docs;
     bool no_bos;
+    bool add_eos;           /* --eos: append EOS to every document */
+    bool parse_special;     /* --parse-special: special tokens written in text are recognised */
+    int64_t seed;           /* --seed S (S >= 1): shuffle documents deterministically; 0 keeps the file order */
+    int64_t pack;           /* --pack N: sequences of exactly N tokens; 0: one document per sequence */
+    const char *chat_format; /* --chat-format NAME for "messages" JSONL lines; NULL: from the tokenizer */
     sc_model *model;
-    sc_tokenizer *tok_owned; /* from -t; else the model's */
+    sc_tokenizer *tok_owned; /* from -t, or tokenizer.json beside a Hugging Face model; else the model's */
     const sc_tokenizer *tok;
 } cli_inputs;
 
-/* Loads -m and the tokenizer (-t, else the model's own). need_tok: fail when
- * there is none. */
+/* Option-table rows every command that reads a model and data shares (use
+ * inside an sc_opt array; `in` is a cli_inputs lvalue). */
+#define CLI_MODEL_OPTS(in)                                                                                           \
+    {"model", 'm', SC_ARG_STR, &(in).model_path, "MODEL", "model: llama2.c .bin, .gguf, or Hugging Face dir", 0, 0},  \
+    {"tokenizer", 't', SC_ARG_STR, &(in).tok_path, "TOK",                                                             \
+     "tokenizer.json, tokenizer.model, llama2.c tokenizer.bin, .gguf or a dir; default: the model's", 0, 0}
+#define CLI_DATA_OPTS(in)                                                                                            \
+    {"data", 'f', SC_ARG_STR, &(in).data_path, "TEXT",                                                                \
+     "text (documents split on blank lines) or JSONL with \"text\" or chat \"messages\"", 0, 0},                      \
+    {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS", "pre-tokenized file: one sequence of ids per line, used as given", 0, 0}, \
+    {"sep", 0, SC_ARG_STR, &(in).separator, "STR", "document separator instead of blank lines (e.g. '<|endoftext|>')", 0, 0}, \
+    {"max-docs", 0, SC_ARG_INT, &(in).max_docs, "N", "use at most N documents (after --seed shuffling)", 0, 1e15},    \
+    {"no-bos", 0, SC_ARG_FLAG, &(in).no_bos, NULL, "do not prepend BOS to text documents", 0, 0},                     \
+    {"eos", 0, SC_ARG_FLAG, &(in).add_eos, NULL, "append EOS to every text document", 0, 0},                          \
+    {"parse-special", 0, SC_ARG_FLAG, &(in).parse_special, NULL, "recognise special tokens written in text", 0, 0},   \
+    {"seed", 0, SC_ARG_INT, &(in).seed, "S", "shuffle documents deterministically with seed S >= 1", 1, 4e18},             \
+    {"pack", 0, SC_ARG_INT, &(in).pack, "N", "pack documents end to end into sequences of exactly N tokens", 2, 1 << 24}, \
+    {"chat-format", 0, SC_ARG_STR, &(in).chat_format, "F",                                                           \
+     "chat format for JSONL \"messages\": llama3, gemma, chatml, mistral (default: from the tokenizer)", 0, 0}
+
+/* Loads -m and the tokenizer: -t (any kind, see sc_tokenizer_load_auto),
+ * else tokenizer.json / tokenizer.model beside a Hugging Face model, else
+ * the model's own. need_tok: fail when there is none. */
 sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err);
-/* Loads -f (text/JSONL) or --tokens into d. */
+/* Loads -f (text/JSONL) or --tokens into d, then shuffles (--seed), cuts
+ * (--max-docs) and packs (--pack). */
 sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err);
 void cli_inputs_free(cli_inputs *in);
 
@@ -37,6 +64,7 @@ uint64_t cli_peak_rss_bytes(void);
 
 int cmd_ppl(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_compute(int argc, char **argv);

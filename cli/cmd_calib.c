@@ -9,14 +9,6 @@
 #include "scal.h"
 #include "sparse_eval.h"
 
-#define DATA_OPTS(in)                                                                                              \
-    {"model", 'm', SC_ARG_STR, &(in).model_path, "MODEL", "model: llama2.c .bin, .gguf, or Hugging Face dir", 0, 0}, \
-    {"tokenizer", 't', SC_ARG_STR, &(in).tok_path, "TOK", "tokenizer; default: the model's", 0, 0},                 \
-    {"data", 'f', SC_ARG_STR, &(in).data_path, "TEXT", "text (documents split on blank lines) or JSONL", 0, 0},      \
-    {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS", "pre-tokenized file, one sequence per line", 0, 0},         \
-    {"sep", 0, SC_ARG_STR, &(in).separator, "STR", "document separator instead of blank lines", 0, 0},              \
-    {"max-docs", 0, SC_ARG_INT, &(in).max_docs, "N", "read at most N documents", 0, 1e15}
-
 static void print_json(cJSON *j) {
     char *s = cJSON_PrintUnformatted(j);
     if (s) puts(s);
@@ -55,7 +47,8 @@ int cmd_compute(int argc, char **argv) {
     double student_density = 0.5, ce_weight = 0.2;
     bool json = false, quiet = false;
     const sc_opt opts[] = {
-        DATA_OPTS(in),
+        CLI_MODEL_OPTS(in),
+        CLI_DATA_OPTS(in),
         {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats (comma-separated)", 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
         {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
@@ -210,7 +203,8 @@ int cmd_eval(int argc, char **argv) {
     bool json = false, quiet = false, second_half = false;
     const char *params = NULL;
     const sc_opt opts[] = {
-        DATA_OPTS(in),
+        CLI_MODEL_OPTS(in),
+        CLI_DATA_OPTS(in),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle", 0, 0},

@@ -8,10 +8,6 @@
 #include "cli.h"
 #include "eval.h"
 
-#define MODEL_OPTS(in)                                                                                          \
-    {"model", 'm', SC_ARG_STR, &(in).model_path, "MODEL", "model: llama2.c .bin, .gguf, or Hugging Face dir", 0, 0}, \
-    {"tokenizer", 't', SC_ARG_STR, &(in).tok_path, "TOK", "tokenizer (llama2.c tokenizer.bin or .gguf); default: the model's", 0, 0}
-
 static void print_json(cJSON *j) {
     char *s = cJSON_PrintUnformatted(j);
     if (s) puts(s);
@@ -24,13 +20,9 @@ int cmd_ppl(int argc, char **argv) {
     int64_t ctx = 0;
     bool json = false, quiet = false;
     const sc_opt opts[] = {
-        MODEL_OPTS(in),
-        {"data", 'f', SC_ARG_STR, &in.data_path, "TEXT", "text (documents split on blank lines) or JSONL with \"text\"", 0, 0},
-        {"tokens", 0, SC_ARG_STR, &in.tokens_path, "IDS", "pre-tokenized file: one sequence of ids per line, used as given", 0, 0},
-        {"sep", 0, SC_ARG_STR, &in.separator, "STR", "document separator instead of blank lines (e.g. '<|endoftext|>')", 0, 0},
+        CLI_MODEL_OPTS(in),
+        CLI_DATA_OPTS(in),
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's); longer sequences are cut", 2, 1 << 21},
-        {"max-docs", 0, SC_ARG_INT, &in.max_docs, "N", "use at most N documents", 0, 1e15},
-        {"no-bos", 0, SC_ARG_FLAG, &in.no_bos, NULL, "do not prepend BOS to text documents", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
@@ -86,7 +78,7 @@ int cmd_generate(int argc, char **argv) {
     uint64_t seed = 0;
     bool json = false;
     const sc_opt opts[] = {
-        MODEL_OPTS(in),
+        CLI_MODEL_OPTS(in),
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
         {"steps", 'n', SC_ARG_INT, &steps, "N", "total positions including BOS and prompt, as llama2.c (default 256; 0 = model context)", 0, 1 << 21},
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},

@@ -8,6 +8,7 @@
 
 #include "gguf.h"
 #include "model.h"
+#include "tok_bpe.h"
 #include "tokenizer.h"
 
 typedef struct builder {
@@ -219,6 +220,104 @@ done:
     return st;
 }
 
+/* Options every vocabulary kind shares: add_bos_token, chat_template. */
+static sc_status common_options(const sc_gguf *g, sc_tokenizer *t, sc_err *err) {
+    const sc_gguf_value *v = sc_gguf_get(g, "tokenizer.ggml.add_bos_token");
+    bool b;
+    if (v && sc_gguf_value_bool(v, &b)) t->add_bos_default = b;
+    const char *s;
+    size_t n;
+    v = sc_gguf_get(g, "tokenizer.chat_template");
+    if (v && sc_gguf_value_string(v, &s, &n) && n > 0 && n < ((size_t)1 << 24)) {
+        free(t->chat_template);
+        if (!(t->chat_template = malloc(n + 1))) return sc_errf(err, SC_ENOMEM, "%s: out of memory", sc_gguf_path(g));
+        memcpy(t->chat_template, s, n);
+        t->chat_template[n] = '\0';
+    }
+    return SC_OK;
+}
+
+/* The byte-level BPE ("gpt2") tokenizer: tokens in GPT-2's byte-to-unicode
+ * spelling, ranked merges "a b", and the pre-tokenizer named by
+ * tokenizer.ggml.pre. */
+static sc_status build_gpt2_tokenizer(const sc_gguf *g, sc_tokenizer **out, sc_err *err) {
+    const char *path = sc_gguf_path(g);
+    const sc_gguf_value *toks = NULL, *tv = NULL, *mv = sc_gguf_get(g, "tokenizer.ggml.merges");
+    *out = NULL;
+    if (!mv)
+        return sc_errf(err, SC_EUNSUPPORTED, "%s: tokenizer.ggml.model 'gpt2' without tokenizer.ggml.merges is not supported",
+                       path);
+    if (mv->type != SC_GGUF_ARRAY || mv->elem_type != SC_GGUF_STRING || mv->count > ((uint64_t)1 << 26))
+        return sc_errf(err, SC_EFORMAT, "%s: tokenizer.ggml.merges is not an array of at most 2^26 strings", path);
+    SC_TRY(token_array(g, &toks, err));
+    int64_t n = (int64_t)toks->count;
+    SC_TRY(per_token_array(g, "tokenizer.ggml.token_type", n, false, &tv, err));
+    int32_t bos, eos, unk;
+    SC_TRY(special_id(g, "tokenizer.ggml.bos_token_id", n, &bos, err));
+    SC_TRY(special_id(g, "tokenizer.ggml.eos_token_id", n, &eos, err));
+    SC_TRY(special_id(g, "tokenizer.ggml.unknown_token_id", n, &unk, err));
+    char pre[64] = "default";
+    const sc_gguf_value *pv = sc_gguf_get(g, "tokenizer.ggml.pre");
+    const char *s;
+    size_t len;
+    if (pv && sc_gguf_value_string(pv, &s, &len)) snprintf(pre, sizeof pre, "%.*s", (int)(len > 63 ? 63 : len), s);
+    tok_bpe_cfg cfg = {.byte_level = true};
+    cfg.ignore_merges = strcmp(pre, "llama3") == 0 || strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama-v3") == 0;
+    sc_status st = tok_cfg_add_known_pre(&cfg, path, pre, err);
+    sc_tokenizer *t = NULL;
+    char *kb = malloc(2 * ((size_t)TOK_MAX_PIECE + 1));
+    if (st == SC_OK && !kb) st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+    if (st == SC_OK) st = tok_create(path, n, &tok_bpe_ops, &t, err);
+    sc_gguf_iter it;
+    sc_gguf_value e;
+    sc_gguf_iter_init(&it, toks);
+    for (int64_t i = 0; st == SC_OK && i < n; i++) {
+        int64_t ty = SC_TOKTYPE_NORMAL;
+        if (!sc_gguf_iter_next(&it, &e) || !sc_gguf_value_string(&e, &s, &len) ||
+            (tv && (!sc_gguf_array_elem(tv, (uint64_t)i, &e) || !sc_gguf_value_int(&e, &ty) || ty < 1 || ty > 6))) {
+            st = sc_errf(err, SC_EFORMAT, "%s: tokenizer.ggml.tokens[%lld] or its token_type is unreadable", path,
+                         (long long)i);
+            break;
+        }
+        size_t kn = len;
+        const char *k = s;
+        if (ty == SC_TOKTYPE_NORMAL && len <= TOK_MAX_PIECE && tok_bytelevel_decode(s, len, kb, &kn)) k = kb;
+        else kn = len;
+        st = tok_set(t, path, i, k, kn, NULL, 0, 0.0f, (int32_t)ty, err);
+    }
+    if (st == SC_OK) st = tok_finish(t, path, bos, eos, unk, err);
+    if (st == SC_OK) {
+        snprintf(t->kind, sizeof t->kind, "bpe-bytelevel");
+        t->add_bos_default = false;
+        st = common_options(g, t, err);
+    }
+    if (st == SC_OK) st = tok_bpe_attach(t, path, &cfg, (size_t)mv->count, err);
+    tok_cfg_free(&cfg);
+    sc_gguf_iter_init(&it, mv);
+    for (uint64_t i = 0; st == SC_OK && i < mv->count; i++) {
+        const char *sp;
+        if (!sc_gguf_iter_next(&it, &e) || !sc_gguf_value_string(&e, &s, &len) || !(sp = memchr(s, ' ', len))) {
+            st = sc_errf(err, SC_EFORMAT, "%s: tokenizer.ggml.merges[%llu] is not \"a b\"", path, (unsigned long long)i);
+            break;
+        }
+        size_t na = (size_t)(sp - s), nb = len - na - 1, ka, kbn;
+        char *ba = kb, *bb = kb + TOK_MAX_PIECE + 1;
+        const char *a = s, *b = sp + 1;
+        if (na <= TOK_MAX_PIECE && tok_bytelevel_decode(a, na, ba, &ka)) a = ba;
+        else ka = na;
+        if (nb <= TOK_MAX_PIECE && tok_bytelevel_decode(b, nb, bb, &kbn)) b = bb;
+        else kbn = nb;
+        st = tok_bpe_add_merge(t, path, (size_t)i, a, ka, b, kbn, err);
+    }
+    free(kb);
+    if (st != SC_OK) {
+        sc_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return SC_OK;
+}
+
 /* tokenizer.ggml.model: false when absent. */
 static bool tokenizer_kind(const sc_gguf *g, const char **s, int *len) {
     const sc_gguf_value *v = sc_gguf_get(g, "tokenizer.ggml.model");
@@ -228,7 +327,26 @@ static bool tokenizer_kind(const sc_gguf *g, const char **s, int *len) {
     return true;
 }
 
-static bool is_llama_kind(const char *s, int len) { return len == 5 && memcmp(s, "llama", 5) == 0; }
+static bool is_kind(const char *s, int len, const char *k) { return len == (int)strlen(k) && memcmp(s, k, (size_t)len) == 0; }
+
+/* Builds the tokenizer of a supported kind ("llama", "gpt2"). */
+static sc_status build_tokenizer(const sc_gguf *g, const char *kind, int len, sc_tokenizer **out, sc_err *err) {
+    if (is_kind(kind, len, "gpt2")) return build_gpt2_tokenizer(g, out, err);
+    if (!is_kind(kind, len, "llama"))
+        return sc_errf(err, SC_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (llama, gpt2)",
+                       sc_gguf_path(g), len, kind);
+    SC_TRY(build_llama_tokenizer(g, out, err));
+    const sc_gguf_value *v = sc_gguf_get(g, "tokenizer.ggml.add_space_prefix");
+    bool prefix = true;
+    sc_status st = SC_OK;
+    if (v && sc_gguf_value_bool(v, &prefix) && !prefix) st = tok_spm_attach(*out, false, false, err);
+    if (st == SC_OK) st = common_options(g, *out, err);
+    if (st != SC_OK) {
+        sc_tokenizer_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
 
 sc_status sc_gguf_load_tokenizer(const char *path, sc_tokenizer **out, sc_err *err) {
     *out = NULL;
@@ -239,17 +357,14 @@ sc_status sc_gguf_load_tokenizer(const char *path, sc_tokenizer **out, sc_err *e
     sc_status st;
     if (!tokenizer_kind(g, &kind, &len))
         st = sc_errf(err, SC_EFORMAT, "%s: no tokenizer (tokenizer.ggml.model is missing)", path);
-    else if (!is_llama_kind(kind, len))
-        st = sc_errf(err, SC_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported yet (only 'llama')", path,
-                     len, kind);
     else
-        st = build_llama_tokenizer(g, out, err);
+        st = build_tokenizer(g, kind, len, out, err);
     sc_gguf_free(g);
     return st;
 }
 
-/* Sets cfg.bos_id / eos_id from the keys and, for "llama" vocabularies,
- * builds the tokenizer; other kinds leave a note. */
+/* Sets cfg.bos_id / eos_id from the keys and builds the tokenizer; a kind
+ * or variant we do not handle leaves a note instead. */
 static sc_status read_vocab(builder *b, bool build) {
     sc_model *m = b->m;
     const char *kind;
@@ -267,11 +382,15 @@ static sc_status read_vocab(builder *b, bool build) {
     SC_TRY(special_id(b->g, "tokenizer.ggml.bos_token_id", n, &m->cfg.bos_id, b->err));
     SC_TRY(special_id(b->g, "tokenizer.ggml.eos_token_id", n, &m->cfg.eos_id, b->err));
     if (!build) return SC_OK;
-    if (!is_llama_kind(kind, len)) {
-        snprintf(m->note, sizeof m->note, "tokenizer.ggml.model '%.*s' is not supported yet; use --tokens", len, kind);
+    sc_err e = {{0}};
+    sc_status st = build_tokenizer(b->g, kind, len, &m->tokenizer, &e);
+    if (st == SC_EUNSUPPORTED) {
+        const char *why = strstr(e.msg, ": ") ? strstr(e.msg, ": ") + 2 : e.msg;
+        snprintf(m->note, sizeof m->note, "tokenizer.ggml.model '%.*s': %.160s; use -t or --tokens", len, kind, why);
         return SC_OK;
     }
-    return build_llama_tokenizer(b->g, &m->tokenizer, b->err);
+    if (st != SC_OK) *b->err = e;
+    return st;
 }
 
 /* ---- weights ---- */
