@@ -130,8 +130,9 @@ bool sc_gguf_ggml_dtype(uint32_t ggml_type, sc_dtype *out);
 
 /* ---- vocabulary ---- */
 /* Reads only the tokenizer (tokenizer.ggml.*) of a GGUF file, e.g. a
- * vocabulary-only file given with `-t file.gguf`. Only the SentencePiece-
- * style "llama" tokenizer model is supported (others: SC_EUNSUPPORTED). */
+ * vocabulary-only file given with `-t file.gguf`: tokenizer models "llama"
+ * (SentencePiece-style) and "gpt2" (byte-level BPE with merges); others give
+ * SC_EUNSUPPORTED. */
 sc_status sc_gguf_load_tokenizer(const char *path, struct sc_tokenizer **out, sc_err *err);
 
 #endif
