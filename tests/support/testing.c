@@ -15,12 +15,12 @@ int sc_test_finish(void) {
     return sc_test_failed ? 1 : 0;
 }
 
-static char ring[16][4096];
+static char ring[64][4096]; /* returned paths stay valid for the next 63 calls */
 static int ring_i = 0;
 
 static char *next_slot(void) {
     char *s = ring[ring_i];
-    ring_i = (ring_i + 1) % 16;
+    ring_i = (ring_i + 1) % 64;
     return s;
 }
 
