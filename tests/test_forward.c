@@ -70,6 +70,55 @@ static void compare_models(const sc_model *a, const sc_model *b, const sc_tokens
     sc_forward_free(fb);
 }
 
+/* Writes a random llama2.c checkpoint (untied classifier when vocab < 0). */
+static void write_random_llama2c(const char *path, const int32_t h[7], unsigned seed) {
+    int64_t dim = h[0], hid = h[1], L = h[2], heads = h[3], kv = h[4], V = h[5] < 0 ? -h[5] : h[5], seq = h[6];
+    int64_t hs = dim / heads, kvd = kv * hs;
+    int64_t n = V * dim + L * dim + L * dim * dim + 2 * L * dim * kvd + L * dim * dim + L * dim + 3 * L * dim * hid + dim +
+                seq * hs + (h[5] < 0 ? V * dim : 0);
+    float *w = malloc((size_t)n * sizeof(float));
+    uint32_t st = seed;
+    for (int64_t i = 0; i < n; i++) {
+        st = st * 1664525u + 1013904223u;
+        w[i] = ((float)(st >> 8) / 16777216.0f - 0.5f) * 0.6f;
+    }
+    /* norms near 1 */
+    for (int64_t i = V * dim; i < V * dim + L * dim; i++) w[i] += 1.0f;
+    FILE *f = fopen(path, "wb");
+    fwrite(h, 4, 7, f);
+    fwrite(w, 4, (size_t)n, f);
+    fclose(f);
+    free(w);
+}
+
+/* Other llama2.c-format models: random weights, GQA, an untied classifier. */
+static void other_llama2c_models(void) {
+    const int32_t shapes[][7] = {{48, 100, 2, 6, 2, -40, 64}, {32, 80, 3, 4, 4, 50, 64}, {64, 96, 1, 8, 1, -30, 64}};
+    for (int c = 0; c < 3; c++) {
+        const char *p = sc_tmp_path("random.bin");
+        write_random_llama2c(p, shapes[c], 77u + (unsigned)c);
+        sc_model *m;
+        ref_llama ref;
+        CHECK_MSG(sc_model_load(p, &m, &err) == SC_OK, "%s", err.msg);
+        CHECK(ref_llama_load(&ref, p));
+        int32_t ids[40];
+        int64_t V = m->cfg.vocab_size;
+        for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 7 + c) % V);
+        sc_forward *f;
+        CHECK(sc_forward_create(m, 40, 40, &f, &err) == SC_OK);
+        const float *logits;
+        CHECK(sc_forward_run(f, ids, 40, 0, NULL, &logits, &err) == SC_OK);
+        double worst = 0;
+        for (int t = 0; t < 40; t++) worst = fmax(worst, row_rel_err(logits + t * V, ref_llama_step(&ref, ids[t], t), V));
+        printf("random llama2.c model %d (dim %d, %d kv heads, %s): worst relative logit error %.3g\n", c, shapes[c][0],
+               shapes[c][4], shapes[c][5] < 0 ? "untied" : "tied", worst);
+        CHECK(worst < 1e-4);
+        sc_forward_free(f);
+        ref_llama_free(&ref);
+        sc_model_free(m);
+    }
+}
+
 int main(void) {
     const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
                *text = sc_asset("text/tinystories_valid_a.txt");
@@ -226,6 +275,7 @@ int main(void) {
 
     sc_forward_free(f);
     ref_llama_free(&ref);
+    other_llama2c_models();
     sc_dataset_free(&d);
     sc_tokenizer_free(tok);
     sc_model_free(m);
