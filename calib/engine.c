@@ -308,10 +308,23 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
             break;
         }
         for (int k = 0; k < na; k++) {
-            if (strcmp(a[k].name, b[k].name) || a[k].shape[0] != b[k].shape[0] || a[k].shape[1] != b[k].shape[1] ||
-                a[k].type != b[k].type) {
+            bool concat = a[k].kind == SC_ARR_CONCAT;
+            if (strcmp(a[k].name, b[k].name) || a[k].kind != b[k].kind || (!concat && a[k].shape[0] != b[k].shape[0]) ||
+                a[k].shape[1] != b[k].shape[1] || a[k].type != b[k].type) {
                 st = sc_errf(err, SC_EARG, "merge: %s: array %s differs in shape", me->name, a[k].name);
                 break;
+            }
+            if (concat) { /* stored samples: append src's rows after dst's */
+                int64_t r0 = a[k].shape[0], rb = b[k].shape[0], cols = a[k].shape[1] ? a[k].shape[1] : 1;
+                size_t esz = a[k].type == SC_ARR_F32 ? 4 : 8;
+                if (rb > INT64_MAX / 2 - r0) {
+                    st = sc_errf(err, SC_ENOMEM, "merge: %s: array %s is too long", me->name, a[k].name);
+                    break;
+                }
+                if (rb == 0) continue;
+                if ((st = sc_array_concat_resize(&a[k], r0 + rb, err))) break;
+                memcpy((char *)a[k].data + (size_t)(r0 * cols) * esz, b[k].data, (size_t)(rb * cols) * esz);
+                continue;
             }
             if (a[k].kind != SC_ARR_SUM) continue;
             int64_t n = a[k].shape[0] * (a[k].shape[1] ? a[k].shape[1] : 1);

@@ -13,6 +13,16 @@ const char *sc_tap_name(sc_tap t) {
     return (unsigned)t < SC_TAP_COUNT ? names[t] : "?";
 }
 
+const char *sc_linear_name(sc_linear w) {
+    static const char *names[SC_LIN_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+    return (unsigned)w < SC_LIN_COUNT ? names[w] : "?";
+}
+
+void sc_forward_set_linear_hook(sc_forward *f, sc_linear_fn fn, void *user) {
+    f->lin_fn = fn;
+    f->lin_user = fn ? user : NULL;
+}
+
 void sc_forward_free(sc_forward *f) {
     if (!f) return;
     float *bufs[] = {f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,
@@ -141,6 +151,64 @@ static void attention(sc_forward *f, int64_t l, const float *q, int64_t T, int64
     }
 }
 
+/* Calls the linear hook (if any) on the output y of a linear layer. */
+static sc_status lin(sc_forward *f, sc_linear w, int64_t l, int64_t pos0, int64_t n, int64_t in, int64_t out,
+                     const float *x, const float *W, const float *b, float *y, sc_err *err) {
+    if (!f->lin_fn) return SC_OK;
+    sc_linear_event ev = {w, l, pos0, n, in, out, x, W, b, y};
+    return f->lin_fn(f->lin_user, &ev, err);
+}
+
+/* One layer on the residual stream f->x [n, D] at positions pos0 .. pos0+n-1. */
+static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int64_t n, int64_t pos0,
+                               const sc_hooks *hk, sc_err *err) {
+    const sc_config *c = &f->m->cfg;
+    int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    size_t rowD = (size_t)(n * D) * sizeof(float);
+    const sc_layer *L = &f->m->layers[l];
+    float *K = f->kc + (l * f->max_ctx + pos0) * kvd, *V = f->vc + (l * f->max_ctx + pos0) * kvd;
+    float *q = f->q + (size_t)l * f->s_q, *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f,
+          *v = f->v + (size_t)l * f->s_f, *h = f->h + (size_t)l * f->s_f;
+    int64_t lb = l * f->max_batch;
+    /* attention block */
+    if (f->train) memcpy(f->x_in + lb * D, f->x, rowD);
+    sc_rmsnorm_forward(f->xn, f->train ? f->r1 + lb : NULL, f->x, L->attn_norm, n, D, c->norm_eps);
+    SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
+    sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
+    SC_TRY(lin(f, SC_LIN_Q, l, pos0, n, D, qd, f->xn, L->wq, L->bq, q, err));
+    sc_linear_forward(K, f->xn, L->wk, L->bk, n, D, kvd);
+    SC_TRY(lin(f, SC_LIN_K, l, pos0, n, D, kvd, f->xn, L->wk, L->bk, K, err));
+    sc_linear_forward(V, f->xn, L->wv, L->bv, n, D, kvd);
+    SC_TRY(lin(f, SC_LIN_V, l, pos0, n, D, kvd, f->xn, L->wv, L->bv, V, err));
+    sc_rope_forward(q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
+    sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
+    attention(f, l, q, n, pos0, true);
+    SC_TRY(tap(hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
+    sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
+    SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, L->wo, NULL, f->tmp, err));
+    for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+    /* MLP block */
+    if (f->train) memcpy(f->x_mid + lb * D, f->x, rowD);
+    sc_rmsnorm_forward(f->xn, f->train ? f->r2 + lb : NULL, f->x, L->ffn_norm, n, D, c->norm_eps);
+    SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
+    sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
+    SC_TRY(lin(f, SC_LIN_GATE, l, pos0, n, D, F, f->xn, L->wg, NULL, u, err));
+    SC_TRY(tap(hk, SC_TAP_GATE, l, pos0, n, F, ids, u, err));
+    sc_act_forward(a, u, n * F, c->act);
+    SC_TRY(tap(hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, a, err));
+    sc_linear_forward(v, f->xn, L->wu, NULL, n, D, F);
+    SC_TRY(lin(f, SC_LIN_UP, l, pos0, n, D, F, f->xn, L->wu, NULL, v, err));
+    SC_TRY(tap(hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
+    for (int64_t i = 0; i < n * F; i++) h[i] = a[i] * v[i];
+    SC_TRY(tap(hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
+    sc_linear_forward(f->tmp, h, L->wd, NULL, n, F, D);
+    SC_TRY(lin(f, SC_LIN_DOWN, l, pos0, n, F, D, h, L->wd, NULL, f->tmp, err));
+    SC_TRY(tap(hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
+    for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+    SC_TRY(tap(hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
+    return SC_OK;
+}
+
 sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t pos0, const sc_hooks *hk,
                          const float **logits, sc_err *err) {
     const sc_model *m = f->m;
@@ -150,7 +218,7 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
                        (long long)n, (long long)pos0, (long long)f->max_batch, (long long)f->max_ctx);
     if (f->train && pos0 != 0)
         return sc_errf(err, SC_EARG, "forward: a training workspace runs whole windows from position 0");
-    int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    int64_t D = c->dim;
     for (int64_t t = 0; t < n; t++) {
         if (ids[t] < 0 || ids[t] >= c->vocab_size)
             return sc_errf(err, SC_ERANGE, "forward: token id %d at position %lld is outside the vocabulary (%lld)",
@@ -163,47 +231,25 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
     }
     f->n_last = n;
     size_t rowD = (size_t)(n * D) * sizeof(float);
-    for (int64_t l = 0; l < c->n_layers; l++) {
-        const sc_layer *L = &m->layers[l];
-        float *K = f->kc + (l * f->max_ctx + pos0) * kvd, *V = f->vc + (l * f->max_ctx + pos0) * kvd;
-        float *q = f->q + (size_t)l * f->s_q, *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f,
-              *v = f->v + (size_t)l * f->s_f, *h = f->h + (size_t)l * f->s_f;
-        int64_t lb = l * f->max_batch;
-        /* attention block */
-        if (f->train) memcpy(f->x_in + lb * D, f->x, rowD);
-        sc_rmsnorm_forward(f->xn, f->train ? f->r1 + lb : NULL, f->x, L->attn_norm, n, D, c->norm_eps);
-        SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
-        sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
-        sc_linear_forward(K, f->xn, L->wk, L->bk, n, D, kvd);
-        sc_linear_forward(V, f->xn, L->wv, L->bv, n, D, kvd);
-        sc_rope_forward(q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
-        sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
-        attention(f, l, q, n, pos0, true);
-        SC_TRY(tap(hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
-        sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
-        for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
-        /* MLP block */
-        if (f->train) memcpy(f->x_mid + lb * D, f->x, rowD);
-        sc_rmsnorm_forward(f->xn, f->train ? f->r2 + lb : NULL, f->x, L->ffn_norm, n, D, c->norm_eps);
-        SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
-        sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
-        SC_TRY(tap(hk, SC_TAP_GATE, l, pos0, n, F, ids, u, err));
-        sc_act_forward(a, u, n * F, c->act);
-        SC_TRY(tap(hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, a, err));
-        sc_linear_forward(v, f->xn, L->wu, NULL, n, D, F);
-        SC_TRY(tap(hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
-        for (int64_t i = 0; i < n * F; i++) h[i] = a[i] * v[i];
-        SC_TRY(tap(hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
-        sc_linear_forward(f->tmp, h, L->wd, NULL, n, F, D);
-        SC_TRY(tap(hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
-        for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
-        SC_TRY(tap(hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
-    }
+    for (int64_t l = 0; l < c->n_layers; l++) SC_TRY(layer_forward(f, l, ids, n, pos0, hk, err));
     if (f->train) memcpy(f->x_fin, f->x, rowD);
     sc_rmsnorm_forward(f->xn, f->train ? f->r_fin : NULL, f->x, m->final_norm, n, D, c->norm_eps);
     sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
     SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     if (logits) *logits = f->logits;
+    return SC_OK;
+}
+
+sc_status sc_forward_layer(sc_forward *f, int64_t layer, float *x, int64_t n, sc_err *err) {
+    const sc_config *c = &f->m->cfg;
+    if (f->train) return sc_errf(err, SC_EARG, "forward: sc_forward_layer needs an inference workspace");
+    if (n <= 0 || n > f->max_batch || layer < 0 || layer >= c->n_layers)
+        return sc_errf(err, SC_EARG, "forward: layer %lld with %lld tokens does not fit the workspace (batch %lld)",
+                       (long long)layer, (long long)n, (long long)f->max_batch);
+    size_t rowD = (size_t)(n * c->dim) * sizeof(float);
+    memcpy(f->x, x, rowD);
+    SC_TRY(layer_forward(f, layer, NULL, n, 0, NULL, err));
+    memcpy(x, f->x, rowD);
     return SC_OK;
 }
 

@@ -58,6 +58,33 @@ typedef struct sc_hooks {
 
 typedef struct sc_forward sc_forward;
 
+/* Linear layers, for the linear hook. */
+typedef enum sc_linear {
+    SC_LIN_Q = 0, /* W_q, input attn_in  */
+    SC_LIN_K,     /* W_k, input attn_in  */
+    SC_LIN_V,     /* W_v, input attn_in  */
+    SC_LIN_O,     /* W_o, input attn_ctx */
+    SC_LIN_GATE,  /* W_g, input mlp_in   */
+    SC_LIN_UP,    /* W_u, input mlp_in   */
+    SC_LIN_DOWN,  /* W_d, input h        */
+    SC_LIN_COUNT
+} sc_linear;
+
+const char *sc_linear_name(sc_linear w);
+
+/* One linear layer as the pass just computed it: y[T, out] = x[T, in] W^T (+ b),
+ * W [out, in]. The hook may overwrite y (e.g. recompute it from a masked
+ * copy of x); the pass continues from y. x is the input exactly as the taps
+ * left it. K and V outputs are the cache rows (before RoPE on K). */
+typedef struct sc_linear_event {
+    sc_linear which;
+    int64_t layer, pos0, n_tokens, in, out;
+    const float *x, *W, *b; /* b may be NULL */
+    float *y;
+} sc_linear_event;
+
+typedef sc_status (*sc_linear_fn)(void *user, const sc_linear_event *ev, sc_err *err);
+
 /* Workspace for windows of up to max_batch tokens and a cache of max_ctx
  * positions (max_ctx <= model context is not required; RoPE extrapolates). */
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err);
@@ -66,6 +93,18 @@ sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batc
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err);
 void sc_forward_free(sc_forward *f);
 int64_t sc_forward_max_ctx(const sc_forward *f);
+
+/* Installs (fn != NULL) or removes the linear hook of a workspace: called
+ * after every linear layer of every later sc_forward_run / sc_forward_layer
+ * (not the classifier). Costs nothing when unset. The backward pass does
+ * not see what a linear hook did (it differentiates the dense layers). */
+void sc_forward_set_linear_hook(sc_forward *f, sc_linear_fn fn, void *user);
+
+/* Runs one layer on its own: x[n, dim] is the residual stream entering
+ * layer `layer` at positions 0 .. n-1; on return it holds the residual
+ * after the layer. Uses the layer's key/value cache rows [0, n) and the
+ * linear hook; no taps. Inference workspaces only. */
+sc_status sc_forward_layer(sc_forward *f, int64_t layer, float *x, int64_t n, sc_err *err);
 
 /* Runs ids[0..n) at positions pos0 .. pos0+n-1, attending to the cached keys
  * and values of positions < pos0 written by earlier calls. *logits receives

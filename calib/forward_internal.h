@@ -29,6 +29,8 @@ struct sc_forward {
      * [L, B] rms scales; the final residual and its rms scale */
     float *x_in, *x_mid, *r1, *r2, *x_fin, *r_fin;
     /* train mode only: backward scratch */
+    sc_linear_fn lin_fn; /* the linear hook (NULL: none) */
+    void *lin_user;
     float *g_x, *g_xn, *g_q, *g_k, *g_v, *g_ctx, *g_p, *g_dp, *g_f1, *g_f2;
 };
 

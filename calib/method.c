@@ -7,8 +7,14 @@
 
 extern const sc_method sc_method_claws;
 extern const sc_method sc_method_cats;
+extern const sc_method sc_method_larosa;
+extern const sc_method sc_method_cett;
+extern const sc_method sc_method_clada;
+extern const sc_method sc_method_teal;
+extern const sc_method sc_method_cwic;
 
-static const sc_method *const registry[] = {&sc_method_claws, &sc_method_cats, NULL};
+static const sc_method *const registry[] = {&sc_method_claws, &sc_method_cats, &sc_method_larosa, &sc_method_cett, &sc_method_clada,
+                                             &sc_method_teal, &sc_method_cwic, NULL};
 
 const sc_method *const *sc_methods(void) { return registry; }
 
@@ -16,6 +22,21 @@ const sc_method *sc_method_find(const char *name) {
     for (int i = 0; registry[i]; i++)
         if (strcmp(registry[i]->name, name) == 0) return registry[i];
     return NULL;
+}
+
+sc_status sc_array_concat_resize(sc_array *a, int64_t rows, sc_err *err) {
+    if (a->kind != SC_ARR_CONCAT || !a->concat_data || !a->concat_rows)
+        return sc_errf(err, SC_EARG, "array %s cannot grow (not a CONCAT array)", a->name);
+    size_t esz = a->type == SC_ARR_F32 ? 4 : 8, cols = (size_t)(a->shape[1] ? a->shape[1] : 1), bytes;
+    if (rows < 0 || !sc_mul_ok((size_t)rows, cols, &bytes) || !sc_mul_ok(bytes, esz, &bytes))
+        return sc_errf(err, SC_ENOMEM, "array %s: %lld rows are too many", a->name, (long long)rows);
+    void *p = realloc(*a->concat_data, bytes ? bytes : 1);
+    if (!p) return sc_errf(err, SC_ENOMEM, "array %s: out of memory for %lld rows", a->name, (long long)rows);
+    *a->concat_data = p;
+    *a->concat_rows = rows;
+    a->data = p;
+    a->shape[0] = rows;
+    return SC_OK;
 }
 
 double *sc_method_f64(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }

@@ -28,7 +28,17 @@ typedef struct sc_array {
     sc_arr_type type;
     int64_t shape[2]; /* shape[1] == 0 for vectors */
     void *data;       /* owned by the method state */
+    /* CONCAT arrays only: rows are shape[0] (any count, also 0); shape[1]
+     * is fixed. The method keeps the data in one malloc'd block and points
+     * these at its own pointer and row count, so the engine can grow the
+     * array (realloc, then update both) when shards merge or a file loads. */
+    void **concat_data;
+    int64_t *concat_rows;
 } sc_array;
+
+/* Grows (or shrinks) a CONCAT array to `rows` rows, keeping the first
+ * min(old, rows) rows; a->data and a->shape[0] follow. */
+sc_status sc_array_concat_resize(sc_array *a, int64_t rows, sc_err *err);
 
 /* Options every method sees; method-specific knobs go in `params`. */
 typedef struct sc_method_opts {

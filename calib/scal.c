@@ -2,6 +2,7 @@
 #include "scal.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +175,24 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
         for (int k = 0; k < n; k++) {
             char name[SRT_CT_MAX_NAME + 1];
             snprintf(name, sizeof name, "%s/%s", me->name, arr[k].name);
-            uint64_t count = (uint64_t)arr[k].shape[0] * (uint64_t)(arr[k].shape[1] ? arr[k].shape[1] : 1);
+            int64_t rows = arr[k].shape[0];
+            if (arr[k].kind == SC_ARR_CONCAT) { /* stored samples: the file decides the row count */
+                int64_t si = srt_container_find(ct, name);
+                const srt_ct_section *sec = si >= 0 ? srt_container_section_at(ct, (size_t)si) : NULL;
+                uint32_t nd = arr[k].shape[1] ? 2 : 1;
+                if (!sec) {
+                    st = sc_errf(err, SC_EFORMAT, "%s: section '%s' is missing", path, name);
+                    break;
+                }
+                if (sec->ndim != nd || (nd == 2 && sec->dims[1] != (uint64_t)arr[k].shape[1]) ||
+                    sec->dims[0] > (uint64_t)(INT64_MAX / 16) / (uint64_t)(arr[k].shape[1] ? arr[k].shape[1] : 1)) {
+                    st = sc_errf(err, SC_EFORMAT, "%s: section '%s' has the wrong shape for a sample of rows of %lld",
+                                 path, name, (long long)(arr[k].shape[1] ? arr[k].shape[1] : 1));
+                    break;
+                }
+                rows = (int64_t)sec->dims[0];
+            }
+            uint64_t count = (uint64_t)rows * (uint64_t)(arr[k].shape[1] ? arr[k].shape[1] : 1);
             const void *data;
             if (srt_container_get_typed(ct, name, ct_type(arr[k].type), count, &data)) {
                 st = srt_container_find(ct, name) < 0
@@ -182,7 +200,8 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
                          : ct_fail(path, ct, msg, err);
                 break;
             }
-            memcpy(arr[k].data, data, count * elem_size(arr[k].type));
+            if (arr[k].kind == SC_ARR_CONCAT && (st = sc_array_concat_resize(&arr[k], rows, err))) break;
+            if (count) memcpy(arr[k].data, data, count * elem_size(arr[k].type));
             expected_sections++;
         }
     }

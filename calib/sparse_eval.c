@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cats.h"
+#include "eval_input.h"
+#include "lc_eval.h"
 
 typedef struct griffin_ctx {
     sc_router *r;
@@ -27,6 +29,10 @@ static sc_status griffin_window(void *user, sc_forward *f, const int32_t *ids, i
 
 sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
                          sc_sparse_eval_result *out, sc_err *err) {
+    if (sc_teal_is_method(o->method)) return sc_eval_teal(m, d, o, out, err);
+    if (sc_cwic_is_method(o->method)) return sc_eval_cwic(m, d, o, out, err);
+    if (strcmp(o->method, "larosa") == 0) return sc_eval_larosa(m, d, o, out, err);
+    if (strcmp(o->method, "cett") == 0 || strcmp(o->method, "clada") == 0) return sc_eval_cett(m, d, o, out, err);
     memset(out, 0, sizeof *out);
     const sc_config *cfg = &m->cfg;
     bool prefill = strcmp(o->method, "griffin-prefill") == 0;

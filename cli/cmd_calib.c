@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "scal.h"
+#include "eval_input.h"
 #include "sparse_eval.h"
 
 static void print_json(cJSON *j) {
@@ -49,7 +50,7 @@ int cmd_compute(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
-        {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats (comma-separated)", 0, 0},
+        {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats, larosa, cett, clada, teal, cwic (comma-separated)", 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
         {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
         {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
@@ -80,7 +81,7 @@ int cmd_compute(int argc, char **argv) {
     snprintf(mbuf, sizeof mbuf, "%s", methods);
     for (char *p = strtok(mbuf, ","); p; p = strtok(NULL, ",")) {
         if (co.n_methods == SC_MAX_METHODS || !sc_method_find(p)) {
-            fprintf(stderr, "sparsecal compute: unknown method '%s' (claws, cats)\n", p);
+            fprintf(stderr, "sparsecal compute: unknown method '%s' (claws, cats, larosa, cett, clada, teal, cwic)\n", p);
             return 2;
         }
         co.methods[co.n_methods++] = p;
@@ -195,6 +196,64 @@ int cmd_merge(int argc, char **argv) {
     return st ? cli_fail("merge", st, &err) : 0;
 }
 
+/* larosa / cett / clada: the split, thresholds and load signals (see docs/LAROSA_CETT.md) */
+static void add_lc_json(cJSON *j, const char *method, const sc_sparse_eval_result *r, int64_t n_layers) {
+    const struct sc_lc_result *x = &r->lc;
+    cJSON *o = cJSON_AddObjectToObject(j, method);
+    if (strcmp(method, "larosa") == 0) {
+        cJSON_AddNumberToObject(o, "split_in", x->split_in);
+        cJSON_AddNumberToObject(o, "split_h", x->split_h);
+        cJSON_AddNumberToObject(o, "in_density", x->in_density);
+        cJSON_AddNumberToObject(o, "h_density", x->h_density);
+        cJSON_AddNumberToObject(o, "linear_density", x->linear_density);
+        cJSON_AddNumberToObject(o, "sparsified_linear_density", x->sparsified_density);
+        cJSON *g = cJSON_AddArrayToObject(o, "grid");
+        for (int i = 0; i < x->n_grid; i++) {
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddNumberToObject(row, "split_in", x->grid[i][0]);
+            cJSON_AddNumberToObject(row, "split_h", x->grid[i][1]);
+            cJSON_AddNumberToObject(row, "tuning_ppl", x->grid[i][2]);
+            cJSON_AddItemToArray(g, row);
+        }
+        return;
+    }
+    cJSON_AddNumberToObject(o, "target", x->target);
+    cJSON *t = cJSON_AddArrayToObject(o, "threshold_per_layer"), *c = cJSON_AddArrayToObject(o, "sample_cett_per_layer"),
+          *s = cJSON_AddArrayToObject(o, "sample_sparsity_per_layer");
+    for (int64_t l = 0; l < n_layers && l < SC_MAX_LAYERS; l++) { /* NaN (uncalibrated layer) -> null */
+        cJSON_AddItemToArray(t, isnan(x->layer_threshold[l]) ? cJSON_CreateNull() : cJSON_CreateNumber(x->layer_threshold[l]));
+        cJSON_AddItemToArray(c, isnan(x->layer_cett[l]) ? cJSON_CreateNull() : cJSON_CreateNumber(x->layer_cett[l]));
+        cJSON_AddItemToArray(s, isnan(x->layer_sample_sparsity[l]) ? cJSON_CreateNull()
+                                                                   : cJSON_CreateNumber(x->layer_sample_sparsity[l]));
+    }
+    if (strcmp(method, "clada") == 0) {
+        cJSON_AddNumberToObject(o, "tau_s", x->tau_s);
+        cJSON_AddNumberToObject(o, "tau_h", x->tau_h);
+        cJSON_AddNumberToObject(o, "lambda", x->lambda);
+        cJSON_AddNumberToObject(o, "gamma", x->gamma);
+        cJSON_AddNumberToObject(o, "frac_surprisal_high", x->frac_s);
+        cJSON_AddNumberToObject(o, "frac_entropy_high", x->frac_h);
+    }
+}
+
+/* teal / teal-greedy / cwic: achieved vs target input sparsity, APR (see docs/INPUT_SPARSITY.md) */
+static void add_input_json(cJSON *j, const sc_sparse_eval_result *r, int64_t n_layers) {
+    const struct sc_input_result *x = &r->in;
+    cJSON *o = cJSON_AddObjectToObject(j, "input_sparsity");
+    cJSON_AddNumberToObject(o, "target", x->target);
+    cJSON_AddNumberToObject(o, "achieved", x->effective_sparsity);
+    cJSON_AddNumberToObject(o, "drift", x->effective_sparsity - x->target);
+    cJSON *p = cJSON_AddObjectToObject(o, "per_projection");
+    for (int k = 0; k < SC_LIN_COUNT; k++) cJSON_AddNumberToObject(p, sc_linear_name((sc_linear)k), x->proj_sparsity[k]);
+    cJSON *pl = cJSON_AddArrayToObject(o, "per_layer");
+    for (int64_t l = 0; l < n_layers && l < SC_MAX_LAYERS; l++) cJSON_AddItemToArray(pl, cJSON_CreateNumber(x->layer_effective[l]));
+    cJSON_AddNumberToObject(o, "active_linear_params_per_token", x->active_linear_params);
+    cJSON_AddNumberToObject(o, "dense_linear_params_per_token", x->dense_linear_params);
+    cJSON_AddNumberToObject(o, "apr", x->apr);
+    if (x->apr_target > 0) cJSON_AddNumberToObject(o, "apr_target", x->apr_target);
+    if (x->stripe > 0) cJSON_AddNumberToObject(o, "stripe", (double)x->stripe);
+}
+
 int cmd_eval(int argc, char **argv) {
     cli_inputs in = {0};
     const char *calib = NULL, *method = "dense";
@@ -207,7 +266,7 @@ int cmd_eval(int argc, char **argv) {
         CLI_DATA_OPTS(in),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, cett, clada, teal, teal-greedy, cwic", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default 1)", 0, 1},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
         {"second-half", 0, SC_ARG_FLAG, &second_half, NULL, "score only the second half of each window (as griffin does)", 0, 0},
@@ -222,7 +281,9 @@ int cmd_eval(int argc, char **argv) {
                           "second half.",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
-    if (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0) {
+    bool lc_method = !strcmp(method, "larosa") || !strcmp(method, "cett") || !strcmp(method, "clada");
+    bool in_method = sc_teal_is_method(method) || sc_cwic_is_method(method);
+    if (!lc_method && !in_method && (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0)) {
         fprintf(stderr, "sparsecal eval: unknown method '%s'\n", method);
         return 2;
     }
@@ -258,12 +319,18 @@ int cmd_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "dense_mlp_params_per_token",
                                     3.0 * (double)in.model->cfg.dim * (double)in.model->cfg.ffn_dim * (double)in.model->cfg.n_layers);
             cJSON_AddBoolToObject(j, "second_half_only", second_half || strncmp(method, "griffin", 7) == 0);
+            if (lc_method) add_lc_json(j, method, &res, in.model->cfg.n_layers);
+            if (in_method) add_input_json(j, &res, in.model->cfg.n_layers);
+            cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
             print_json(j);
         } else {
             printf("%s @ density %.3f: ppl %.6f (nll %.6f, %lld tokens); achieved density %.4f (min %.4f, max %.4f); "
                    "active MLP params/token %.0f\n",
                    method, density, ppl, nll, (long long)res.ppl.n_scored, s->density_mean, s->density_min,
                    s->density_max, s->active_mlp_params);
+            if (in_method)
+                printf("%s: input sparsity target %.4f, achieved %.4f (parameter-weighted); APR %.4f\n", method,
+                       res.in.target, res.in.effective_sparsity, res.in.apr);
         }
     }
     sc_calib_free(c);

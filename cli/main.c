@@ -18,6 +18,7 @@ static const command commands[] = {
     {"compute", cmd_compute, "accumulate calibration statistics (claws, cats) into a .scal file"},
     {"merge", cmd_merge, "sum compatible calibration files (shards) into one"},
     {"eval", cmd_eval, "perplexity with MLP neurons routed by a method at a density"},
+    {"diag", cmd_diag, "rank-leverage diagnostics of static modifiers (CLAWS c_j, LaRoSA c_rot), seed 000 Tables 5/7"},
     {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},
     {"bench-forward", cmd_bench_forward, "forward-pass throughput vs cblas_sgemm alone on the same shapes"},
     {"inspect", cmd_inspect, "summarise a .scal calibration file or a .spk artifact (manifest, sections)"},

@@ -346,6 +346,8 @@ const char *sc_tokenizer_piece(const sc_tokenizer *t, int32_t id, size_t *len) {
     return t->arena + t->text_off[id];
 }
 
+float sc_tokenizer_score(const sc_tokenizer *t, int32_t id) { return id >= 0 && id < t->n ? t->scores[id] : 0.0f; }
+
 int32_t sc_tokenizer_token_type(const sc_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n ? t->types[id] : 0;
 }

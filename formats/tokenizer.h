@@ -70,6 +70,8 @@ const char *sc_tokenizer_kind(const sc_tokenizer *t);
 const char *sc_tokenizer_piece(const sc_tokenizer *t, int32_t id, size_t *len);
 /* SC_TOKTYPE_* of id (0 when out of range). */
 int32_t sc_tokenizer_token_type(const sc_tokenizer *t, int32_t id);
+/* The piece's score (merge priority of SentencePiece-style vocabularies); 0 out of range. */
+float sc_tokenizer_score(const sc_tokenizer *t, int32_t id);
 /* The id whose spelling is exactly s[0..len) (added tokens first), or -1. */
 int32_t sc_tokenizer_find(const sc_tokenizer *t, const char *s, size_t len);
 /* Whether the source asks for BOS by default (tokenizer_config.json

@@ -1,0 +1,47 @@
+/* cett.h - CETT thresholds (CLADA Eq. 10; METHODS.md) and the CLADA load
+ * signals, shared by the methods, eval and tests.
+ *
+ * For neuron j of a layer with activation h_j and down-projection column
+ * W_d[:, j]: n_j = |h_j| * ||W_d[:, j]||_2. For a threshold t,
+ *   CETT(t) = mean over sample tokens of || sum_{j: n_j <= t} h_j W_d[:, j] ||_2 / ||y||_2
+ * (tokens with y = 0 are skipped). Run-time rule: neuron j is live iff
+ * n_j > t, i.e. |h_j| > t / ||W_d[:, j]||_2. */
+#ifndef SC_CETT_H
+#define SC_CETT_H
+
+#include <stdint.h>
+
+#include "method.h"
+
+#define SC_CETT_GRID 2048 /* candidate thresholds between min n and the 0.99 quantile */
+
+/* The stored sample of layer `layer` (absolute): rows of h [rows, F]. */
+bool sc_cett_sample(const void *state, int64_t layer, const float **h, int64_t *rows);
+/* The CLADA sample: rows of (surprisal, entropy) in nats [rows, 2]. */
+bool sc_clada_sample(const void *state, const double **sig, int64_t *rows);
+
+/* CETT(t) on a sample (wnorm: column norms of W_d, Wd: [D, F] row-major).
+ * scratch: 2 * rows * max(F, D) floats + rows doubles (sc_cett_scratch_bytes). */
+size_t sc_cett_scratch_bytes(int64_t rows, int64_t D, int64_t F);
+double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm, double t,
+                     void *scratch);
+
+typedef struct sc_cett_fit {
+    double threshold;    /* t */
+    double cett;         /* CETT(t) on the sample */
+    double sparsity;     /* fraction of (token, neuron) pairs with n_j <= t on the sample */
+    double grid_lo, grid_hi; /* min n and the 0.99 quantile of n */
+    int evaluations;     /* CETT evaluations of the binary search */
+} sc_cett_fit;
+
+/* The largest grid threshold t with CETT(t) <= target (binary search; CETT
+ * is non-decreasing in t in practice, and the search relies on it). If even
+ * the smallest candidate exceeds the target, t = 0 (nothing pruned but exact
+ * zeros). */
+sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
+                         double target, sc_cett_fit *out, sc_err *err);
+
+/* Surprisal -log p(next) and entropy of softmax(logits[V]) in nats. */
+void sc_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy);
+
+#endif
