@@ -70,8 +70,10 @@ int cmd_synth(int argc, char **argv);
 int cmd_compute(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 int cmd_diag(int argc, char **argv);
 int cmd_bench_forward(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 

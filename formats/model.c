@@ -180,9 +180,10 @@ sc_status sc_model_load(const char *path, sc_model **out, sc_err *err) {
         return sc_load_hf(path, out, err);
     FILE *f = fopen(path, "rb");
     if (!f) return sc_errf(err, SC_EIO, "%s: cannot open model file", path);
-    char magic[4] = {0};
-    size_t got = fread(magic, 1, 4, f);
+    char magic[8] = {0};
+    size_t got = fread(magic, 1, 8, f);
     fclose(f);
-    if (got == 4 && memcmp(magic, "GGUF", 4) == 0) return sc_load_gguf(path, out, err);
+    if (got >= 4 && memcmp(magic, "GGUF", 4) == 0) return sc_load_gguf(path, out, err);
+    if (got == 8 && memcmp(magic, "SPARSPAK", 8) == 0) return sc_load_artifact(path, out, err);
     return sc_load_llama2c(path, out, err);
 }

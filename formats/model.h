@@ -87,7 +87,8 @@ typedef struct sc_model {
 
 /* Loads a model from a path, detecting the format: a directory (or a
  * config.json / *.safetensors / *.index.json inside one) is Hugging Face, a
- * file starting with "GGUF" is GGUF, anything else a llama2.c checkpoint. */
+ * file starting with "GGUF" is GGUF, one starting with "SPARSPAK" a packed
+ * artifact, anything else a llama2.c checkpoint. */
 sc_status sc_model_load(const char *path, sc_model **out, sc_err *err);
 void sc_model_free(sc_model *m);
 
@@ -122,5 +123,7 @@ sc_status sc_model_check_complete(const sc_model *m, sc_err *err);
 sc_status sc_load_llama2c(const char *path, sc_model **out, sc_err *err);
 sc_status sc_load_gguf(const char *path, sc_model **out, sc_err *err);
 sc_status sc_load_hf(const char *path, sc_model **out, sc_err *err);
+/* A packed artifact (.spk), weights dequantised to f32 (formats/artifact.c). */
+sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err);
 
 #endif

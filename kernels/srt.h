@@ -1,10 +1,21 @@
-/* srt.h - the sparsecal runtime library (libsparsert): CPU feature
- * detection now; routing and the sparse kernels join it as they land. It
- * depends on libc (and zstd for artifacts) only. */
+/* srt.h - the sparsecal runtime library (libsparsert): CPU features, the
+ * kernel dispatch, quantised weight layouts (a traits table), dense and sparse
+ * GEMV kernels, activation quantisation, top-K selection and threshold
+ * compaction, and a small persistent thread pool. It depends on libc, libm and
+ * pthreads only (zstd joins for artifacts), so it cross-compiles anywhere.
+ *
+ * Conventions: y = W x with W of logical shape rows x cols (row-major f32 is
+ * what pack() takes and unpack() returns). Buffers are 64-byte aligned
+ * (srt_alloc); kernels never allocate. Index lists are uint32, sorted
+ * ascending, without duplicates. Byte layouts: docs/LAYOUTS.md. */
 #ifndef SRT_H
 #define SRT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* ---- CPU features ---------------------------------------------------- */
 
 typedef enum srt_cpu_feature {
     SRT_CPU_AVX2 = 1u << 0,
@@ -16,7 +27,8 @@ typedef enum srt_cpu_feature {
     SRT_CPU_AVX512BF16 = 1u << 6,
     SRT_CPU_AVXVNNI = 1u << 7,
     SRT_CPU_NEON = 1u << 8,
-    SRT_CPU_DOTPROD = 1u << 9
+    SRT_CPU_DOTPROD = 1u << 9,
+    SRT_CPU_F16C = 1u << 10
 } srt_cpu_feature;
 
 /* Features of this CPU that the OS also enables (XSAVE state checked), read
@@ -24,5 +36,184 @@ typedef enum srt_cpu_feature {
 uint32_t srt_cpu_features(void);
 /* Space-separated names of the features in mask, into buf. */
 const char *srt_cpu_feature_names(uint32_t mask, char *buf, int cap);
+
+/* ---- status codes ---------------------------------------------------- */
+
+typedef enum srt_status {
+    SRT_OK = 0,
+    SRT_EINVAL,   /* bad argument: shape, alignment, size, index list */
+    SRT_ENOMEM,   /* allocation failed (only create functions allocate) */
+    SRT_EISA,     /* the requested ISA is unknown or not available here */
+    SRT_ETHREAD,  /* a worker thread could not be started */
+    SRT_ESCRATCH, /* the context's scratch is too small: srt_ctx_reserve */
+    SRT_ENOTSUP   /* the layout has no kernel for this operation */
+} srt_status;
+
+const char *srt_status_str(srt_status st);
+
+/* ---- ISAs and dispatch ------------------------------------------------ */
+
+typedef enum srt_isa {
+    SRT_ISA_AUTO = -1, /* SPARSECAL_ISA if set, else the best available */
+    SRT_ISA_SCALAR = 0,
+    SRT_ISA_AVX2,    /* AVX2 + FMA + F16C */
+    SRT_ISA_AVX512,  /* AVX-512 F/BW/VL + VNNI */
+    SRT_ISA_NEON,    /* AArch64 Advanced SIMD */
+    SRT_ISA_DOTPROD, /* NEON + the sdot/udot instructions */
+    SRT_ISA_COUNT
+} srt_isa;
+
+const char *srt_isa_name(srt_isa isa);
+/* Parses "scalar", "avx2", "avx512", "neon", "dotprod". */
+srt_status srt_isa_parse(const char *name, srt_isa *out);
+bool srt_isa_available(srt_isa isa);
+/* The best ISA this CPU runs. */
+srt_isa srt_isa_best(void);
+/* SRT_ISA_AUTO resolved: SPARSECAL_ISA when set (SRT_EISA if it names an
+ * unknown or unavailable ISA), else the best available. */
+srt_status srt_isa_resolve(srt_isa want, srt_isa *out);
+
+/* ---- memory and fp16 -------------------------------------------------- */
+
+/* 64-byte aligned, zero-filled; NULL on failure or bytes == 0. */
+void *srt_alloc(size_t bytes);
+void srt_free(void *p);
+
+/* IEEE binary16, round to nearest even (what GGML's F16C path stores). */
+uint16_t srt_fp32_to_fp16(float f);
+float srt_fp16_to_fp32(uint16_t h);
+
+/* ---- context: ISA choice, thread pool, scratch ------------------------- */
+
+typedef struct srt_ctx srt_ctx;
+
+/* nthreads >= 1 (the caller's thread is one of them). */
+srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads);
+void srt_ctx_free(srt_ctx *ctx);
+srt_isa srt_ctx_isa(const srt_ctx *ctx);
+int srt_ctx_threads(const srt_ctx *ctx);
+/* Scratch for reductions (column-sparse kernels need nthreads-1 partial
+ * outputs): floats per extra thread. The default covers 65536 output rows. */
+srt_status srt_ctx_reserve(srt_ctx *ctx, int64_t floats_per_thread);
+
+/* Runs fn(arg, tid, nthreads) on every thread of the pool (tid 0 is the
+ * caller) and returns when all have finished. */
+void srt_ctx_run(srt_ctx *ctx, void (*fn)(void *arg, int tid, int nthreads), void *arg);
+
+/* Reads the n bytes at p (64-byte aligned; a multiple of 64 is read) with
+ * every thread of the context: the streaming floor benchmarks compare with.
+ * Returns a checksum so the reads cannot be optimised away. */
+uint64_t srt_stream_read(srt_ctx *ctx, const void *p, size_t n);
+
+/* ---- activations ------------------------------------------------------ */
+
+/* int8 activations in blocks of 32: d = amax / 127, q = round-to-nearest-even
+ * (x / d) (d < 1e-30 counts as 0), plus each block's sum of q. The buffer is
+ * padded with zero blocks to a multiple of SRT_ACT_PAD values. "tiled" is the
+ * order the kmi4r row kernels read (docs/LAYOUTS.md). */
+#define SRT_ACT_PAD 512
+typedef enum srt_act_order { SRT_ACT_NATURAL = 0, SRT_ACT_TILED = 1 } srt_act_order;
+
+typedef struct srt_act {
+    int64_t n, cap;      /* logical length; padded length */
+    srt_act_order order;
+    int8_t *q;           /* cap values */
+    float *d;            /* cap / 32 block scales */
+    int32_t *sum;        /* cap / 32 block sums of q */
+} srt_act;
+
+/* Bytes srt_act_init needs for n values. */
+size_t srt_act_bytes(int64_t n);
+/* Carves the arrays out of mem (64-byte aligned, at least srt_act_bytes(n)). */
+srt_status srt_act_init(srt_act *a, void *mem, size_t bytes, int64_t n, srt_act_order order);
+/* Quantises x (a->n floats, finite) into a. */
+srt_status srt_act_quantize(const srt_ctx *ctx, srt_act *a, const float *x);
+
+/* ---- layouts ------------------------------------------------------------ */
+
+typedef enum srt_layout {
+    SRT_LAYOUT_F32 = 0, /* row-major float32 */
+    SRT_LAYOUT_Q8_0,    /* GGML q8_0 rows (34-byte blocks) */
+    SRT_LAYOUT_Q4_0,    /* GGML q4_0 rows (18-byte blocks) */
+    SRT_LAYOUT_Q4_0T,   /* GGML q4_0 rows of W^T: one row per input channel */
+    SRT_LAYOUT_KMI4R,   /* int4 rows in 512-weight tiles for VNNI/sdot (W_u, W_g) */
+    SRT_LAYOUT_KMI4,    /* int4 neuron-major: each input channel's column contiguous (W_d) */
+    SRT_LAYOUT_ZIGZAG,  /* int4 groups down a column, row-blocks stored row-major */
+    SRT_LAYOUT_STRIPE,  /* zigzag with row-block = CWIC stripe, per-stripe live lists */
+    SRT_LAYOUT_COUNT
+} srt_layout;
+
+/* Which entries a sparse GEMV skips. */
+typedef enum srt_sparsity {
+    SRT_SPARSE_ROWS = 0, /* only the listed output rows are computed (y elsewhere untouched) */
+    SRT_SPARSE_COLS,     /* only the listed input channels contribute */
+    SRT_SPARSE_STRIPES   /* per row-block (stripe) lists of input channels */
+} srt_sparsity;
+
+/* What a layout's kernels take as x. */
+typedef enum srt_input_kind {
+    SRT_IN_F32 = 0,
+    SRT_IN_Q8_NATURAL,
+    SRT_IN_Q8_TILED
+} srt_input_kind;
+
+typedef struct srt_matrix {
+    srt_layout layout;
+    int64_t rows, cols;
+    int64_t group; /* zigzag row-block / stripe size in rows (multiple of 32); 0 elsewhere */
+    const void *data;
+    size_t bytes;
+} srt_matrix;
+
+typedef struct srt_input {
+    const float *f;     /* for SRT_IN_F32 */
+    const srt_act *q;   /* for the quantised kinds */
+} srt_input;
+
+typedef struct srt_live {
+    const uint32_t *idx; /* ascending, unique */
+    int64_t n;
+    /* SRT_SPARSE_STRIPES only: the list of row-block s is
+     * idx[offsets[s] .. offsets[s+1]), ascending within each block. */
+    const int64_t *offsets;
+} srt_live;
+
+typedef struct srt_layout_traits {
+    const char *name;
+    const char *desc;
+    int64_t blck_rows, blck_cols; /* geometry of one quantisation group (1 x 1 for f32) */
+    srt_sparsity sparse;          /* the pattern gemv_sparse accepts */
+    srt_input_kind input;
+    /* Packed size of a rows x cols matrix (group: zigzag/stripe row-block). */
+    srt_status (*size)(size_t *bytes, int64_t rows, int64_t cols, int64_t group);
+    /* Packs row-major finite f32 w into dst (cap bytes, 64-byte aligned) and
+     * fills m (m->data = dst). */
+    srt_status (*pack)(srt_matrix *m, void *dst, size_t cap, const float *w, int64_t rows, int64_t cols,
+                       int64_t group);
+    /* Dequantises m into row-major f32 w (rows x cols). */
+    srt_status (*unpack)(float *w, const srt_matrix *m);
+    /* y[rows] = W x. */
+    srt_status (*gemv)(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
+    /* The sparse GEMV of the layout's pattern. */
+    srt_status (*gemv_sparse)(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                              float *y);
+} srt_layout_traits;
+
+const srt_layout_traits *srt_layout_get(srt_layout layout);
+srt_status srt_layout_parse(const char *name, srt_layout *out);
+/* Checks shape, group, size and alignment of m against its layout. */
+srt_status srt_matrix_check(const srt_matrix *m);
+
+/* ---- selection ------------------------------------------------------------- */
+
+/* Exact top-k of score (|score| with SRT_SELECT_ABS) in O(n) by radix
+ * selection: writes k indices, ascending. Ties at the threshold go to the
+ * lower index; NaN ranks lowest. */
+#define SRT_SELECT_ABS 1u
+srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags);
+/* Indices i with |x[i]| > t, ascending; returns their count. */
+int64_t srt_compact(const srt_ctx *ctx, uint32_t *idx, const float *x, int64_t n, float t);
+/* Indices i with |x[i]| > t[i] (per-channel thresholds), ascending. */
+int64_t srt_compact_vec(const srt_ctx *ctx, uint32_t *idx, const float *x, const float *t, int64_t n);
 
 #endif

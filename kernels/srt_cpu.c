@@ -18,7 +18,7 @@ static uint32_t detect(void) {
     unsigned a, b, c, d;
     uint32_t f = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-    int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1;
+    int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
     if (!osxsave || !avx) return 0;
     uint64_t xcr0 = xgetbv0();
     int ymm_ok = (xcr0 & 0x6) == 0x6, zmm_ok = (xcr0 & 0xe6) == 0xe6;
@@ -26,6 +26,7 @@ static uint32_t detect(void) {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     if ((b >> 5) & 1) f |= SRT_CPU_AVX2;
     if (fma) f |= SRT_CPU_FMA;
+    if (f16c) f |= SRT_CPU_F16C;
     if (zmm_ok) {
         if ((b >> 16) & 1) f |= SRT_CPU_AVX512F;
         if ((b >> 30) & 1) f |= SRT_CPU_AVX512BW;
@@ -71,7 +72,7 @@ uint32_t srt_cpu_features(void) {
 
 const char *srt_cpu_feature_names(uint32_t mask, char *buf, int cap) {
     static const char *names[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni",
-                                  "avx512bf16", "avxvnni", "neon", "dotprod"};
+                                  "avx512bf16", "avxvnni", "neon", "dotprod", "f16c"};
     int n = 0;
     if (cap > 0) buf[0] = '\0';
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {

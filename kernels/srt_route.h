@@ -23,13 +23,14 @@ int srt_router_from_name(const char *name);
 /* K = round(density * n), clamped to [0, n]. */
 int64_t srt_topk_count(double density, int64_t n);
 
-/* Exact top-K by value in O(n) expected time (quickselect; no full sort):
- * writes the indices of the k largest score[i] to idx in ascending index
- * order and returns k. Ties at the boundary go to the lower index.
- * scratch holds n floats and n int32 (8n bytes). */
+/* Exact top-K by value in O(n) (the runtime's radix selection,
+ * srt_select_topk): writes the indices of the k largest score[i] to idx in
+ * ascending index order and returns k. Ties at the boundary go to the lower
+ * index; NaN ranks lowest. scratch is unused (kept for callers' buffers). */
 int64_t srt_topk(const float *score, int64_t n, int64_t k, int32_t *idx, void *scratch);
 
-/* Threshold compaction: indices with |x[i]| > t, ascending; returns the count. */
+/* Threshold compaction with the best compaction kernel for this CPU:
+ * indices with |x[i]| > t, ascending; returns the count. */
 int64_t srt_threshold(const float *x, int64_t n, float t, int32_t *idx);
 
 /* Router scores for one token: out[j] = |a[j]| * (c ? c[j] : 1). */

@@ -1,0 +1,746 @@
+/* cmd_bench.c - `sparsecal bench`: the cold-cache layer-cycling GEMV
+ * benchmark of seed 000 (App. E). N distinct weight matrices per kernel
+ * (35 by default) are visited in turn so the weights come from DRAM; after
+ * warm-up passes, every GEMV of the timed passes is timed and the per-layer
+ * median, min and max are reported; the whole measurement is repeated
+ * (--runs) and the spread of the run medians is shown. All kernels are
+ * interleaved pass by pass, so machine noise hits them alike.
+ *
+ * Rows: a streaming read of the q4_0 bytes (the floor), f32 cblas_sgemv,
+ * GGML-style q4_0 rows, the PowerInfer-style per-live-row axpy over q4_0 rows
+ * of W^T, kmi4 dense/sparse, zigzag dense/column-sparse, and the full MLP
+ * block (kmi4r gate dense, kmi4r up and kmi4 down sparse) dense vs sparse. */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "srt.h"
+
+#define MAX_SP 8
+#define MAX_SHAPES 4
+#define MAX_THREADS 4
+
+typedef enum kind { K_FLOOR, K_F32, K_Q4, K_SCATTER, K_KMI4, K_ZIGZAG, K_KMI4R, K_MLP, K_COUNT } kind;
+static const char *kind_name[K_COUNT] = {"stream floor (q4_0 bytes)", "f32 cblas_sgemv", "q4_0 rows (GGML-style)",
+                                         "q4_0t scatter (PowerInfer-style)", "kmi4", "zigzag",
+                                         "kmi4r rows (up proj., OUT -> IN)", "MLP block (kmi4)"};
+static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0", "q4_0t_scatter", "kmi4", "zigzag", "kmi4r_up", "mlp"};
+
+typedef struct config {
+    kind k;
+    int sp; /* index into the sparsity list, -1 = dense */
+    double *samples;
+    int64_t ns;
+    double run_med[16], med, lo, hi, rlo, rhi, bytes;
+} config;
+
+typedef struct layer {
+    srt_matrix q4, q4t, kd, zz, g, u;
+    float *f32;
+    uint32_t *live[MAX_SP];
+} layer;
+
+typedef struct bench {
+    int64_t in, out, nlayers, nsp, live[MAX_SP];
+    double sp[MAX_SP];
+    layer *L;
+    srt_ctx *ctx;
+    int nth;
+    /* vectors */
+    float *x, *h, *y, *g, *a, *u, *hm;
+    srt_act xt, hq;
+    uint32_t *sel;
+    config cfg[64];
+    int ncfg;
+    uint64_t sink;
+    bool clustered;   /* live sets of whole 32-neuron groups (a permuted model) */
+    float *bias[MAX_SP]; /* clustered MLP: + on the layer's live set before top-K */
+} bench;
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+static float rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    /* pseudo-Gaussian: sum of three uniforms */
+    float s = 0;
+    for (int i = 0; i < 3; i++) s += (float)((rng_state >> (20 * i)) & 0xfffff) / 1048576.0f;
+    return (s - 1.5f) * 2.0f;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- the MLP's activation: a cheap tanh-GELU, identical in dense and sparse ----- */
+
+static void gelu(float *a, const float *g, int64_t n) {
+    /* blocks of 16 with a fixed trip count, so the compiler vectorises */
+    for (int64_t i = 0; i < n; i += 16) {
+        float x[16], r[16];
+        const int64_t m = n - i < 16 ? n - i : 16;
+        memset(x, 0, sizeof x);
+        memcpy(x, g + i, sizeof(float) * (size_t)m);
+        for (int k = 0; k < 16; k++) {
+            float z = 0.7978845608f * (x[k] + 0.044715f * x[k] * x[k] * x[k]);
+            z = 0.5f * (z + 4.97f - fabsf(z - 4.97f)); /* min(z, 4.97) without a branch */
+            z = 0.5f * (z - 4.97f + fabsf(z + 4.97f)); /* max(z, -4.97) */
+            const float z2 = z * z;
+            r[k] = 0.5f * x[k] * (1.0f + z * (27.0f + z2) / (27.0f + 9.0f * z2));
+        }
+        memcpy(a + i, r, sizeof(float) * (size_t)m);
+    }
+}
+
+/* ---- one timed operation ------------------------------------------------------------ */
+
+static void run_op(bench *B, const config *c, const layer *l) {
+    srt_ctx *ctx = B->ctx;
+    const int sp = c->sp;
+    srt_input in = {0};
+    switch (c->k) {
+    case K_FLOOR: B->sink ^= srt_stream_read(ctx, l->q4.data, l->q4.bytes); break;
+    case K_F32:
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)B->out, (int)B->in, 1.0f, l->f32, (int)B->in, B->h, 1, 0.0f,
+                    B->y, 1);
+        break;
+    case K_Q4:
+        srt_act_quantize(ctx, &B->hq, B->h);
+        in.q = &B->hq;
+        srt_layout_get(SRT_LAYOUT_Q4_0)->gemv(ctx, &l->q4, &in, B->y);
+        break;
+    case K_SCATTER: {
+        srt_live lv = {l->live[sp], B->live[sp], NULL};
+        in.f = B->h;
+        srt_layout_get(SRT_LAYOUT_Q4_0T)->gemv_sparse(ctx, &l->q4t, &in, &lv, B->y);
+        break;
+    }
+    case K_KMI4: {
+        srt_act_quantize(ctx, &B->hq, B->h);
+        in.q = &B->hq;
+        srt_live lv = {sp < 0 ? NULL : l->live[sp], sp < 0 ? 0 : B->live[sp], NULL};
+        if (sp < 0)
+            srt_layout_get(SRT_LAYOUT_KMI4)->gemv(ctx, &l->kd, &in, B->y);
+        else
+            srt_layout_get(SRT_LAYOUT_KMI4)->gemv_sparse(ctx, &l->kd, &in, &lv, B->y);
+        break;
+    }
+    case K_ZIGZAG: {
+        in.f = B->h;
+        srt_live lv = {sp < 0 ? NULL : l->live[sp], sp < 0 ? 0 : B->live[sp], NULL};
+        if (sp < 0)
+            srt_layout_get(SRT_LAYOUT_ZIGZAG)->gemv(ctx, &l->zz, &in, B->y);
+        else
+            srt_layout_get(SRT_LAYOUT_ZIGZAG)->gemv_sparse(ctx, &l->zz, &in, &lv, B->y);
+        break;
+    }
+    case K_KMI4R: {
+        srt_act_quantize(ctx, &B->xt, B->x);
+        in.q = &B->xt;
+        srt_live lv = {sp < 0 ? NULL : l->live[sp], sp < 0 ? 0 : B->live[sp], NULL};
+        if (sp < 0)
+            srt_layout_get(SRT_LAYOUT_KMI4R)->gemv(ctx, &l->u, &in, B->u);
+        else
+            srt_layout_get(SRT_LAYOUT_KMI4R)->gemv_sparse(ctx, &l->u, &in, &lv, B->u);
+        break;
+    }
+    case K_MLP: {
+        const srt_layout_traits *kr = srt_layout_get(SRT_LAYOUT_KMI4R), *kd = srt_layout_get(SRT_LAYOUT_KMI4);
+        const int64_t n = B->in;
+        srt_act_quantize(ctx, &B->xt, B->x);
+        in.q = &B->xt;
+        kr->gemv(ctx, &l->g, &in, B->g);
+        gelu(B->a, B->g, n);
+        srt_input hin = {NULL, &B->hq};
+        if (sp < 0) {
+            kr->gemv(ctx, &l->u, &in, B->u);
+            for (int64_t j = 0; j < n; j++) B->hm[j] = B->a[j] * B->u[j];
+            srt_act_quantize(ctx, &B->hq, B->hm);
+            kd->gemv(ctx, &l->kd, &hin, B->y);
+        } else {
+            const int64_t k = B->live[sp];
+            if (B->clustered) /* steer the top-K onto layer 0's clustered set */
+                for (int64_t j = 0; j < n; j++) B->a[j] += B->bias[sp][j];
+            srt_select_topk(B->sel, B->a, n, k, SRT_SELECT_ABS);
+            srt_live lv = {B->sel, k, NULL};
+            kr->gemv_sparse(ctx, &l->u, &in, &lv, B->u);
+            memset(B->hm, 0, sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < k; i++) B->hm[B->sel[i]] = B->a[B->sel[i]] * B->u[B->sel[i]];
+            srt_act_quantize(ctx, &B->hq, B->hm);
+            kd->gemv_sparse(ctx, &l->kd, &hin, &lv, B->y);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Bytes of weights a configuration reads (what the GB/s column divides). */
+static double config_bytes(const bench *B, const config *c) {
+    const layer *l = &B->L[0];
+    const int64_t live = c->sp < 0 ? B->in : B->live[c->sp];
+    const double frac = (double)live / (double)B->in;
+    const int64_t rp = (B->out + 127) / 128 * 128, nblk = B->in / 32;
+    /* K-blocks with at least one live neuron, expected for a uniform live set */
+    const double blk_hit = c->sp < 0 ? (double)nblk : (double)nblk * (1.0 - pow(1.0 - frac, 32.0));
+    switch (c->k) {
+    case K_FLOOR:
+    case K_Q4: return (double)l->q4.bytes;
+    case K_F32: return (double)B->out * (double)B->in * 4.0;
+    case K_SCATTER: return (double)l->q4t.bytes * frac;
+    case K_KMI4: return (double)live * (double)(rp / 2) + blk_hit * (double)rp * 2.0;
+    case K_ZIGZAG: return (double)l->zz.bytes * frac;
+    case K_KMI4R: return (double)l->u.bytes * frac;
+    case K_MLP: {
+        double kdb = (double)live * (double)(rp / 2) + blk_hit * (double)rp * 2.0;
+        return (double)l->g.bytes + (double)l->u.bytes * frac + kdb;
+    }
+    default: return 0;
+    }
+}
+
+/* ---- set-up ---------------------------------------------------------------------------- */
+
+static int pack_copies(srt_matrix *dst, size_t stride, int64_t nl, srt_layout lay, const float *w, int64_t rows,
+                       int64_t cols, int64_t group) {
+    const srt_layout_traits *t = srt_layout_get(lay);
+    size_t bytes;
+    if (t->size(&bytes, rows, cols, group) != SRT_OK) return -1;
+    srt_matrix first;
+    for (int64_t i = 0; i < nl; i++) {
+        void *p = srt_alloc(bytes);
+        if (!p) return -1;
+        srt_matrix *m = (srt_matrix *)(void *)((char *)dst + (size_t)i * stride);
+        if (i == 0) {
+            if (t->pack(m, p, bytes, w, rows, cols, group) != SRT_OK) return -1;
+            first = *m;
+        } else {
+            memcpy(p, first.data, bytes);
+            *m = first;
+            m->data = p;
+        }
+    }
+    return 0;
+}
+
+static void free_bench(bench *B) {
+    if (B->L) {
+        for (int64_t i = 0; i < B->nlayers; i++) {
+            layer *l = &B->L[i];
+            srt_free((void *)l->q4.data);
+            srt_free((void *)l->q4t.data);
+            srt_free((void *)l->kd.data);
+            srt_free((void *)l->zz.data);
+            srt_free((void *)l->g.data);
+            srt_free((void *)l->u.data);
+            srt_free(l->f32);
+            for (int s = 0; s < MAX_SP; s++) free(l->live[s]);
+        }
+        free(B->L);
+    }
+    float *v[] = {B->x, B->h, B->y, B->g, B->a, B->u, B->hm};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) srt_free(v[i]);
+    srt_free(B->xt.q);
+    srt_free(B->hq.q);
+    free(B->sel);
+    for (int i = 0; i < B->ncfg; i++) free(B->cfg[i].samples);
+    for (int s = 0; s < MAX_SP; s++) srt_free(B->bias[s]);
+}
+
+/* Uniformly random ascending live set of k out of n (selection sampling). */
+static void random_live(uint32_t *idx, int64_t n, int64_t k) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n && m < k; i++) {
+        double u = (double)((rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull) >> 11) /
+                   9007199254740992.0;
+        if (u * (double)(n - i) < (double)(k - m)) idx[m++] = (uint32_t)i;
+    }
+}
+
+/* Ascending live set of k out of n made of whole 32-neuron groups chosen at
+ * random (the last group partial): what a co-activation permutation aims at. */
+static void clustered_live(uint32_t *idx, int64_t n, int64_t k) {
+    const int64_t ng = n / 32, full = k / 32, rest = k % 32;
+    uint32_t *grp = malloc(sizeof(uint32_t) * (size_t)(ng + 1));
+    if (!grp) return;
+    random_live(grp, ng, full + (rest > 0));
+    int64_t m = 0;
+    for (int64_t g = 0; g < full + (rest > 0); g++)
+        for (int64_t i = 0; i < (g == full ? rest : 32); i++) idx[m++] = grp[g] * 32 + (uint32_t)i;
+    free(grp);
+}
+
+static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const double *sp, int nsp, bool clustered) {
+    memset(B, 0, sizeof *B);
+    B->clustered = clustered;
+    B->in = in;
+    B->out = out;
+    B->nlayers = nlayers;
+    B->nsp = nsp;
+    for (int s = 0; s < nsp; s++) {
+        B->sp[s] = sp[s];
+        B->live[s] = (int64_t)llround((1.0 - sp[s]) * (double)in);
+    }
+    float *w = malloc(sizeof(float) * (size_t)(in * out));
+    if (!w) return -1;
+    for (int64_t i = 0; i < in * out; i++) w[i] = 0.02f * rnd();
+    B->L = calloc((size_t)nlayers, sizeof(layer));
+    if (!B->L) return free(w), -1;
+    const size_t st = sizeof(layer);
+    int bad = 0;
+    fprintf(stderr, "bench: packing %lld layers of %lld -> %lld\n", (long long)nlayers, (long long)in, (long long)out);
+    bad |= pack_copies(&B->L[0].q4, st, nlayers, SRT_LAYOUT_Q4_0, w, out, in, 0);
+    bad |= pack_copies(&B->L[0].q4t, st, nlayers, SRT_LAYOUT_Q4_0T, w, out, in, 0);
+    bad |= pack_copies(&B->L[0].kd, st, nlayers, SRT_LAYOUT_KMI4, w, out, in, 0);
+    bad |= pack_copies(&B->L[0].zz, st, nlayers, SRT_LAYOUT_ZIGZAG, w, out, in, 256);
+    /* gate and up: in x out viewed as [in rows x out cols] (same random values) */
+    bad |= pack_copies(&B->L[0].g, st, nlayers, SRT_LAYOUT_KMI4R, w, in, out, 0);
+    bad |= pack_copies(&B->L[0].u, st, nlayers, SRT_LAYOUT_KMI4R, w, in, out, 0);
+    for (int64_t i = 0; i < nlayers && !bad; i++) {
+        layer *l = &B->L[i];
+        l->f32 = srt_alloc(sizeof(float) * (size_t)(in * out));
+        if (!l->f32) bad = 1;
+        else memcpy(l->f32, w, sizeof(float) * (size_t)(in * out));
+        for (int s = 0; s < nsp && !bad; s++) {
+            l->live[s] = malloc(sizeof(uint32_t) * (size_t)B->live[s] + 4);
+            if (!l->live[s]) bad = 1;
+            else if (clustered) clustered_live(l->live[s], in, B->live[s]);
+            else random_live(l->live[s], in, B->live[s]);
+        }
+    }
+    free(w);
+    if (bad) return -1;
+    const size_t fv = sizeof(float) * (size_t)(in > out ? in : out);
+    B->x = srt_alloc(fv);
+    B->h = srt_alloc(fv);
+    B->y = srt_alloc(fv);
+    B->g = srt_alloc(fv);
+    B->a = srt_alloc(fv);
+    B->u = srt_alloc(fv);
+    B->hm = srt_alloc(fv);
+    B->sel = malloc(sizeof(uint32_t) * (size_t)in);
+    for (int s = 0; s < nsp && clustered; s++) {
+        B->bias[s] = srt_alloc(sizeof(float) * (size_t)in);
+        if (!B->bias[s]) return -1;
+        for (int64_t i = 0; i < B->live[s]; i++) B->bias[s][B->L[0].live[s][i]] = 1000.0f;
+    }
+    if (!B->x || !B->h || !B->y || !B->g || !B->a || !B->u || !B->hm || !B->sel) return -1;
+    for (int64_t i = 0; i < out; i++) B->x[i] = rnd();
+    for (int64_t i = 0; i < in; i++) B->h[i] = rnd();
+    size_t ab = srt_act_bytes(out), hb = srt_act_bytes(in);
+    void *am = srt_alloc(ab), *hm = srt_alloc(hb);
+    if (!am || !hm || srt_act_init(&B->xt, am, ab, out, SRT_ACT_TILED) != SRT_OK ||
+        srt_act_init(&B->hq, hm, hb, in, SRT_ACT_NATURAL) != SRT_OK)
+        return -1;
+    /* configurations, interleaved pass by pass */
+    for (int k = 0; k < K_COUNT; k++) {
+        bool dense = k != K_SCATTER, sparse = k == K_SCATTER || k == K_KMI4 || k == K_ZIGZAG || k == K_KMI4R || k == K_MLP;
+        if (dense) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = -1};
+        for (int s = 0; s < nsp && sparse; s++) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = s};
+    }
+    return 0;
+}
+
+/* ---- measurement -------------------------------------------------------------------- */
+
+typedef struct result {
+    int64_t in, out, layers;
+    int threads, sp_i;
+    kind k;
+    double sp, live, med, lo, hi, rlo, rhi, bytes, x_q4, x_own;
+} result;
+
+static int measure(bench *B, int64_t warm, int64_t passes, int runs) {
+    const int64_t per = passes * B->nlayers;
+    for (int i = 0; i < B->ncfg; i++) {
+        free(B->cfg[i].samples);
+        B->cfg[i].samples = malloc(sizeof(double) * (size_t)(per * runs));
+        if (!B->cfg[i].samples) return -1;
+        B->cfg[i].ns = 0;
+    }
+    double *tmp = malloc(sizeof(double) * (size_t)per);
+    if (!tmp) return -1;
+    for (int r = 0; r < runs; r++) {
+        for (int64_t p = 0; p < warm + passes; p++) {
+            if (p % 10 == 0)
+                fprintf(stderr, "\rbench: %lld -> %lld, %d thread%s, run %d/%d, pass %lld/%lld   ", (long long)B->in,
+                        (long long)B->out, B->nth, B->nth > 1 ? "s" : "", r + 1, runs, (long long)p,
+                        (long long)(warm + passes));
+            for (int i = 0; i < B->ncfg; i++) {
+                config *c = &B->cfg[i];
+                for (int64_t l = 0; l < B->nlayers; l++) {
+                    double t0 = now_us();
+                    run_op(B, c, &B->L[l]);
+                    double t1 = now_us();
+                    if (p >= warm) c->samples[c->ns++] = t1 - t0;
+                }
+            }
+        }
+        for (int i = 0; i < B->ncfg; i++) {
+            config *c = &B->cfg[i];
+            memcpy(tmp, c->samples + (size_t)r * (size_t)per, sizeof(double) * (size_t)per);
+            qsort(tmp, (size_t)per, sizeof(double), cmp_d);
+            c->run_med[r] = tmp[per / 2];
+        }
+    }
+    fprintf(stderr, "\r%90s\r", "");
+    for (int i = 0; i < B->ncfg; i++) {
+        config *c = &B->cfg[i];
+        qsort(c->samples, (size_t)c->ns, sizeof(double), cmp_d);
+        c->lo = c->samples[0];
+        c->hi = c->samples[c->ns - 1];
+        double rm[16];
+        memcpy(rm, c->run_med, sizeof(double) * (size_t)runs);
+        qsort(rm, (size_t)runs, sizeof(double), cmp_d);
+        c->med = rm[runs / 2];
+        c->rlo = rm[0];
+        c->rhi = rm[runs - 1];
+        c->bytes = config_bytes(B, c);
+    }
+    free(tmp);
+    return 0;
+}
+
+static const config *find_cfg(const bench *B, kind k, int sp) {
+    for (int i = 0; i < B->ncfg; i++)
+        if (B->cfg[i].k == k && B->cfg[i].sp == sp) return &B->cfg[i];
+    return NULL;
+}
+
+static void collect(const bench *B, result *out, int *n) {
+    const config *q4 = find_cfg(B, K_Q4, -1);
+    for (int i = 0; i < B->ncfg; i++) {
+        const config *c = &B->cfg[i];
+        const config *own = c->k == K_SCATTER ? q4 : find_cfg(B, c->k, -1);
+        result r = {B->in, B->out, B->nlayers, B->nth, c->sp, c->k, c->sp < 0 ? 0.0 : B->sp[c->sp],
+                    (double)(c->sp < 0 ? B->in : B->live[c->sp]), c->med, c->lo, c->hi, c->rlo, c->rhi, c->bytes,
+                    q4->med / c->med, own->med / c->med};
+        out[(*n)++] = r;
+    }
+}
+
+/* ---- output -------------------------------------------------------------------------- */
+
+static const result *find_res(const result *R, int n, int64_t in, int64_t out, int th, kind k, double sp) {
+    for (int i = 0; i < n; i++)
+        if (R[i].in == in && R[i].out == out && R[i].threads == th && R[i].k == k &&
+            fabs(R[i].sp - sp) < 1e-9 && (sp > 0 || R[i].sp_i < 0))
+            return &R[i];
+    return NULL;
+}
+
+static void print_table(FILE *f, const result *R, int n, int64_t in, int64_t out, int th, const char *isa) {
+    fprintf(f, "\n### %lld -> %lld, %d thread%s (%s)\n\n", (long long)in, (long long)out, th, th > 1 ? "s" : "", isa);
+    fprintf(f, "| kernel | sparsity | live | median µs | min | max | run medians | × q4_0 dense | × own dense | MB read | GB/s |\n");
+    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < n; i++) {
+        const result *r = &R[i];
+        if (r->in != in || r->out != out || r->threads != th) continue;
+        char sp[16];
+        if (r->sp_i < 0) snprintf(sp, sizeof sp, "dense");
+        else snprintf(sp, sizeof sp, "%.2f", r->sp);
+        fprintf(f, "| %s | %s | %.0f | %.1f | %.1f | %.1f | %.1f-%.1f | %.2f | %.2f | %.2f | %.1f |\n", kind_name[r->k], sp,
+                r->live, r->med, r->lo, r->hi, r->rlo, r->rhi, r->x_q4, r->x_own, r->bytes / 1e6,
+                r->bytes / r->med / 1e3);
+    }
+}
+
+static void print_targets(FILE *f, const result *R, int n, int64_t in, int64_t out, int th) {
+    const result *fl = find_res(R, n, in, out, th, K_FLOOR, 0), *q4 = find_res(R, n, in, out, th, K_Q4, 0);
+    const result *kd = find_res(R, n, in, out, th, K_KMI4, 0), *ks = find_res(R, n, in, out, th, K_KMI4, 0.5);
+    const result *sc = find_res(R, n, in, out, th, K_SCATTER, 0.5), *md = find_res(R, n, in, out, th, K_MLP, 0);
+    const result *ms = find_res(R, n, in, out, th, K_MLP, 0.5), *zd = find_res(R, n, in, out, th, K_ZIGZAG, 0);
+    const result *zs = find_res(R, n, in, out, th, K_ZIGZAG, 0.5);
+    fprintf(f, "\nTargets (%lld -> %lld, %d thread%s):\n\n", (long long)in, (long long)out, th, th > 1 ? "s" : "");
+    if (fl && q4 && kd) {
+        double best = kd->med < q4->med ? kd->med : q4->med;
+        fprintf(f, "- dense int4 within 1.15x of the streaming floor: kmi4 %.2fx, q4_0 %.2fx of %.1f µs: %s\n",
+                kd->med / fl->med, q4->med / fl->med, fl->med, best / fl->med <= 1.15 ? "met" : "missed");
+    }
+    if (kd && ks && sc)
+        fprintf(f, "- kmi4 at sparsity 0.5 <= 0.55x its dense and faster than the scatter: %.2fx, %.1f vs %.1f µs: %s\n",
+                ks->med / kd->med, ks->med, sc->med, ks->med / kd->med <= 0.55 && ks->med < sc->med ? "met" : "missed");
+    if (md && ms)
+        fprintf(f, "- MLP block at sparsity 0.5 >= 1.35x dense: %.2fx (%.1f vs %.1f µs): %s\n", md->med / ms->med,
+                ms->med, md->med, md->med / ms->med >= 1.35 ? "met" : "missed");
+    if (zd && zs)
+        fprintf(f, "- zigzag at sparsity 0.5 <= 0.6x its dense: %.2fx: %s\n", zs->med / zd->med,
+                zs->med / zd->med <= 0.6 ? "met" : "missed");
+}
+
+static int write_csv(const char *path, const result *R, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "in,out,layers,threads,kernel,sparsity,live,median_us,min_us,max_us,run_median_lo_us,run_median_hi_us,"
+               "x_q4_0_dense,x_own_dense,mbytes,gbps\n");
+    for (int i = 0; i < n; i++) {
+        const result *r = &R[i];
+        fprintf(f, "%lld,%lld,%lld,%d,%s,%.2f,%.0f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.3f,%.2f\n", (long long)r->in,
+                (long long)r->out, (long long)r->layers, r->threads, kind_key[r->k], r->sp, r->live, r->med, r->lo, r->hi, r->rlo, r->rhi, r->x_q4, r->x_own, r->bytes / 1e6,
+                r->bytes / r->med / 1e3);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* Speed-up of each sparse kernel over its own dense version against
+ * sparsity, one panel per thread count, drawn by gnuplot when present. */
+static int write_png(const char *path, const result *R, int n, int64_t in, int64_t out, const int *th, int nth) {
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "bench: gnuplot not found; no plot written\n");
+        return 0;
+    }
+    char dat[4200], gp[4200];
+    snprintf(dat, sizeof dat, "%s.dat", path);
+    snprintf(gp, sizeof gp, "%s.gp", path);
+    FILE *f = fopen(dat, "w");
+    if (!f) return -1;
+    for (int t = 0; t < nth; t++) {
+        fprintf(f, "# threads %d\n", th[t]);
+        for (int i = 0; i < n; i++) {
+            const result *r = &R[i];
+            if (r->in != in || r->out != out || r->threads != th[t] || r->k != K_KMI4 || r->sp_i < 0) continue;
+            const result *s = find_res(R, n, in, out, th[t], K_SCATTER, r->sp);
+            const result *z = find_res(R, n, in, out, th[t], K_ZIGZAG, r->sp);
+            const result *m = find_res(R, n, in, out, th[t], K_MLP, r->sp);
+            fprintf(f, "%.2f %.3f %.3f %.3f %.3f\n", r->sp, r->x_own, s ? s->x_own : NAN, z ? z->x_own : NAN,
+                    m ? m->x_own : NAN);
+        }
+        fprintf(f, "\n\n");
+    }
+    fclose(f);
+    f = fopen(gp, "w");
+    if (!f) return -1;
+    fprintf(f, "set terminal png size %d,440 noenhanced\nset output '%s'\nset multiplot layout 1,%d\n", 520 * nth, path, nth);
+    fprintf(f, "set key top left\nset grid\nset xlabel 'sparsity'\nset ylabel 'speed-up over its own dense'\n");
+    for (int t = 0; t < nth; t++)
+        fprintf(f,
+                "set title '%lld -> %lld, %d thread%s'\nplot '%s' index %d using 1:2 with linespoints title 'kmi4', "
+                "'' index %d using 1:3 with linespoints title 'q4_0t scatter (vs q4_0)', "
+                "'' index %d using 1:4 with linespoints title 'zigzag', '' index %d using 1:5 with linespoints title "
+                "'MLP block', 1/(1-x) with lines dashtype 2 title 'ideal'\n",
+                (long long)in, (long long)out, th[t], th[t] > 1 ? "s" : "", dat, t, t, t, t);
+    fprintf(f, "unset multiplot\n");
+    fclose(f);
+    char cmd[8600];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s'", gp);
+    int rc = system(cmd);
+    remove(dat);
+    remove(gp);
+    return rc == 0 ? 0 : -1;
+}
+
+static void machine(char *cpu, size_t cap) {
+    snprintf(cpu, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                snprintf(cpu, cap, "%s", c + 2);
+                cpu[strcspn(cpu, "\n")] = 0;
+            }
+            break;
+        }
+    fclose(f);
+}
+
+static int parse_list(const char *s, double *v, int max, double lo, double hi) {
+    int n = 0;
+    while (s && *s) {
+        char *end;
+        double x = strtod(s, &end);
+        if (end == s || n == max || x < lo || x > hi) return -1;
+        v[n++] = x;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *dims = "6144:1536", *sps = "0.3,0.5,0.6,0.7", *ths = "1,2", *isa_name = "auto";
+    const char *csv = NULL, *md = NULL, *png = NULL;
+    int64_t layers = 35, warm = 5, passes = 50, runs = 3;
+    double mem_gib = 6.0;
+    bool json = false, quick = false;
+    const char *live_kind = "random";
+    const sc_opt opts[] = {
+        {"dims", 0, SC_ARG_STR, &dims, "IN:OUT[,...]", "GEMV shapes, input -> output (default 6144:1536, Gemma-4-E2B down)", 0, 0},
+        {"sparsity", 0, SC_ARG_STR, &sps, "LIST", "sparsities of the sparse rows (default 0.3,0.5,0.6,0.7)", 0, 0},
+        {"threads", 0, SC_ARG_STR, &ths, "LIST", "thread counts (default 1,2)", 0, 0},
+        {"layers", 0, SC_ARG_INT, &layers, "N", "distinct matrices cycled per kernel (default 35)", 1, 1000},
+        {"warmup", 0, SC_ARG_INT, &warm, "N", "warm-up passes (default 5)", 0, 1000},
+        {"passes", 0, SC_ARG_INT, &passes, "N", "timed passes (default 50)", 1, 100000},
+        {"runs", 0, SC_ARG_INT, &runs, "N", "repeats of the whole measurement; medians of runs (default 3)", 1, 15},
+        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, neon, dotprod", 0, 0},
+        {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
+        {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV", 0, 0},
+        {"md", 0, SC_ARG_STR, &md, "FILE", "also write the Markdown tables to FILE", 0, 0},
+        {"png", 0, SC_ARG_STR, &png, "FILE", "plot speed-ups against sparsity (gnuplot)", 0, 0},
+        {"live", 0, SC_ARG_STR, &live_kind, "KIND", "random (default) or clustered: whole 32-neuron groups live", 0, 0},
+        {"quick", 0, SC_ARG_FLAG, &quick, NULL, "a smoke run: 1 run of 10 passes after 2 warm-up passes", 0, 0},
+        {"json", 0, SC_ARG_FLAG, &json, NULL, "print JSON instead of Markdown", 0, 0},
+        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+    };
+    int r = sc_parse_args("bench",
+                          "Cold-cache GEMV benchmark (seed 000, App. E): distinct weight matrices cycled so weights\n"
+                          "come from DRAM; per-layer median/min/max µs of dense and sparse kernels, speed-ups, GB/s.",
+                          opts, argc, argv, NULL, 0, NULL);
+    if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    if (quick) {
+        runs = 1;
+        passes = 10;
+        warm = 2;
+    }
+    double sp[MAX_SP], thd[MAX_THREADS], dd[2 * MAX_SHAPES];
+    int nsp = parse_list(sps, sp, MAX_SP, 0.0, 0.99), nth = parse_list(ths, thd, MAX_THREADS, 1, 64);
+    if (nsp < 0 || nth <= 0) {
+        fprintf(stderr, "sparsecal bench: bad --sparsity or --threads list\n");
+        return 2;
+    }
+    int nd = 0;
+    for (const char *s = dims; s && *s && nd < 2 * MAX_SHAPES;) {
+        char *end;
+        long long a = strtoll(s, &end, 10), b = *end == ':' ? strtoll(end + 1, &end, 10) : -1;
+        if (a < 32 || b < 32 || a % 32 || b % 32 || a > 65536 || b > 65536 || (*end && *end != ',')) {
+            fprintf(stderr, "sparsecal bench: --dims wants IN:OUT pairs, multiples of 32 (e.g. 14336:4096)\n");
+            return 2;
+        }
+        dd[nd++] = (double)a;
+        dd[nd++] = (double)b;
+        s = *end ? end + 1 : end;
+    }
+    const bool clustered = strcmp(live_kind, "clustered") == 0;
+    if (!clustered && strcmp(live_kind, "random") != 0) {
+        fprintf(stderr, "sparsecal bench: --live must be random or clustered\n");
+        return 2;
+    }
+    srt_isa isa;
+    if (srt_isa_parse(isa_name, &isa) != SRT_OK || srt_isa_resolve(isa, &isa) != SRT_OK) {
+        fprintf(stderr, "sparsecal bench: instruction set '%s' not available here\n", isa_name);
+        return 2;
+    }
+    int th[MAX_THREADS];
+    for (int t = 0; t < nth; t++) th[t] = (int)thd[t];
+    result *R = calloc((size_t)(nd / 2 * nth * 64), sizeof(result));
+    if (!R) return 1;
+    int nres = 0, rc = 0;
+    for (int d = 0; d < nd && !rc; d += 2) {
+        const int64_t in = (int64_t)dd[d], out = (int64_t)dd[d + 1];
+        /* weight bytes per layer: five int4 layouts, kmi4r gate+up, f32 */
+        const double per = (double)in * (double)out * (5 * 0.5625 + 4.0) + 8e5;
+        int64_t nl = layers;
+        if ((double)nl * per > mem_gib * 1073741824.0) {
+            nl = (int64_t)(mem_gib * 1073741824.0 / per);
+            nl = nl < 3 ? 3 : nl;
+            fprintf(stderr, "bench: %lld -> %lld: %lld layers to stay under %.1f GiB\n", (long long)in, (long long)out,
+                    (long long)nl, mem_gib);
+        }
+        bench *B = calloc(1, sizeof *B);
+        if (!B || setup(B, in, out, nl, sp, nsp, clustered) != 0) {
+            fprintf(stderr, "sparsecal bench: out of memory setting up %lld -> %lld\n", (long long)in, (long long)out);
+            if (B) free_bench(B);
+            free(B);
+            rc = 1;
+            break;
+        }
+        for (int t = 0; t < nth && !rc; t++) {
+            B->nth = th[t];
+            srt_status st = srt_ctx_create(&B->ctx, isa, th[t]);
+            if (st != SRT_OK) {
+                fprintf(stderr, "sparsecal bench: %s\n", srt_status_str(st));
+                rc = 1;
+                break;
+            }
+            openblas_set_num_threads(th[t]);
+            if (measure(B, warm, passes, (int)runs) != 0) rc = 1;
+            else collect(B, R, &nres);
+            srt_ctx_free(B->ctx);
+        }
+        free_bench(B);
+        free(B);
+    }
+    char cpu[256], feat[256];
+    machine(cpu, sizeof cpu);
+    srt_cpu_feature_names(srt_cpu_features(), feat, sizeof feat);
+    if (!rc && json) {
+        cJSON *root = cJSON_CreateObject(), *res = cJSON_AddArrayToObject(root, "results");
+        cJSON_AddStringToObject(root, "cpu", cpu);
+        cJSON_AddStringToObject(root, "features", feat);
+        cJSON_AddStringToObject(root, "isa", srt_isa_name(isa));
+        cJSON_AddNumberToObject(root, "warmup", (double)warm);
+        cJSON_AddNumberToObject(root, "passes", (double)passes);
+        cJSON_AddNumberToObject(root, "runs", (double)runs);
+        for (int i = 0; i < nres; i++) {
+            const result *x = &R[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "in", (double)x->in);
+            cJSON_AddNumberToObject(o, "out", (double)x->out);
+            cJSON_AddNumberToObject(o, "layers", (double)x->layers);
+            cJSON_AddNumberToObject(o, "threads", x->threads);
+            cJSON_AddStringToObject(o, "kernel", kind_key[x->k]);
+            cJSON_AddNumberToObject(o, "sparsity", x->sp);
+            cJSON_AddNumberToObject(o, "live", x->live);
+            cJSON_AddNumberToObject(o, "median_us", x->med);
+            cJSON_AddNumberToObject(o, "min_us", x->lo);
+            cJSON_AddNumberToObject(o, "max_us", x->hi);
+            cJSON_AddNumberToObject(o, "run_median_lo_us", x->rlo);
+            cJSON_AddNumberToObject(o, "run_median_hi_us", x->rhi);
+            cJSON_AddNumberToObject(o, "x_q4_0_dense", x->x_q4);
+            cJSON_AddNumberToObject(o, "x_own_dense", x->x_own);
+            cJSON_AddNumberToObject(o, "bytes", x->bytes);
+            cJSON_AddNumberToObject(o, "gbps", x->bytes / x->med / 1e3);
+            cJSON_AddItemToArray(res, o);
+        }
+        char *s = cJSON_Print(root);
+        if (s) puts(s);
+        free(s);
+        cJSON_Delete(root);
+    }
+    FILE *mdf = md && !rc ? fopen(md, "w") : NULL;
+    if (md && !rc && !mdf) {
+        fprintf(stderr, "sparsecal bench: cannot write %s\n", md);
+        rc = 2;
+    }
+    FILE *outs[2] = {json ? NULL : stdout, mdf};
+    for (int o = 0; o < 2 && !rc; o++) {
+        FILE *f = outs[o];
+        if (!f) continue;
+        fprintf(f, "Machine: %s, %ld CPUs online; features: %s; kernels: %s. Settings: %lld warm-up + %lld timed passes, "
+                   "%lld run%s (median of run medians; min/max over all timed GEMVs); live sets: %s.\n",
+                cpu, sysconf(_SC_NPROCESSORS_ONLN), feat, srt_isa_name(isa), (long long)warm, (long long)passes,
+                (long long)runs, runs > 1 ? "s" : "", clustered ? "whole 32-neuron groups (clustered)" : "uniformly random per layer");
+        for (int d = 0; d < nd; d += 2)
+            for (int t = 0; t < nth; t++) {
+                print_table(f, R, nres, (int64_t)dd[d], (int64_t)dd[d + 1], th[t], srt_isa_name(isa));
+                print_targets(f, R, nres, (int64_t)dd[d], (int64_t)dd[d + 1], th[t]);
+            }
+    }
+    if (mdf) fclose(mdf);
+    if (!rc && csv && write_csv(csv, R, nres) != 0) {
+        fprintf(stderr, "sparsecal bench: cannot write %s\n", csv);
+        rc = 2;
+    }
+    if (!rc && png && write_png(png, R, nres, (int64_t)dd[0], (int64_t)dd[1], th, nth) != 0) {
+        fprintf(stderr, "sparsecal bench: gnuplot failed for %s\n", png);
+        rc = 1;
+    }
+    free(R);
+    return rc;
+}

@@ -1,0 +1,79 @@
+/* cmd_pack.c - `sparsecal pack`. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pack.h"
+#include "scal.h"
+
+int cmd_pack(int argc, char **argv) {
+    cli_inputs in = {0};
+    const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL;
+    double density = 1.0;
+    int64_t compress = 0;
+    bool json = false, quiet = false;
+    const sc_opt opts[] = {
+        CLI_MODEL_OPTS(in),
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
+        {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws", 0, 0},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
+        {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level per section; 0 = raw, mmap-able (default)", 0, 19},
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "artifact to write (.spk)", 0, 0},
+        {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
+        {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
+        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+    };
+    int r = sc_parse_args("pack",
+                          "Quantise a model into a packed artifact for the runtime: weights in the layout's format,\n"
+                          "routing parameters from a calibration file, the vocabulary, and a manifest.",
+                          opts, argc, argv, NULL, 0, NULL);
+    if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    if (!out) {
+        fprintf(stderr, "sparsecal pack: no output file (-o FILE)\n");
+        return 2;
+    }
+    if (method && strcmp(method, "dense") && strcmp(method, "cats") && strcmp(method, "cats-threshold") &&
+        strcmp(method, "claws")) {
+        fprintf(stderr, "sparsecal pack: --method must be dense, cats, cats-threshold or claws, got '%s'\n", method);
+        return 2;
+    }
+    sc_err err = {{0}};
+    sc_calib *c = NULL;
+    sc_pack_result res;
+    sc_status st = cli_load(&in, false, &err);
+    if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
+    if (!st && method && (!strcmp(method, "claws") || !strcmp(method, "cats-threshold")) &&
+        !(c && sc_calib_state(c, !strcmp(method, "claws") ? "claws" : "cats")))
+        st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
+                     !strcmp(method, "claws") ? "claws" : "cats");
+    if (!st) {
+        sc_pack_opts o = {layout, c, method, density, (int)compress, quiet ? NULL : stderr};
+        st = sc_pack(in.model, in.tok, &o, out, &res, &err);
+    }
+    if (!st) {
+        double mbps = (double)res.f32_bytes_in / 1e6 / (res.seconds > 0 ? res.seconds : 1e-9);
+        if (json) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "out", out);
+            cJSON_AddStringToObject(j, "layout", layout);
+            cJSON_AddNumberToObject(j, "f32_bytes_in", (double)res.f32_bytes_in);
+            cJSON_AddNumberToObject(j, "bytes_out", (double)res.bytes_out);
+            cJSON_AddNumberToObject(j, "seconds", res.seconds);
+            cJSON_AddNumberToObject(j, "mb_per_second", mbps);
+            cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
+            char *s = cJSON_PrintUnformatted(j);
+            if (s) puts(s);
+            free(s);
+            cJSON_Delete(j);
+        } else if (!quiet) {
+            fprintf(stderr, "wrote %s (%s): %.1f MB from %.1f MB of f32 weights in %.2f s (%.0f MB/s)\n", out, layout,
+                    (double)res.bytes_out / 1e6, (double)res.f32_bytes_in / 1e6, res.seconds, mbps);
+        }
+    }
+    sc_calib_free(c);
+    cli_inputs_free(&in);
+    return st ? cli_fail("pack", st, &err) : 0;
+}

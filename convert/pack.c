@@ -1,0 +1,298 @@
+/* pack.c - packing a model into an artifact (see pack.h). */
+#include "pack.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srt.h"
+#include "srt_container.h"
+
+/* Which runtime layout each linear layer gets under an artifact layout. */
+typedef struct layout_plan {
+    const char *name;
+    srt_layout attn, gate, up, down, classifier;
+} layout_plan;
+
+static const layout_plan plans[] = {
+    {"f32", SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32},
+    {"q8_0", SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0},
+    {"q4_0", SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q8_0},
+    /* row-sparse MLP: up rows read per live neuron, down neuron-major; gate dense */
+    {"kmi4", SRT_LAYOUT_Q4_0, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_Q8_0},
+    /* column-sparse (input channels): every linear layer */
+    {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_Q8_0},
+};
+
+static const layout_plan *find_plan(const char *name) {
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++)
+        if (strcmp(plans[i].name, name) == 0) return &plans[i];
+    return NULL;
+}
+
+typedef struct packer {
+    srt_writer *w;
+    cJSON *tensors;
+    const sc_pack_opts *o;
+    sc_pack_result *res;
+    const char *path;
+    int64_t group; /* zigzag row-block */
+    float *pad;    /* scratch for padded copies */
+    size_t pad_cap;
+    void *buf;     /* packed bytes */
+    size_t buf_cap;
+} packer;
+
+static sc_status wr_fail(packer *p, sc_err *err) {
+    return sc_errf(err, SC_EIO, "%s", srt_writer_errmsg(p->w));
+}
+
+static sc_status add_f32(packer *p, const char *name, const float *x, int64_t n, sc_err *err) {
+    uint64_t dims[1] = {(uint64_t)n};
+    if (srt_writer_add(p->w, name, SRT_CT_F32, 1, dims, x, (size_t)n * sizeof(float), p->o->compress))
+        return wr_fail(p, err);
+    return SC_OK;
+}
+
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+static bool grow(void **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    void *q = srt_alloc(need);
+    if (!q) return false;
+    srt_free(*buf);
+    *buf = q;
+    *cap = need;
+    return true;
+}
+
+/* Quantises W [rows, cols] into layout l (padding rows and columns with
+ * zeros up to the layout's block geometry) and adds it as a section. */
+static sc_status add_matrix(packer *p, const char *name, srt_layout l, const float *W, int64_t rows, int64_t cols,
+                            sc_err *err) {
+    const srt_layout_traits *tr = srt_layout_get(l);
+    int64_t g = (l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE) ? p->group : 0;
+    int64_t rq = l == SRT_LAYOUT_F32 ? 1 : 32, cq = l == SRT_LAYOUT_F32 ? 1 : 32;
+    if (g) rq = g;
+    int64_t rs = round_up(rows, rq), cs = round_up(cols, cq);
+    const float *src = W;
+    if (rs != rows || cs != cols) {
+        if (!grow((void **)&p->pad, &p->pad_cap, (size_t)(rs * cs) * sizeof(float)))
+            return sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+        memset(p->pad, 0, (size_t)(rs * cs) * sizeof(float));
+        for (int64_t r = 0; r < rows; r++) memcpy(p->pad + r * cs, W + r * cols, (size_t)cols * sizeof(float));
+        src = p->pad;
+    }
+    size_t bytes;
+    if (tr->size(&bytes, rs, cs, g) != SRT_OK)
+        return sc_errf(err, SC_EUNSUPPORTED, "pack: layout %s cannot hold %s [%lld x %lld]", tr->name, name,
+                       (long long)rows, (long long)cols);
+    if (!grow(&p->buf, &p->buf_cap, bytes)) return sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+    srt_matrix mat;
+    srt_status ks = tr->pack(&mat, p->buf, bytes, src, rs, cs, g);
+    if (ks != SRT_OK)
+        return sc_errf(err, SC_EFORMAT, "pack: %s: %s (non-finite weights?)", name, srt_status_str(ks));
+    uint64_t dims[1] = {(uint64_t)bytes};
+    if (srt_writer_add(p->w, name, SRT_CT_BYTES, 1, dims, p->buf, bytes, p->o->compress)) return wr_fail(p, err);
+    cJSON *t = cJSON_AddObjectToObject(p->tensors, name);
+    cJSON_AddStringToObject(t, "layout", tr->name);
+    cJSON_AddNumberToObject(t, "rows", (double)rows);
+    cJSON_AddNumberToObject(t, "cols", (double)cols);
+    cJSON_AddNumberToObject(t, "rows_stored", (double)rs);
+    cJSON_AddNumberToObject(t, "cols_stored", (double)cs);
+    cJSON_AddNumberToObject(t, "group", (double)g);
+    p->res->f32_bytes_in += (uint64_t)(rows * cols) * 4;
+    return SC_OK;
+}
+
+static cJSON *config_json(const sc_config *c) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "family", sc_family_name(c->family));
+    cJSON_AddNumberToObject(j, "dim", (double)c->dim);
+    cJSON_AddNumberToObject(j, "ffn_dim", (double)c->ffn_dim);
+    cJSON_AddNumberToObject(j, "n_layers", (double)c->n_layers);
+    cJSON_AddNumberToObject(j, "n_heads", (double)c->n_heads);
+    cJSON_AddNumberToObject(j, "n_kv_heads", (double)c->n_kv_heads);
+    cJSON_AddNumberToObject(j, "head_dim", (double)c->head_dim);
+    cJSON_AddNumberToObject(j, "vocab_size", (double)c->vocab_size);
+    cJSON_AddNumberToObject(j, "max_seq_len", (double)c->max_seq_len);
+    cJSON_AddNumberToObject(j, "norm_eps", (double)c->norm_eps);
+    cJSON_AddNumberToObject(j, "rope_theta", (double)c->rope_theta);
+    cJSON_AddStringToObject(j, "rope", c->rope == SC_ROPE_INTERLEAVED ? "interleaved" : "half");
+    cJSON_AddNumberToObject(j, "rope_scaling", (double)c->rope_scaling);
+    cJSON_AddNumberToObject(j, "rope_factor", (double)c->rope_factor);
+    cJSON_AddNumberToObject(j, "rope_low_freq_factor", (double)c->rope_low_freq_factor);
+    cJSON_AddNumberToObject(j, "rope_high_freq_factor", (double)c->rope_high_freq_factor);
+    cJSON_AddNumberToObject(j, "rope_orig_ctx", (double)c->rope_orig_ctx);
+    cJSON_AddStringToObject(j, "activation", c->act == SC_ACT_SILU ? "silu" : "gelu_tanh");
+    cJSON_AddBoolToObject(j, "embed_scale", c->embed_scale);
+    cJSON_AddBoolToObject(j, "tied_classifier", c->tied_classifier);
+    cJSON_AddBoolToObject(j, "qkv_bias", c->qkv_bias);
+    cJSON_AddNumberToObject(j, "bos_id", c->bos_id);
+    cJSON_AddNumberToObject(j, "eos_id", c->eos_id);
+    return j;
+}
+
+/* The SentencePiece-style vocabulary as sections; other kinds are not embedded. */
+static sc_status add_tokenizer(packer *p, const sc_tokenizer *tok, cJSON *man, sc_err *err) {
+    cJSON *tj = cJSON_AddObjectToObject(man, "tokenizer");
+    if (!tok || strcmp(sc_tokenizer_kind(tok), "sentencepiece") != 0) {
+        cJSON_AddStringToObject(tj, "kind", "none");
+        cJSON_AddStringToObject(tj, "note", tok ? "only SentencePiece-style vocabularies are embedded; give -t at run time"
+                                                : "the model had no tokenizer");
+        return SC_OK;
+    }
+    int64_t n = sc_tokenizer_vocab_size(tok);
+    size_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t l;
+        sc_tokenizer_piece(tok, (int32_t)i, &l);
+        total += l;
+    }
+    uint32_t *off = malloc((size_t)(n + 1) * sizeof *off);
+    float *scores = malloc((size_t)n * sizeof *scores);
+    int32_t *types = malloc((size_t)n * sizeof *types);
+    char *text = malloc(total ? total : 1);
+    sc_status st = SC_OK;
+    if (!off || !scores || !types || !text) {
+        st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the vocabulary");
+        goto done;
+    }
+    size_t o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        size_t l;
+        const char *s = sc_tokenizer_piece(tok, (int32_t)i, &l);
+        off[i] = (uint32_t)o;
+        memcpy(text + o, s, l);
+        o += l;
+        scores[i] = sc_tokenizer_score(tok, (int32_t)i);
+        types[i] = sc_tokenizer_token_type(tok, (int32_t)i);
+    }
+    off[n] = (uint32_t)o;
+    uint64_t d1[1] = {(uint64_t)(n + 1)}, d2[1] = {(uint64_t)n}, d3[1] = {(uint64_t)total};
+    if (srt_writer_add(p->w, "tokenizer.offsets", SRT_CT_U32, 1, d1, off, (size_t)(n + 1) * 4, p->o->compress) ||
+        srt_writer_add(p->w, "tokenizer.scores", SRT_CT_F32, 1, d2, scores, (size_t)n * 4, p->o->compress) ||
+        srt_writer_add(p->w, "tokenizer.types", SRT_CT_I32, 1, d2, types, (size_t)n * 4, p->o->compress) ||
+        srt_writer_add(p->w, "tokenizer.text", SRT_CT_BYTES, 1, d3, text, total, p->o->compress)) {
+        st = wr_fail(p, err);
+        goto done;
+    }
+    cJSON_AddStringToObject(tj, "kind", "sentencepiece");
+    cJSON_AddNumberToObject(tj, "vocab_size", (double)n);
+    cJSON_AddNumberToObject(tj, "bos", sc_tokenizer_bos(tok));
+    cJSON_AddNumberToObject(tj, "eos", sc_tokenizer_eos(tok));
+done:
+    free(off);
+    free(scores);
+    free(types);
+    free(text);
+    return st;
+}
+
+/* Routing parameters stored with their layer: CLAWS multipliers and CATS thresholds. */
+static sc_status add_routing(packer *p, const sc_model *m, cJSON *man, sc_err *err) {
+    cJSON *r = cJSON_AddObjectToObject(man, "routing");
+    cJSON_AddStringToObject(r, "method", p->o->method ? p->o->method : "dense");
+    cJSON_AddNumberToObject(r, "density", p->o->density);
+    if (!p->o->calib) return SC_OK;
+    cJSON_AddStringToObject(r, "calibration_model_id", p->o->calib->model_id);
+    cJSON_AddStringToObject(r, "calibration_data_id", p->o->calib->data_id);
+    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+    float *f = malloc((size_t)m->cfg.ffn_dim * sizeof *f);
+    sc_status st = SC_OK;
+    if (!arr || !f) {
+        st = sc_errf(err, SC_ENOMEM, "pack: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < p->o->calib->n_entries && !st; i++) {
+        const sc_method *me = p->o->calib->entries[i].method;
+        int n = me->arrays(p->o->calib->entries[i].state, arr, SC_MAX_ARRAYS);
+        for (int k = 0; k < n && !st; k++) {
+            long long layer;
+            char what[32], name[96];
+            if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2) continue;
+            if (!strcmp(me->name, "claws") && !strcmp(what, "c")) {
+                for (int64_t j = 0; j < m->cfg.ffn_dim; j++) f[j] = (float)((double *)arr[k].data)[j];
+                snprintf(name, sizeof name, "l%lld.claws_c", layer);
+                st = add_f32(p, name, f, m->cfg.ffn_dim, err);
+            } else if (!strcmp(me->name, "cats") && !strcmp(what, "thresholds")) {
+                float t[19];
+                for (int q = 0; q < 19; q++) t[q] = (float)((double *)arr[k].data)[q];
+                snprintf(name, sizeof name, "l%lld.cats_thresholds", layer);
+                st = add_f32(p, name, t, 19, err);
+            }
+        }
+    }
+done:
+    free(arr);
+    free(f);
+    return st;
+}
+
+sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts *o, const char *path,
+                  sc_pack_result *res, sc_err *err) {
+    memset(res, 0, sizeof *res);
+    const layout_plan *plan = find_plan(o->layout);
+    if (!plan) return sc_errf(err, SC_EARG, "pack: unknown layout '%s' (f32, q8_0, q4_0, kmi4, zigzag)", o->layout);
+    const sc_config *c = &m->cfg;
+    double t0 = sc_now();
+    char msg[512] = "";
+    packer p = {0};
+    p.o = o;
+    p.res = res;
+    p.path = path;
+    p.group = 64;
+    if (srt_writer_create(path, SRT_CT_SPAK, &p.w, msg, sizeof msg)) return sc_errf(err, SC_EIO, "%s", msg);
+    cJSON *man = cJSON_CreateObject();
+    cJSON_AddStringToObject(man, "format", "sparsecal-artifact");
+    cJSON_AddNumberToObject(man, "format_version", 1);
+    cJSON_AddStringToObject(man, "tool", "sparsecal " SC_VERSION);
+    cJSON_AddStringToObject(man, "layout", plan->name);
+    cJSON_AddItemToObject(man, "config", config_json(c));
+    char id[17];
+    sc_model_identity(m, id);
+    cJSON_AddStringToObject(man, "source_model_id", id);
+    p.tensors = cJSON_AddObjectToObject(man, "tensors");
+    int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    sc_status st = add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err);
+    if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
+    if (!st && !c->tied_classifier) st = add_matrix(&p, "classifier", plan->classifier, m->classifier, c->vocab_size, D, err);
+    for (int64_t l = 0; l < c->n_layers && !st; l++) {
+        const sc_layer *L = &m->layers[l];
+        char nm[64];
+#define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
+        if ((st = add_f32(&p, NAME("attn_norm"), L->attn_norm, D, err)) ||
+            (st = add_f32(&p, NAME("ffn_norm"), L->ffn_norm, D, err)) ||
+            (st = add_matrix(&p, NAME("wq"), plan->attn, L->wq, qd, D, err)) ||
+            (st = add_matrix(&p, NAME("wk"), plan->attn, L->wk, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME("wv"), plan->attn, L->wv, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME("wo"), plan->attn, L->wo, D, qd, err)) ||
+            (st = add_matrix(&p, NAME("wg"), plan->gate, L->wg, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wu"), plan->up, L->wu, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wd"), plan->down, L->wd, D, F, err)))
+            break;
+        if (c->qkv_bias && ((st = add_f32(&p, NAME("bq"), L->bq, qd, err)) || (st = add_f32(&p, NAME("bk"), L->bk, kvd, err)) ||
+                            (st = add_f32(&p, NAME("bv"), L->bv, kvd, err))))
+            break;
+#undef NAME
+        if (o->progress) {
+            fprintf(o->progress, "\rpack: layer %lld/%lld, %.0f MB/s of f32   ", (long long)(l + 1), (long long)c->n_layers,
+                    (double)res->f32_bytes_in / 1e6 / (sc_now() - t0 + 1e-9));
+            fflush(o->progress);
+        }
+    }
+    if (o->progress) fputc('\n', o->progress);
+    if (!st) st = add_routing(&p, m, man, err);
+    if (!st) st = add_tokenizer(&p, tok, man, err);
+    char *text = st ? NULL : cJSON_PrintUnformatted(man);
+    if (!st && (!text || srt_writer_set_manifest(p.w, text, strlen(text)) || srt_writer_finish(p.w)))
+        st = text ? wr_fail(&p, err) : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    if (!st) res->bytes_out = srt_writer_bytes_written(p.w);
+    free(text);
+    cJSON_Delete(man);
+    srt_writer_free(p.w); /* before a successful finish this removes the temp file */
+    srt_free(p.pad);
+    srt_free(p.buf);
+    res->seconds = sc_now() - t0;
+    return st;
+}

@@ -1,0 +1,35 @@
+/* pack.h - `sparsecal pack`: a model (plus, optionally, its calibration)
+ * into a packed artifact (.spk): weights quantised into the layout's
+ * runtime format (padded to its block geometry), norms and embeddings in
+ * f32, the routing parameters of the chosen method stored with their layer,
+ * the tokenizer's vocabulary, and a manifest with everything the runtime
+ * must know. The file is a sparsecal container of kind "artifact"
+ * (docs/CONTAINER.md), written atomically. */
+#ifndef SC_PACK_H
+#define SC_PACK_H
+
+#include <stdio.h>
+
+#include "engine.h"
+#include "model.h"
+#include "tokenizer.h"
+
+typedef struct sc_pack_opts {
+    const char *layout;   /* f32, q8_0, q4_0, kmi4 (row-sparse MLP), zigzag (column-sparse) */
+    const sc_calib *calib; /* may be NULL */
+    const char *method;   /* router recorded as the artifact's default: dense, cats, cats-threshold, claws */
+    double density;       /* its default density */
+    int compress;         /* zstd level for the sections (0: raw, mmap-able) */
+    FILE *progress;
+} sc_pack_opts;
+
+typedef struct sc_pack_result {
+    double seconds;
+    uint64_t f32_bytes_in; /* f32 weight bytes quantised */
+    uint64_t bytes_out;    /* file size */
+} sc_pack_result;
+
+sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts *o, const char *path,
+                  sc_pack_result *res, sc_err *err);
+
+#endif

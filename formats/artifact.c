@@ -1,0 +1,214 @@
+/* artifact.c - reading a packed artifact (.spk) back as an f32 model for the
+ * reference forward pass (`sparsecal ppl -m model.spk`): every quantised
+ * matrix is unpacked with its layout's reference unpacker and cropped to its
+ * logical shape, so users see exactly what quantisation costs. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "srt.h"
+#include "srt_container.h"
+#include "tokenizer.h"
+
+typedef struct rd {
+    srt_container *ct;
+    const cJSON *tensors;
+    sc_model *m;
+    const char *path;
+} rd;
+
+static sc_status get_f32(rd *r, const char *name, int64_t n, const float **out, sc_err *err) {
+    const void *data;
+    if (srt_container_get_typed(r->ct, name, SRT_CT_F32, (uint64_t)n, &data))
+        return sc_errf(err, SC_EFORMAT, "%s", srt_container_errmsg(r->ct)[0] ? srt_container_errmsg(r->ct) : "section missing");
+    float *dst = sc_model_alloc_f32(r->m, (size_t)n, err);
+    if (!dst) return SC_ENOMEM;
+    memcpy(dst, data, (size_t)n * sizeof(float));
+    *out = dst;
+    return SC_OK;
+}
+
+static int64_t jint(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+}
+
+/* Unpacks a matrix section into an owned f32 [rows, cols] buffer. */
+static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols, const float **out, sc_err *err) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->tensors, name);
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(t, "layout");
+    int64_t rs = jint(t, "rows_stored"), cs = jint(t, "cols_stored"), g = jint(t, "group");
+    srt_layout l;
+    if (!cJSON_IsString(lay) || srt_layout_parse(lay->valuestring, &l) != SRT_OK || jint(t, "rows") != rows ||
+        jint(t, "cols") != cols || rs < rows || cs < cols || rs > rows + 4096 || cs > cols + 4096 || g < 0)
+        return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': missing or inconsistent entry in the manifest", r->path, name);
+    const void *data;
+    uint64_t size;
+    if (srt_container_get(r->ct, name, &data, &size))
+        return sc_errf(err, SC_EFORMAT, "%s", srt_container_errmsg(r->ct));
+    srt_matrix mat = {l, rs, cs, g, data, (size_t)size};
+    /* the container's in-place sections are 64-byte aligned; decompressed ones too */
+    if (srt_matrix_check(&mat) != SRT_OK)
+        return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': %llu bytes do not hold a %s matrix of %lld x %lld", r->path,
+                       name, (unsigned long long)size, lay->valuestring, (long long)rs, (long long)cs);
+    float *full = malloc((size_t)(rs * cs) * sizeof(float));
+    float *dst = sc_model_alloc_f32(r->m, (size_t)(rows * cols), err);
+    if (!full || !dst) {
+        free(full);
+        return sc_errf(err, SC_ENOMEM, "%s: out of memory for '%s'", r->path, name);
+    }
+    srt_status ks = srt_layout_get(l)->unpack(full, &mat);
+    if (ks != SRT_OK) {
+        free(full);
+        return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': cannot unpack (%s)", r->path, name, srt_status_str(ks));
+    }
+    for (int64_t i = 0; i < rows; i++) memcpy(dst + i * cols, full + i * cs, (size_t)cols * sizeof(float));
+    free(full);
+    *out = dst;
+    return SC_OK;
+}
+
+static sc_status load_tokenizer(rd *r, const cJSON *tj, sc_err *err) {
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(tj, "kind");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "sentencepiece") != 0) return SC_OK; /* none embedded */
+    int64_t n = jint(tj, "vocab_size");
+    if (n <= 0 || n > r->m->cfg.vocab_size)
+        return sc_errf(err, SC_EFORMAT, "%s: tokenizer.vocab_size is invalid", r->path);
+    const void *off_p, *sc_p, *ty_p, *tx_p;
+    uint64_t tx_size;
+    if (srt_container_get_typed(r->ct, "tokenizer.offsets", SRT_CT_U32, (uint64_t)(n + 1), &off_p) ||
+        srt_container_get_typed(r->ct, "tokenizer.scores", SRT_CT_F32, (uint64_t)n, &sc_p) ||
+        srt_container_get_typed(r->ct, "tokenizer.types", SRT_CT_I32, (uint64_t)n, &ty_p) ||
+        srt_container_get(r->ct, "tokenizer.text", &tx_p, &tx_size))
+        return sc_errf(err, SC_EFORMAT, "%s", srt_container_errmsg(r->ct));
+    const uint32_t *off = off_p;
+    const char **pieces = malloc((size_t)n * sizeof *pieces);
+    size_t *lens = malloc((size_t)n * sizeof *lens);
+    sc_status st = SC_OK;
+    if (!pieces || !lens) st = sc_errf(err, SC_ENOMEM, "%s: out of memory", r->path);
+    for (int64_t i = 0; i < n && !st; i++) {
+        if (off[i] > off[i + 1] || off[i + 1] > tx_size) {
+            st = sc_errf(err, SC_EFORMAT, "%s: tokenizer.offsets[%lld] is out of range", r->path, (long long)i);
+            break;
+        }
+        pieces[i] = (const char *)tx_p + off[i];
+        lens[i] = off[i + 1] - off[i];
+    }
+    if (!st)
+        st = sc_tokenizer_from_pieces(r->path, pieces, lens, sc_p, ty_p, n, (int32_t)jint(tj, "bos"),
+                                      (int32_t)jint(tj, "eos"), -1, false, &r->m->tokenizer, err);
+    free(pieces);
+    free(lens);
+    return st;
+}
+
+static bool parse_config(const cJSON *j, sc_config *c) {
+    const cJSON *fam = cJSON_GetObjectItemCaseSensitive(j, "family"), *rope = cJSON_GetObjectItemCaseSensitive(j, "rope"),
+                *act = cJSON_GetObjectItemCaseSensitive(j, "activation");
+    if (!cJSON_IsString(fam) || !cJSON_IsString(rope) || !cJSON_IsString(act)) return false;
+    c->family = !strcmp(fam->valuestring, "mistral") ? SC_FAMILY_MISTRAL
+              : !strcmp(fam->valuestring, "qwen2")   ? SC_FAMILY_QWEN2
+              : !strcmp(fam->valuestring, "gemma")   ? SC_FAMILY_GEMMA
+                                                     : SC_FAMILY_LLAMA;
+    c->dim = jint(j, "dim");
+    c->ffn_dim = jint(j, "ffn_dim");
+    c->n_layers = jint(j, "n_layers");
+    c->n_heads = jint(j, "n_heads");
+    c->n_kv_heads = jint(j, "n_kv_heads");
+    c->head_dim = jint(j, "head_dim");
+    c->vocab_size = jint(j, "vocab_size");
+    c->max_seq_len = jint(j, "max_seq_len");
+    const cJSON *v;
+#define FLT(k, f) ((v = cJSON_GetObjectItemCaseSensitive(j, k)) && cJSON_IsNumber(v) ? (c->f = (float)v->valuedouble, 1) : 0)
+    if (!FLT("norm_eps", norm_eps) || !FLT("rope_theta", rope_theta)) return false;
+    FLT("rope_factor", rope_factor);
+    FLT("rope_low_freq_factor", rope_low_freq_factor);
+    FLT("rope_high_freq_factor", rope_high_freq_factor);
+#undef FLT
+    int64_t rsc = jint(j, "rope_scaling");
+    if (rsc < 0 || rsc > SC_ROPE_SCALING_LLAMA3) return false;
+    c->rope_scaling = (sc_rope_scaling)rsc;
+    c->rope_orig_ctx = jint(j, "rope_orig_ctx");
+    if (c->rope_scaling == SC_ROPE_SCALING_LLAMA3 &&
+        (c->rope_orig_ctx <= 0 || !(c->rope_high_freq_factor > c->rope_low_freq_factor) || !(c->rope_low_freq_factor > 0)))
+        return false;
+    if (c->rope_scaling != SC_ROPE_SCALING_NONE && !(c->rope_factor >= 1.0f && c->rope_factor <= 1024.0f)) return false;
+    c->rope = strcmp(rope->valuestring, "interleaved") == 0 ? SC_ROPE_INTERLEAVED : SC_ROPE_HALF;
+    c->act = strcmp(act->valuestring, "silu") == 0 ? SC_ACT_SILU : SC_ACT_GELU_TANH;
+    c->embed_scale = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "embed_scale"));
+    c->tied_classifier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tied_classifier"));
+    c->qkv_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "qkv_bias"));
+    c->bos_id = (int32_t)jint(j, "bos_id");
+    c->eos_id = (int32_t)jint(j, "eos_id");
+    return true;
+}
+
+sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
+    *out = NULL;
+    char msg[768] = "";
+    rd r = {0};
+    r.path = path;
+    if (srt_container_open(path, SRT_CT_SPAK, &r.ct, msg, sizeof msg)) return sc_errf(err, SC_EFORMAT, "%s", msg);
+    size_t mlen;
+    const char *mt = srt_container_manifest_text(r.ct, &mlen);
+    cJSON *man = cJSON_ParseWithLength(mt, mlen);
+    sc_status st = SC_OK;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(man, "format");
+    r.tensors = cJSON_GetObjectItemCaseSensitive(man, "tensors");
+    r.m = sc_model_new(path, "spk");
+    if (!r.m) {
+        st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    sc_config *c = &r.m->cfg;
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "sparsecal-artifact") || jint(man, "format_version") != 1 ||
+        !cJSON_IsObject(r.tensors) || !parse_config(cJSON_GetObjectItemCaseSensitive(man, "config"), c)) {
+        st = sc_errf(err, SC_EFORMAT, "%s: the manifest is not a valid sparsecal artifact manifest", path);
+        goto done;
+    }
+    if ((st = sc_config_validate(c, path, err))) goto done;
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(man, "layout");
+    snprintf(r.m->src_dtype, sizeof r.m->src_dtype, "%s", cJSON_IsString(lay) ? lay->valuestring : "?");
+    r.m->layers = calloc((size_t)c->n_layers, sizeof *r.m->layers);
+    if (!r.m->layers) {
+        st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    if ((st = get_f32(&r, "tok_emb", c->vocab_size * D, &r.m->tok_emb, err)) ||
+        (st = get_f32(&r, "final_norm", D, &r.m->final_norm, err)))
+        goto done;
+    if (c->tied_classifier)
+        r.m->classifier = r.m->tok_emb;
+    else if ((st = get_matrix(&r, "classifier", c->vocab_size, D, &r.m->classifier, err)))
+        goto done;
+    for (int64_t l = 0; l < c->n_layers && !st; l++) {
+        sc_layer *L = &r.m->layers[l];
+        char nm[64];
+#define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
+        if ((st = get_f32(&r, NAME("attn_norm"), D, &L->attn_norm, err)) ||
+            (st = get_f32(&r, NAME("ffn_norm"), D, &L->ffn_norm, err)) ||
+            (st = get_matrix(&r, NAME("wq"), qd, D, &L->wq, err)) || (st = get_matrix(&r, NAME("wk"), kvd, D, &L->wk, err)) ||
+            (st = get_matrix(&r, NAME("wv"), kvd, D, &L->wv, err)) || (st = get_matrix(&r, NAME("wo"), D, qd, &L->wo, err)) ||
+            (st = get_matrix(&r, NAME("wg"), F, D, &L->wg, err)) || (st = get_matrix(&r, NAME("wu"), F, D, &L->wu, err)) ||
+            (st = get_matrix(&r, NAME("wd"), D, F, &L->wd, err)))
+            break;
+        if (c->qkv_bias && ((st = get_f32(&r, NAME("bq"), qd, &L->bq, err)) || (st = get_f32(&r, NAME("bk"), kvd, &L->bk, err)) ||
+                            (st = get_f32(&r, NAME("bv"), kvd, &L->bv, err))))
+            break;
+#undef NAME
+    }
+    if (!st) st = load_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), err);
+    if (!st) st = sc_model_check_complete(r.m, err);
+done:
+    cJSON_Delete(man);
+    srt_container_close(r.ct);
+    if (st) {
+        sc_model_free(r.m);
+        return st;
+    }
+    *out = r.m;
+    return SC_OK;
+}

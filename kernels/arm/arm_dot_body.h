@@ -1,0 +1,181 @@
+/* arm_dot_body.h - the integer-dot kernels for AArch64, one body compiled
+ * twice: kmi4_neon.c defines SRT_DOT with widening multiplies and pairwise
+ * adds (plain Advanced SIMD), kmi4_dotprod.c with the sdot instruction. The
+ * includer defines SRT_DOT(acc, w, a): acc (int32x4) += the 4-byte dot of
+ * each lane of w and a (int8x16), and SRT_SFX(name) for symbol names.
+ *
+ * kmi4: a 128-bit lane L of a neuron tile holds outputs 16m + 4L + e (low
+ * nibble) and 64 + 16m + 4L + e (high nibble) of byte 16L + 4m + e; two
+ * rounds of zips interleave four live neurons so each 32-bit lane holds
+ * their nibbles for one output (see kmi4_avx512.c). */
+#include <arm_neon.h>
+
+#include "../srt_kern.h"
+
+#define KD_MAX_QUADS 8
+#define KD_CHUNK 16
+#define KD_AHEAD 32
+
+static inline int64_t SRT_SFX(entry)(const srt_kd_job *j, int64_t p) { return j->idx ? (int64_t)j->idx[p] : p; }
+
+static inline float32x4_t SRT_SFX(half4)(const uint8_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
+}
+
+static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
+    const int64_t rp = j->rows_pad, bb = rp * 18, vb = rp / 2;
+    const int64_t n = p1, t0 = 0, t1 = j->rows_pad / SRT_KD_TILE;
+    const int8_t *hq = j->h->q;
+    const uint8x16_t m_lo = vdupq_n_u8(0x0f);
+    float acc[KD_CHUNK * SRT_KD_TILE];
+    for (int64_t c0 = t0; c0 < t1; c0 += KD_CHUNK) {
+        const int64_t c1 = c0 + KD_CHUNK < t1 ? c0 + KD_CHUNK : t1;
+        memset(acc, 0, sizeof(float) * (size_t)((c1 - c0) * SRT_KD_TILE));
+        int64_t p = p0;
+        while (p < n) {
+            const int64_t kb = SRT_SFX(entry)(j, p) / SRT_QK;
+            int64_t e = p;
+            while (e < n && SRT_SFX(entry)(j, e) / SRT_QK == kb) e++;
+            const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
+            const int nq = (int)((e - p + 3) / 4);
+            const uint8_t *ptr[KD_MAX_QUADS][4];
+            int32_t abc[KD_MAX_QUADS], S = 0;
+            for (int q = 0; q < nq; q++) {
+                uint32_t word = 0;
+                for (int r = 0; r < 4; r++) {
+                    int64_t pos = p + 4 * q + r;
+                    if (pos < e) {
+                        int64_t ch = SRT_SFX(entry)(j, pos);
+                        ptr[q][r] = vec0 + (ch % SRT_QK) * vb;
+                        word |= (uint32_t)(uint8_t)hq[ch] << (8 * r);
+                        S += hq[ch];
+                    } else {
+                        ptr[q][r] = ptr[q][0];
+                    }
+                }
+                abc[q] = (int32_t)word;
+            }
+            const uint8_t *pf[SRT_QK];
+            int npf = 0;
+            for (int64_t f = p + KD_AHEAD; f < e + KD_AHEAD && f < n; f++) {
+                int64_t ch = SRT_SFX(entry)(j, f);
+                pf[npf++] = j->w + (ch / SRT_QK) * bb + 2 * rp + (ch % SRT_QK) * vb;
+            }
+            const float dk = j->h->d[kb];
+            const int32x4_t off = vdupq_n_s32(8 * S);
+            for (int64_t t = c0; t < c1; t++) {
+                float *ya = acc + (t - c0) * SRT_KD_TILE;
+                const uint8_t *sc = blk + 2 * SRT_KD_TILE * t;
+                for (int L = 0; L < 4; L++) {
+                    const int64_t to = t * 64 + 16 * L;
+                    int32x4_t l0 = vdupq_n_s32(0), l1 = l0, l2 = l0, l3 = l0, h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+                    for (int q = 0; q < nq; q++) {
+                        const uint8x16_t A = vld1q_u8(ptr[q][0] + to), B = vld1q_u8(ptr[q][1] + to);
+                        const uint8x16_t C = vld1q_u8(ptr[q][2] + to), D = vld1q_u8(ptr[q][3] + to);
+                        const int8x16_t a = vreinterpretq_s8_s32(vdupq_n_s32(abc[q]));
+                        const uint16x8_t u0 = vreinterpretq_u16_u8(vzip1q_u8(A, B));
+                        const uint16x8_t u1 = vreinterpretq_u16_u8(vzip2q_u8(A, B));
+                        const uint16x8_t u2 = vreinterpretq_u16_u8(vzip1q_u8(C, D));
+                        const uint16x8_t u3 = vreinterpretq_u16_u8(vzip2q_u8(C, D));
+                        const uint8x16_t q0 = vreinterpretq_u8_u16(vzip1q_u16(u0, u2));
+                        const uint8x16_t q1 = vreinterpretq_u8_u16(vzip2q_u16(u0, u2));
+                        const uint8x16_t q2 = vreinterpretq_u8_u16(vzip1q_u16(u1, u3));
+                        const uint8x16_t q3 = vreinterpretq_u8_u16(vzip2q_u16(u1, u3));
+                        SRT_DOT(l0, vreinterpretq_s8_u8(vandq_u8(q0, m_lo)), a);
+                        SRT_DOT(h0, vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), a);
+                        SRT_DOT(l1, vreinterpretq_s8_u8(vandq_u8(q1, m_lo)), a);
+                        SRT_DOT(h1, vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), a);
+                        SRT_DOT(l2, vreinterpretq_s8_u8(vandq_u8(q2, m_lo)), a);
+                        SRT_DOT(h2, vreinterpretq_s8_u8(vshrq_n_u8(q2, 4)), a);
+                        SRT_DOT(l3, vreinterpretq_s8_u8(vandq_u8(q3, m_lo)), a);
+                        SRT_DOT(h3, vreinterpretq_s8_u8(vshrq_n_u8(q3, 4)), a);
+                    }
+                    const int32x4_t ls[4] = {l0, l1, l2, l3}, hs[4] = {h0, h1, h2, h3};
+                    for (int m = 0; m < 4; m++) {
+                        const int64_t ol = 16 * m + 4 * L, oh = 64 + ol;
+                        const float32x4_t sl = vmulq_n_f32(SRT_SFX(half4)(sc + 2 * ol), dk);
+                        const float32x4_t sh = vmulq_n_f32(SRT_SFX(half4)(sc + 2 * oh), dk);
+                        vst1q_f32(ya + ol, vfmaq_f32(vld1q_f32(ya + ol), vcvtq_f32_s32(vsubq_s32(ls[m], off)), sl));
+                        vst1q_f32(ya + oh, vfmaq_f32(vld1q_f32(ya + oh), vcvtq_f32_s32(vsubq_s32(hs[m], off)), sh));
+                    }
+                }
+                for (int f = 0; f < npf; f++) __builtin_prefetch(pf[f] + t * 64);
+            }
+            p = e;
+        }
+        for (int64_t t = c0; t < c1; t++) {
+            int64_t o0 = t * SRT_KD_TILE, cnt = j->rows - o0 < SRT_KD_TILE ? j->rows - o0 : SRT_KD_TILE;
+            memcpy(y + o0, acc + (t - c0) * SRT_KD_TILE, (size_t)cnt * sizeof(float));
+        }
+    }
+}
+
+/* kmi4r rows: a 16-byte quarter of each of the tile's four vectors covers
+ * four blocks (one per 32-bit lane). */
+static void SRT_SFX(kr)(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t cp = j->cols, ntile = cp / SRT_KR_TILE;
+    const srt_act *a = j->xq;
+    const uint8x16_t m_lo = vdupq_n_u8(0x0f);
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const uint8_t *w = j->w + r * j->row_bytes, *sc = w + cp / 2;
+        float32x4_t acc = vdupq_n_f32(0.0f);
+        for (int64_t T = 0; T < ntile; T++)
+            for (int k = 0; k < 4; k++) {
+                int32x4_t s = vdupq_n_s32(0);
+                for (int p = 0; p < 4; p++) {
+                    const uint8x16_t v = vld1q_u8(w + 256 * T + 64 * p + 16 * k);
+                    const int8_t *ap = a->q + 512 * T + 64 * p + 16 * k;
+                    SRT_DOT(s, vreinterpretq_s8_u8(vandq_u8(v, m_lo)), vld1q_s8(ap));
+                    SRT_DOT(s, vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vld1q_s8(ap + 256));
+                }
+                const int64_t b = 16 * T + 4 * k;
+                s = vsubq_s32(s, vshlq_n_s32(vld1q_s32(a->sum + b), 3));
+                const float32x4_t d = vmulq_f32(SRT_SFX(half4)(sc + 2 * b), vld1q_f32(a->d + b));
+                acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
+            }
+        j->y[r] = vaddvq_f32(acc);
+    }
+}
+
+/* GGML q4_0 / q8_0 rows: blocks of 32 as two int8x16 halves. */
+static void SRT_SFX(rows_q4_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK;
+    const srt_act *a = j->xq;
+    const uint8x16_t m_lo = vdupq_n_u8(0x0f);
+    const int8x16_t eight = vdupq_n_s8(8);
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const uint8_t *row = j->w + r * j->row_bytes;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * SRT_Q4_BYTES;
+            const uint8x16_t v = vld1q_u8(blk + 2);
+            const int8x16_t w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m_lo)), eight);
+            const int8x16_t w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
+            int32x4_t s = vdupq_n_s32(0);
+            SRT_DOT(s, w0, vld1q_s8(a->q + 32 * b));
+            SRT_DOT(s, w1, vld1q_s8(a->q + 32 * b + 16));
+            acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)vaddvq_s32(s);
+        }
+        j->y[r] = acc;
+    }
+}
+
+static void SRT_SFX(rows_q8_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK;
+    const srt_act *a = j->xq;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const uint8_t *row = j->w + r * j->row_bytes;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * SRT_Q8_BYTES;
+            int32x4_t s = vdupq_n_s32(0);
+            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + 2)), vld1q_s8(a->q + 32 * b));
+            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + 18)), vld1q_s8(a->q + 32 * b + 16));
+            acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)vaddvq_s32(s);
+        }
+        j->y[r] = acc;
+    }
+}

@@ -1,0 +1,156 @@
+/* gemv_neon.c - Advanced SIMD (AArch64 baseline) kernels for the activation
+ * quantiser, f32 rows, the q4_0t axpy scatter, zigzag/stripe and
+ * compaction. The integer-dot kernels are in kmi4_neon.c / kmi4_dotprod.c. */
+#include <arm_neon.h>
+
+#include "../srt_kern.h"
+
+static inline float half(const uint8_t *p) { return srt_fp16_to_fp32(srt_rd16(p)); }
+
+/* ---- activations: bit-identical to the reference ----------------------------------- */
+
+static void act_q8_neon(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n) {
+    for (int64_t b = 0; b < n / SRT_QK; b++) {
+        float32x4_t v[8];
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(x + 32 * b + 4 * k);
+            m = vmaxq_f32(m, vabsq_f32(v[k]));
+        }
+        float db = vmaxvq_f32(m) / 127.0f;
+        const float id = db >= 1e-30f ? 1.0f / db : 0.0f;
+        if (id == 0.0f) db = 0.0f;
+        int32x4_t s = vdupq_n_s32(0);
+        int16x8_t h[4];
+        for (int k = 0; k < 4; k++) {
+            const int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(v[2 * k], id));
+            const int32x4_t c = vcvtnq_s32_f32(vmulq_n_f32(v[2 * k + 1], id));
+            s = vaddq_s32(s, vaddq_s32(a, c));
+            h[k] = vcombine_s16(vqmovn_s32(a), vqmovn_s32(c));
+        }
+        vst1q_s8(q + 32 * b, vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1])));
+        vst1q_s8(q + 32 * b + 16, vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3])));
+        sum[b] = vaddvq_s32(s);
+        d[b] = db;
+    }
+}
+
+/* ---- f32 rows ---------------------------------------------------------------------------- */
+
+static void rows_f32_neon(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t n = j->cols, n4 = n / 4 * 4;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const float *w = (const float *)(const void *)(j->w + r * j->row_bytes);
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0;
+        int64_t c = 0;
+        for (; c + 7 < n4; c += 8) {
+            a0 = vfmaq_f32(a0, vld1q_f32(w + c), vld1q_f32(j->xf + c));
+            a1 = vfmaq_f32(a1, vld1q_f32(w + c + 4), vld1q_f32(j->xf + c + 4));
+        }
+        for (; c < n4; c += 4) a0 = vfmaq_f32(a0, vld1q_f32(w + c), vld1q_f32(j->xf + c));
+        float s = vaddvq_f32(vaddq_f32(a0, a1));
+        for (; c < n; c++) s += w[c] * j->xf[c];
+        j->y[r] = s;
+    }
+}
+
+/* (q - 8) of the 16 low nibbles (k = 0) or high nibbles (k = 1) of a GGML
+ * block, as four float32x4. */
+static inline void nibbles_f32(float32x4_t out[4], uint8x16_t v, int k) {
+    const int8x16_t s = vsubq_s8(vreinterpretq_s8_u8(k ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f))),
+                                 vdupq_n_s8(8));
+    const int16x8_t lo = vmovl_s8(vget_low_s8(s)), hi = vmovl_high_s8(s);
+    out[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+    out[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+    out[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+    out[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+}
+
+/* ---- q4_0t axpy ------------------------------------------------------------------------------ */
+
+static void axpy_q4_0t_neon(const srt_axpy_job *j, int64_t b0, int64_t b1) {
+    float *y = j->y + b0 * SRT_QK;
+    memset(y, 0, sizeof(float) * (size_t)((b1 - b0) * SRT_QK));
+    for (int64_t p = 0; p < j->n_idx; p++) {
+        const int64_t ch = j->idx ? j->idx[p] : p;
+        const uint8_t *row = j->w + ch * j->row_bytes;
+        for (int64_t b = b0; b < b1; b++) {
+            const uint8_t *blk = row + b * SRT_Q4_BYTES;
+            const float c = j->h[ch] * half(blk);
+            const uint8x16_t v = vld1q_u8(blk + 2);
+            float *yb = y + (b - b0) * SRT_QK;
+            for (int k = 0; k < 2; k++) {
+                float32x4_t f[4];
+                nibbles_f32(f, v, k);
+                for (int u = 0; u < 4; u++) vst1q_f32(yb + 16 * k + 4 * u, vfmaq_n_f32(vld1q_f32(yb + 16 * k + 4 * u), f[u], c));
+            }
+        }
+    }
+}
+
+/* ---- zigzag: 64 rows (two groups) in 16 registers per pass ------------------------------ */
+
+static void zigzag_neon(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
+    const int64_t R = j->R, G = R / SRT_QK;
+    const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
+    for (int64_t g0 = 0; g0 < G; g0 += 2) {
+        const int ng = G - g0 >= 2 ? 2 : 1;
+        float32x4_t acc[16];
+        for (int k = 0; k < 16; k++) acc[k] = vdupq_n_f32(0.0f);
+        for (int64_t p = 0; p < n; p++) {
+            const int64_t ch = idx ? idx[first + p] : first + p;
+            const uint8_t *nib = j->w + ch * (R / 2) + 16 * g0;
+            for (int g = 0; g < ng; g++) {
+                const float c = j->x[ch] * half(sc + 2 * (ch * G + g0 + g));
+                const uint8x16_t v = vld1q_u8(nib + 16 * g);
+                for (int k = 0; k < 2; k++) {
+                    float32x4_t f[4];
+                    nibbles_f32(f, v, k);
+                    for (int u = 0; u < 4; u++) acc[8 * g + 4 * k + u] = vfmaq_n_f32(acc[8 * g + 4 * k + u], f[u], c);
+                }
+            }
+        }
+        for (int g = 0; g < ng; g++)
+            for (int k = 0; k < 8; k++) vst1q_f32(y + 32 * (g0 + g) + 4 * k, acc[8 * g + k]);
+    }
+}
+
+/* ---- compaction ------------------------------------------------------------------------------ */
+
+static int64_t compact_neon(uint32_t *idx, const float *x, const float *tv, float t, int64_t n) {
+    int64_t m = 0, i = 0;
+    const float32x4_t tb = vdupq_n_f32(t);
+    for (; i + 4 <= n; i += 4) {
+        const uint32x4_t k = vcgtq_f32(vabsq_f32(vld1q_f32(x + i)), tv ? vld1q_f32(tv + i) : tb);
+        if (vmaxvq_u32(k) == 0) continue;
+        uint32_t lanes[4];
+        vst1q_u32(lanes, k);
+        for (int l = 0; l < 4; l++)
+            if (lanes[l]) idx[m++] = (uint32_t)(i + l);
+    }
+    for (; i < n; i++)
+        if (__builtin_fabsf(x[i]) > (tv ? tv[i] : t)) idx[m++] = (uint32_t)i;
+    return m;
+}
+
+static uint64_t stream_neon(const uint8_t *p, size_t n) {
+    uint64x2_t a = vdupq_n_u64(0), b = a, c = a, d = a;
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        a = veorq_u64(a, vld1q_u64((const uint64_t *)(const void *)(p + i)));
+        b = veorq_u64(b, vld1q_u64((const uint64_t *)(const void *)(p + i + 16)));
+        c = veorq_u64(c, vld1q_u64((const uint64_t *)(const void *)(p + i + 32)));
+        d = veorq_u64(d, vld1q_u64((const uint64_t *)(const void *)(p + i + 48)));
+    }
+    const uint64x2_t x = veorq_u64(veorq_u64(a, b), veorq_u64(c, d));
+    return vgetq_lane_u64(x, 0) ^ vgetq_lane_u64(x, 1);
+}
+
+void srt_neon_register(srt_kernels *k) {
+    k->stream = stream_neon;
+    k->act_q8 = act_q8_neon;
+    k->rows_f32 = rows_f32_neon;
+    k->axpy_q4_0t = axpy_q4_0t_neon;
+    k->zigzag = zigzag_neon;
+    k->compact = compact_neon;
+}

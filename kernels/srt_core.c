@@ -1,0 +1,254 @@
+/* srt_core.c - status names, ISA choice, aligned memory, fp16 conversion,
+ * the frozen per-ISA kernel tables and the runtime context. Compiled without
+ * ISA flags. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srt_kern.h"
+#include "srt_pool.h"
+
+const char *srt_status_str(srt_status st) {
+    switch (st) {
+    case SRT_OK: return "ok";
+    case SRT_EINVAL: return "invalid argument";
+    case SRT_ENOMEM: return "out of memory";
+    case SRT_EISA: return "instruction set not available";
+    case SRT_ETHREAD: return "could not start a thread";
+    case SRT_ESCRATCH: return "context scratch too small";
+    case SRT_ENOTSUP: return "operation not supported by this layout";
+    }
+    return "unknown status";
+}
+
+/* ---- ISAs ---------------------------------------------------------------- */
+
+static const char *isa_names[SRT_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "dotprod"};
+
+const char *srt_isa_name(srt_isa isa) {
+    if (isa == SRT_ISA_AUTO) return "auto";
+    return (isa >= 0 && isa < SRT_ISA_COUNT) ? isa_names[isa] : "unknown";
+}
+
+srt_status srt_isa_parse(const char *name, srt_isa *out) {
+    if (!name) return SRT_EINVAL;
+    if (strcmp(name, "auto") == 0) {
+        *out = SRT_ISA_AUTO;
+        return SRT_OK;
+    }
+    for (int i = 0; i < SRT_ISA_COUNT; i++)
+        if (strcmp(name, isa_names[i]) == 0) {
+            *out = (srt_isa)i;
+            return SRT_OK;
+        }
+    return SRT_EISA;
+}
+
+bool srt_isa_available(srt_isa isa) {
+    uint32_t f = srt_cpu_features();
+    switch (isa) {
+    case SRT_ISA_SCALAR: return true;
+#if defined(__x86_64__)
+    case SRT_ISA_AVX2: {
+        uint32_t need = SRT_CPU_AVX2 | SRT_CPU_FMA | SRT_CPU_F16C;
+        return (f & need) == need;
+    }
+    case SRT_ISA_AVX512: {
+        uint32_t need = SRT_CPU_AVX2 | SRT_CPU_FMA | SRT_CPU_F16C | SRT_CPU_AVX512F | SRT_CPU_AVX512BW |
+                        SRT_CPU_AVX512VL | SRT_CPU_AVX512VNNI;
+        return (f & need) == need;
+    }
+#endif
+#if defined(__aarch64__)
+    case SRT_ISA_NEON: return (f & SRT_CPU_NEON) != 0;
+    case SRT_ISA_DOTPROD: return (f & (SRT_CPU_NEON | SRT_CPU_DOTPROD)) == (SRT_CPU_NEON | SRT_CPU_DOTPROD);
+#endif
+    default: return false;
+    }
+}
+
+srt_isa srt_isa_best(void) {
+    for (int i = SRT_ISA_COUNT - 1; i > 0; i--)
+        if (srt_isa_available((srt_isa)i)) return (srt_isa)i;
+    return SRT_ISA_SCALAR;
+}
+
+srt_status srt_isa_resolve(srt_isa want, srt_isa *out) {
+    if (want == SRT_ISA_AUTO) {
+        const char *env = getenv("SPARSECAL_ISA");
+        if (env && *env && strcmp(env, "auto") != 0) {
+            srt_status st = srt_isa_parse(env, &want);
+            if (st != SRT_OK) return st;
+        } else {
+            *out = srt_isa_best();
+            return SRT_OK;
+        }
+    }
+    if (want < 0 || want >= SRT_ISA_COUNT || !srt_isa_available(want)) return SRT_EISA;
+    *out = want;
+    return SRT_OK;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+void *srt_alloc(size_t bytes) {
+    if (bytes == 0 || bytes > SIZE_MAX - 64) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (bytes + 63) / 64 * 64) != 0) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void srt_free(void *p) { free(p); }
+
+/* ---- fp16 ---------------------------------------------------------------------- */
+
+uint16_t srt_fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+    if (ax < 0x38800000u) {                                    /* below 2^-14: subnormal half */
+        if (ax < 0x33000000u) return (uint16_t)sign;           /* below 2^-25: zero */
+        uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e;
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u); /* round to nearest even at bit 13 */
+    r -= 0x38000000u;                             /* exponent bias 127 -> 15 */
+    return (uint16_t)(sign | (r >> 13));
+}
+
+float srt_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+    if (e == 0) {
+        float v = ldexpf((float)m, -24);
+        return sign ? -v : v;
+    }
+    if (e == 31)
+        x = sign | 0x7f800000u | (m << 13);
+    else
+        x = sign | ((e + 112) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* ---- kernel tables ---------------------------------------------------------------- */
+
+static srt_kernels tables[SRT_ISA_COUNT];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void build_tables(void) {
+    for (int i = 0; i < SRT_ISA_COUNT; i++) {
+        srt_ref_register(&tables[i]);
+        tables[i].isa = SRT_ISA_SCALAR;
+    }
+#if defined(__x86_64__)
+    if (srt_isa_available(SRT_ISA_AVX2)) {
+        for (int i = SRT_ISA_AVX2; i <= SRT_ISA_AVX512; i++) {
+            srt_avx2_register(&tables[i]);
+            srt_avx2_kmi4_register(&tables[i]);
+        }
+        tables[SRT_ISA_AVX2].isa = SRT_ISA_AVX2;
+    }
+    if (srt_isa_available(SRT_ISA_AVX512)) {
+        srt_avx512_register(&tables[SRT_ISA_AVX512]);
+        srt_avx512_kmi4_register(&tables[SRT_ISA_AVX512]);
+        tables[SRT_ISA_AVX512].isa = SRT_ISA_AVX512;
+    }
+#endif
+#if defined(__aarch64__)
+    if (srt_isa_available(SRT_ISA_NEON)) {
+        for (int i = SRT_ISA_NEON; i <= SRT_ISA_DOTPROD; i++) {
+            srt_neon_register(&tables[i]);
+            srt_neon_kmi4_register(&tables[i]);
+        }
+        tables[SRT_ISA_NEON].isa = SRT_ISA_NEON;
+    }
+    if (srt_isa_available(SRT_ISA_DOTPROD)) {
+        srt_dotprod_register(&tables[SRT_ISA_DOTPROD]);
+        tables[SRT_ISA_DOTPROD].isa = SRT_ISA_DOTPROD;
+    }
+#endif
+}
+
+const srt_kernels *srt_kernels_get(srt_isa isa) {
+    if (isa < 0 || isa >= SRT_ISA_COUNT || !srt_isa_available(isa)) return NULL;
+    pthread_once(&tables_once, build_tables);
+    return &tables[isa];
+}
+
+/* ---- context ---------------------------------------------------------------------- */
+
+struct srt_ctx {
+    srt_isa isa;
+    const srt_kernels *k;
+    int nthreads;
+    srt_pool *pool;
+    float *scratch; /* (nthreads - 1) x scratch_floats */
+    int64_t scratch_floats;
+};
+
+srt_status srt_ctx_reserve(srt_ctx *ctx, int64_t floats) {
+    if (!ctx || floats < 0) return SRT_EINVAL;
+    floats = srt_round_up(floats, 16);
+    if (floats <= ctx->scratch_floats || ctx->nthreads == 1) return SRT_OK;
+    float *p = srt_alloc((size_t)floats * sizeof(float) * (size_t)(ctx->nthreads - 1));
+    if (!p) return SRT_ENOMEM;
+    srt_free(ctx->scratch);
+    ctx->scratch = p;
+    ctx->scratch_floats = floats;
+    return SRT_OK;
+}
+
+srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads) {
+    if (!out || nthreads < 1 || nthreads > 256) return SRT_EINVAL;
+    *out = NULL;
+    srt_isa chosen;
+    srt_status st = srt_isa_resolve(isa, &chosen);
+    if (st != SRT_OK) return st;
+    srt_ctx *c = calloc(1, sizeof *c);
+    if (!c) return SRT_ENOMEM;
+    c->isa = chosen;
+    c->k = srt_kernels_get(chosen);
+    c->nthreads = nthreads;
+    if (nthreads > 1) {
+        st = srt_pool_create(&c->pool, nthreads);
+        if (st == SRT_OK) st = srt_ctx_reserve(c, 65536);
+        if (st != SRT_OK) {
+            srt_ctx_free(c);
+            return st;
+        }
+    }
+    *out = c;
+    return SRT_OK;
+}
+
+void srt_ctx_free(srt_ctx *ctx) {
+    if (!ctx) return;
+    srt_pool_free(ctx->pool);
+    srt_free(ctx->scratch);
+    free(ctx);
+}
+
+srt_isa srt_ctx_isa(const srt_ctx *ctx) { return ctx->isa; }
+int srt_ctx_threads(const srt_ctx *ctx) { return ctx->nthreads; }
+const srt_kernels *srt_ctx_kernels(const srt_ctx *ctx) { return ctx->k; }
+
+float *srt_ctx_scratch(const srt_ctx *ctx, int tid, int64_t floats) {
+    if (tid < 1 || tid >= ctx->nthreads || floats > ctx->scratch_floats) return NULL;
+    return ctx->scratch + (size_t)(tid - 1) * (size_t)ctx->scratch_floats;
+}
+
+void srt_ctx_run(srt_ctx *ctx, void (*fn)(void *, int, int), void *arg) {
+    if (ctx->nthreads == 1 || !ctx->pool)
+        fn(arg, 0, 1);
+    else
+        srt_pool_run(ctx->pool, fn, arg);
+}

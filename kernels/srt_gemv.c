@@ -1,0 +1,339 @@
+/* srt_gemv.c - the public GEMV entry points: validate, then split the work
+ * over the context's threads so that each thread owns a contiguous slice
+ * (rows, output tiles, or a slice of the live list whose partial outputs are
+ * reduced once), and run the context's kernels on the slices. Also the
+ * activation quantiser and the compaction front ends. */
+#include <string.h>
+
+#include "srt_gemv.h"
+#include "srt_kern.h"
+
+/* ---- activations -------------------------------------------------------------- */
+
+static int64_t act_cap(int64_t n) { return srt_round_up(n < 1 ? 1 : n, SRT_ACT_PAD); }
+
+size_t srt_act_bytes(int64_t n) {
+    int64_t cap = act_cap(n);
+    return (size_t)(2 * cap + 2 * srt_round_up(cap / SRT_QK * 4, 64));
+}
+
+srt_status srt_act_init(srt_act *a, void *mem, size_t bytes, int64_t n, srt_act_order order) {
+    if (!a || !mem || n < 1 || n > (INT64_C(1) << 30) || ((uintptr_t)mem & 63) || bytes < srt_act_bytes(n) ||
+        (order != SRT_ACT_NATURAL && order != SRT_ACT_TILED))
+        return SRT_EINVAL;
+    int64_t cap = act_cap(n), sb = srt_round_up(cap / SRT_QK * 4, 64);
+    uint8_t *p = mem;
+    a->n = n;
+    a->cap = cap;
+    a->order = order;
+    a->q = (int8_t *)p;                          /* cap values, then cap bytes of staging */
+    a->d = (float *)(void *)(p + 2 * cap);
+    a->sum = (int32_t *)(void *)(p + 2 * cap + sb);
+    return SRT_OK;
+}
+
+srt_status srt_act_quantize(const srt_ctx *ctx, srt_act *a, const float *x) {
+    if (!ctx || !a || !a->q || !x) return SRT_EINVAL;
+    const srt_kernels *k = srt_ctx_kernels(ctx);
+    int8_t *dst = a->order == SRT_ACT_TILED ? a->q + a->cap : a->q;
+    const int64_t full = a->n / SRT_QK * SRT_QK, nb = (a->n + SRT_QK - 1) / SRT_QK;
+    k->act_q8(dst, a->d, a->sum, x, full);
+    if (full < a->n) {
+        float tmp[SRT_QK] = {0};
+        memcpy(tmp, x + full, (size_t)(a->n - full) * sizeof(float));
+        a->d[nb - 1] = srt_act_q8_block(dst + full, a->sum + nb - 1, tmp);
+    }
+    memset(dst + nb * SRT_QK, 0, (size_t)(a->cap - nb * SRT_QK));
+    for (int64_t b = nb; b < a->cap / SRT_QK; b++) {
+        a->d[b] = 0.0f;
+        a->sum[b] = 0;
+    }
+    if (a->order == SRT_ACT_TILED) srt_act_tile(a->q, dst, a->cap);
+    return SRT_OK;
+}
+
+/* ---- checks ----------------------------------------------------------------------- */
+
+static srt_status check_list(const uint32_t *idx, int64_t n, int64_t limit) {
+    if (n < 0 || n > limit || (n > 0 && !idx)) return SRT_EINVAL;
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] >= limit || (i > 0 && idx[i] <= idx[i - 1])) return SRT_EINVAL;
+    return SRT_OK;
+}
+
+static srt_status check_input(const srt_matrix *m, const srt_input *x, const float *y) {
+    srt_status st = srt_matrix_check(m);
+    if (st != SRT_OK) return st;
+    if (!x || !y) return SRT_EINVAL;
+    const srt_layout_traits *t = srt_layout_get(m->layout);
+    if (t->input == SRT_IN_F32) return x->f ? SRT_OK : SRT_EINVAL;
+    srt_act_order want = t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL;
+    if (!x->q || x->q->n != m->cols || x->q->order != want) return SRT_EINVAL;
+    return SRT_OK;
+}
+
+static inline void split(int64_t n, int tid, int nth, int64_t *a, int64_t *b) {
+    *a = n * tid / nth;
+    *b = n * (tid + 1) / nth;
+}
+
+/* ---- row dot products: f32, q8_0, q4_0, kmi4r ------------------------------------- */
+
+typedef struct rows_task {
+    void (*fn)(const srt_rows_job *, int64_t, int64_t);
+    srt_rows_job job;
+    int64_t n;
+} rows_task;
+
+static void rows_thread(void *arg, int tid, int nth) {
+    rows_task *t = arg;
+    int64_t a, b;
+    split(t->n, tid, nth, &a, &b);
+    if (b > a) t->fn(&t->job, a, b);
+}
+
+static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
+                           float *y) {
+    const srt_kernels *k = srt_ctx_kernels(ctx);
+    rows_task t = {0};
+    t.job.y = y;
+    t.job.w = m->data;
+    t.job.cols = m->cols;
+    t.job.xf = x->f;
+    t.job.xq = x->q;
+    t.job.idx = idx;
+    t.n = n;
+    switch (m->layout) {
+    case SRT_LAYOUT_F32:
+        t.fn = k->rows_f32;
+        t.job.row_bytes = m->cols * 4;
+        break;
+    case SRT_LAYOUT_Q8_0:
+        t.fn = k->rows_q8_0;
+        t.job.row_bytes = m->cols / SRT_QK * SRT_Q8_BYTES;
+        break;
+    case SRT_LAYOUT_Q4_0:
+        t.fn = k->rows_q4_0;
+        t.job.row_bytes = m->cols / SRT_QK * SRT_Q4_BYTES;
+        break;
+    case SRT_LAYOUT_KMI4R:
+        t.fn = k->rows_kmi4r;
+        t.job.row_bytes = srt_kr_row_bytes(m->cols);
+        t.job.cols = srt_kr_cols_pad(m->cols);
+        break;
+    default: return SRT_ENOTSUP;
+    }
+    srt_ctx_run(ctx, rows_thread, &t);
+    return SRT_OK;
+}
+
+srt_status srt_gemv_rows(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
+    srt_status st = ctx ? check_input(m, x, y) : SRT_EINVAL;
+    return st != SRT_OK ? st : rows_run(ctx, m, x, NULL, m->rows, y);
+}
+
+srt_status srt_gemv_rows_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                float *y) {
+    srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
+    if (st == SRT_OK) st = check_list(live->idx, live->n, m->rows);
+    return st != SRT_OK ? st : rows_run(ctx, m, x, live->idx, live->n, y);
+}
+
+/* ---- q4_0t axpy scatter -------------------------------------------------------------- */
+
+typedef struct axpy_task {
+    void (*fn)(const srt_axpy_job *, int64_t, int64_t);
+    srt_axpy_job job;
+    int64_t nblocks;
+} axpy_task;
+
+static void axpy_thread(void *arg, int tid, int nth) {
+    axpy_task *t = arg;
+    int64_t a, b;
+    split(t->nblocks, tid, nth, &a, &b);
+    if (b > a) t->fn(&t->job, a, b);
+}
+
+static srt_status axpy_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
+                           float *y) {
+    axpy_task t = {srt_ctx_kernels(ctx)->axpy_q4_0t, {y, m->data, m->rows / SRT_QK * SRT_Q4_BYTES, x->f, idx, n},
+                   m->rows / SRT_QK};
+    srt_ctx_run(ctx, axpy_thread, &t);
+    return SRT_OK;
+}
+
+srt_status srt_gemv_axpy(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
+    srt_status st = ctx ? check_input(m, x, y) : SRT_EINVAL;
+    return st != SRT_OK ? st : axpy_run(ctx, m, x, NULL, m->cols, y);
+}
+
+srt_status srt_gemv_axpy_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                float *y) {
+    srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
+    if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);
+    return st != SRT_OK ? st : axpy_run(ctx, m, x, live->idx, live->n, y);
+}
+
+/* ---- kmi4: each thread a contiguous slice of the live list (whole neuron
+ * vectors, split at K-block boundaries), partial outputs added once ---- */
+
+typedef struct kd_task {
+    const srt_ctx *ctx;
+    void (*fn)(const srt_kd_job *, int64_t, int64_t, float *);
+    srt_kd_job job;
+    int64_t n;
+    float *y;
+} kd_task;
+
+static int64_t kd_boundary(const kd_task *t, int64_t s) {
+    const uint32_t *idx = t->job.idx;
+    while (s > 0 && s < t->n && (idx ? idx[s] : (uint32_t)s) / SRT_QK == (idx ? idx[s - 1] : (uint32_t)(s - 1)) / SRT_QK)
+        s++;
+    return s;
+}
+
+static void kd_thread(void *arg, int tid, int nth) {
+    kd_task *t = arg;
+    int64_t a, b;
+    split(t->n, tid, nth, &a, &b);
+    a = kd_boundary(t, a);
+    b = kd_boundary(t, b);
+    t->fn(&t->job, a, b, tid ? srt_ctx_scratch(t->ctx, tid, t->job.rows) : t->y);
+}
+
+static srt_status kd_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
+                         float *y) {
+    const int nth = srt_ctx_threads(ctx);
+    if (nth > 1 && !srt_ctx_scratch(ctx, 1, m->rows)) return SRT_ESCRATCH;
+    kd_task t = {ctx, srt_ctx_kernels(ctx)->kmi4,
+                 {m->rows, m->data, srt_kd_rows_pad(m->rows), m->cols / SRT_QK, x->q, idx, n}, n, y};
+    srt_ctx_run(ctx, kd_thread, &t);
+    for (int tid = 1; tid < nth; tid++) {
+        const float *p = srt_ctx_scratch(ctx, tid, m->rows);
+        for (int64_t o = 0; o < m->rows; o++) y[o] += p[o];
+    }
+    return SRT_OK;
+}
+
+srt_status srt_gemv_kmi4(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
+    srt_status st = ctx ? check_input(m, x, y) : SRT_EINVAL;
+    return st != SRT_OK ? st : kd_run(ctx, m, x, NULL, m->cols, y);
+}
+
+srt_status srt_gemv_kmi4_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                float *y) {
+    srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
+    if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);
+    return st != SRT_OK ? st : kd_run(ctx, m, x, live->idx, live->n, y);
+}
+
+/* ---- zigzag / stripe: each thread takes an even slice of every row-block's
+ * live list (seed 003's load balancing), partial outputs reduced once. ---- */
+
+typedef struct zz_task {
+    const srt_ctx *ctx;
+    void (*fn)(const srt_zz_job *, const uint32_t *, int64_t, int64_t, float *);
+    const srt_matrix *m;
+    const float *x;
+    float *y;
+    const uint32_t *idx; /* NULL: dense */
+    int64_t n;
+    const int64_t *offsets; /* stripes */
+} zz_task;
+
+static void zz_thread(void *arg, int tid, int nth) {
+    zz_task *t = arg;
+    const int64_t R = t->m->group, rows = t->m->rows, rbb = srt_zz_rb_bytes(t->m->cols, R);
+    const int64_t nrb = (rows + R - 1) / R;
+    float *part = tid ? srt_ctx_scratch(t->ctx, tid, nrb * R) : NULL;
+    _Alignas(64) float tmp[4096];
+    for (int64_t rb = 0; rb < nrb; rb++) {
+        srt_zz_job job = {(const uint8_t *)t->m->data + rb * rbb, t->m->cols, R, t->x};
+        int64_t s = t->offsets ? t->offsets[rb] : 0, e = t->offsets ? t->offsets[rb + 1] : t->n, a, b;
+        split(e - s, tid, nth, &a, &b);
+        bool whole = (rb + 1) * R <= rows;
+        float *out = tid ? part + rb * R : (whole ? t->y + rb * R : tmp);
+        t->fn(&job, t->idx, s + a, b - a, out);
+        if (!tid && !whole) memcpy(t->y + rb * R, tmp, (size_t)(rows - rb * R) * sizeof(float));
+    }
+}
+
+static srt_status zz_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
+                         const int64_t *offsets, float *y) {
+    const int64_t R = m->group, nrb = (m->rows + R - 1) / R;
+    const int nth = srt_ctx_threads(ctx);
+    if (nth > 1 && !srt_ctx_scratch(ctx, 1, nrb * R)) return SRT_ESCRATCH;
+    zz_task t = {ctx, srt_ctx_kernels(ctx)->zigzag, m, x->f, y, idx, n, offsets};
+    srt_ctx_run(ctx, zz_thread, &t);
+    for (int tid = 1; tid < nth; tid++) {
+        const float *p = srt_ctx_scratch(ctx, tid, nrb * R);
+        for (int64_t o = 0; o < m->rows; o++) y[o] += p[o];
+    }
+    return SRT_OK;
+}
+
+srt_status srt_gemv_zigzag(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
+    srt_status st = ctx ? check_input(m, x, y) : SRT_EINVAL;
+    return st != SRT_OK ? st : zz_run(ctx, m, x, NULL, m->cols, NULL, y);
+}
+
+srt_status srt_gemv_zigzag_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                  float *y) {
+    srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
+    if (st == SRT_OK && m->layout != SRT_LAYOUT_ZIGZAG) st = SRT_ENOTSUP;
+    if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);
+    return st != SRT_OK ? st : zz_run(ctx, m, x, live->idx, live->n, NULL, y);
+}
+
+srt_status srt_gemv_stripe_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                  float *y) {
+    srt_status st = ctx && live && live->offsets ? check_input(m, x, y) : SRT_EINVAL;
+    if (st != SRT_OK) return st;
+    const int64_t nrb = (m->rows + m->group - 1) / m->group;
+    if (live->offsets[0] != 0 || live->offsets[nrb] != live->n || live->n < 0 || (live->n > 0 && !live->idx))
+        return SRT_EINVAL;
+    for (int64_t s = 0; s < nrb; s++) {
+        int64_t a = live->offsets[s], b = live->offsets[s + 1];
+        if (b < a || b > live->n) return SRT_EINVAL;
+        st = check_list(live->idx + a, b - a, m->cols);
+        if (st != SRT_OK) return st;
+    }
+    return zz_run(ctx, m, x, live->idx, live->n, live->offsets, y);
+}
+
+/* ---- streaming read (the benchmark floor) ---------------------------------------------- */
+
+typedef struct stream_task {
+    const srt_kernels *k;
+    const uint8_t *p;
+    size_t n;
+    uint64_t sum[64];
+} stream_task;
+
+static void stream_thread(void *arg, int tid, int nth) {
+    stream_task *t = arg;
+    const size_t lines = t->n / 64, a = lines * (size_t)tid / (size_t)nth, b = lines * (size_t)(tid + 1) / (size_t)nth;
+    uint64_t s = t->k->stream(t->p + a * 64, (b - a) * 64);
+    if (tid < 64) t->sum[tid] = s;
+}
+
+uint64_t srt_stream_read(srt_ctx *ctx, const void *p, size_t n) {
+    if (!ctx || !p || ((uintptr_t)p & 63)) return 0;
+    stream_task t = {srt_ctx_kernels(ctx), p, n, {0}};
+    srt_ctx_run(ctx, stream_thread, &t);
+    uint64_t s = 0;
+    for (int i = 0; i < 64; i++) s ^= t.sum[i];
+    return s;
+}
+
+/* ---- compaction --------------------------------------------------------------------- */
+
+int64_t srt_compact(const srt_ctx *ctx, uint32_t *idx, const float *x, int64_t n, float t) {
+    if (!ctx || !idx || !x || n <= 0) return 0;
+    return srt_ctx_kernels(ctx)->compact(idx, x, NULL, t, n);
+}
+
+int64_t srt_compact_vec(const srt_ctx *ctx, uint32_t *idx, const float *x, const float *t, int64_t n) {
+    if (!ctx || !idx || !x || !t || n <= 0) return 0;
+    return srt_ctx_kernels(ctx)->compact(idx, x, t, 0.0f, n);
+}

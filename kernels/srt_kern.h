@@ -1,0 +1,141 @@
+/* srt_kern.h - internal to libsparsert: the per-ISA kernel table, the job
+ * descriptions the kernels work on, and the byte geometry of every layout.
+ * Each kernel computes one slice of a job (a range of rows, output tiles or
+ * list positions) single-threaded; srt_gemv.c splits jobs over the pool.
+ * Kernels never allocate and never fail: the wrappers validate first. */
+#ifndef SRT_KERN_H
+#define SRT_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "srt.h"
+
+#define SRT_QK 32          /* weights per quantisation block */
+#define SRT_Q4_BYTES 18    /* GGML block_q4_0: fp16 d + 16 bytes of nibbles */
+#define SRT_Q8_BYTES 34    /* GGML block_q8_0: fp16 d + 32 int8 */
+#define SRT_KR_TILE 512    /* kmi4r: weights per row tile (16 blocks) */
+#define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
+#define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
+
+static inline int64_t srt_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static inline uint16_t srt_rd16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* ---- layout geometry (docs/LAYOUTS.md) ---------------------------------- */
+
+/* kmi4r: per row, cols_pad/2 nibble bytes in tile order, then cols_pad/32
+ * fp16 scales, padded to 64 bytes. */
+static inline int64_t srt_kr_cols_pad(int64_t cols) { return srt_round_up(cols, SRT_KR_TILE); }
+static inline int64_t srt_kr_row_bytes(int64_t cols) {
+    int64_t cp = srt_kr_cols_pad(cols);
+    return srt_round_up(cp / 2 + cp / 16, 64);
+}
+/* kmi4: per K-block of 32 input channels, rows_pad fp16 scales then 32
+ * neuron vectors of rows_pad/2 bytes. */
+static inline int64_t srt_kd_rows_pad(int64_t rows) { return srt_round_up(rows, SRT_KD_TILE); }
+static inline int64_t srt_kd_block_bytes(int64_t rows) { return srt_kd_rows_pad(rows) * 18; }
+/* zigzag/stripe: per row-block of R rows, cols x R/2 nibble bytes (channel
+ * major) then cols x R/32 fp16 scales, each region padded to 64 bytes. */
+static inline int64_t srt_zz_nib_bytes(int64_t cols, int64_t R) { return srt_round_up(cols * (R / 2), 64); }
+static inline int64_t srt_zz_rb_bytes(int64_t cols, int64_t R) {
+    return srt_zz_nib_bytes(cols, R) + srt_round_up(cols * (R / 16), 64);
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+/* Row dot products (f32, q8_0, q4_0, kmi4r): for list positions i in
+ * [i0, i1), r = idx ? idx[i] : i and y[r] = row r . x. */
+typedef struct srt_rows_job {
+    float *y;
+    const uint8_t *w;
+    int64_t row_bytes; /* stride between rows */
+    int64_t cols;      /* logical columns (kmi4r: the padded count) */
+    const float *xf;   /* f32 rows */
+    const srt_act *xq; /* quantised rows */
+    const uint32_t *idx;
+} srt_rows_job;
+
+/* kmi4 (down projection): y[0..rows) = sum over the live entries in list
+ * positions [p0, p1) (channel idx[p], or p when dense) of W[:, j] h_j, with
+ * h quantised in natural order. Threads take slices of the list and their
+ * partial outputs are added once. */
+typedef struct srt_kd_job {
+    int64_t rows; /* logical outputs (y has this many) */
+    const uint8_t *w;
+    int64_t rows_pad, nblk; /* K-blocks */
+    const srt_act *h;
+    const uint32_t *idx; /* NULL: dense */
+    int64_t n_idx;
+} srt_kd_job;
+
+/* q4_0t axpy (PowerInfer-style): output blocks [b0, b1) (32 rows each) of
+ * y = sum over live channels j of h_j * dequant(row j of W^T). */
+typedef struct srt_axpy_job {
+    float *y;
+    const uint8_t *w; /* q4_0 rows of W^T */
+    int64_t row_bytes;
+    const float *h;
+    const uint32_t *idx; /* NULL: dense */
+    int64_t n_idx;
+} srt_axpy_job;
+
+/* zigzag / stripe: one row-block. y_rb[0..R) = sum over the channels
+ * c_p = idx ? idx[first + p] : first + p, p < n, of x_c * W[block rows, c]
+ * (overwrites y_rb). */
+typedef struct srt_zz_job {
+    const uint8_t *w; /* the row-block's bytes */
+    int64_t cols, R;
+    const float *x;
+} srt_zz_job;
+
+/* ---- the kernel table ---------------------------------------------------- */
+
+typedef struct srt_kernels {
+    srt_isa isa;
+    /* natural-order q8 of n (multiple of 32) values: q, d, sum per block */
+    void (*act_q8)(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n);
+    /* reads n bytes (multiple of 64, 64-byte aligned); returns a checksum */
+    uint64_t (*stream)(const uint8_t *p, size_t n);
+    void (*rows_f32)(const srt_rows_job *j, int64_t i0, int64_t i1);
+    void (*rows_q8_0)(const srt_rows_job *j, int64_t i0, int64_t i1);
+    void (*rows_q4_0)(const srt_rows_job *j, int64_t i0, int64_t i1);
+    void (*rows_kmi4r)(const srt_rows_job *j, int64_t i0, int64_t i1);
+    void (*axpy_q4_0t)(const srt_axpy_job *j, int64_t b0, int64_t b1);
+    void (*kmi4)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y);
+    void (*zigzag)(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y_rb);
+    /* |x[i]| > t (t_vec NULL) or > t_vec[i]; returns the count */
+    int64_t (*compact)(uint32_t *idx, const float *x, const float *t_vec, float t, int64_t n);
+} srt_kernels;
+
+/* The frozen table of an available ISA (reference entries first, then the
+ * ISA's overrides), built once. */
+const srt_kernels *srt_kernels_get(srt_isa isa);
+const srt_kernels *srt_ctx_kernels(const srt_ctx *ctx);
+float *srt_ctx_scratch(const srt_ctx *ctx, int tid, int64_t floats);
+
+/* Reference kernels (kernels/ref): the specification. */
+void srt_ref_register(srt_kernels *k);
+/* Overrides per ISA file. */
+void srt_avx2_register(srt_kernels *k);
+void srt_avx2_kmi4_register(srt_kernels *k);
+void srt_avx512_register(srt_kernels *k);
+void srt_avx512_kmi4_register(srt_kernels *k);
+void srt_neon_register(srt_kernels *k);
+void srt_neon_kmi4_register(srt_kernels *k);
+void srt_dotprod_register(srt_kernels *k);
+
+/* Shared scalar pieces of the reference, also used by SIMD files for tails. */
+void srt_q4_0_quantize_block(uint8_t out[SRT_Q4_BYTES], const float *x, int64_t stride);
+void srt_q8_0_quantize_block(uint8_t out[SRT_Q8_BYTES], const float *x);
+/* One q8 activation block: returns d, writes q[32] and *sum. */
+float srt_act_q8_block(int8_t *q, int32_t *sum, const float *x);
+/* Natural block order -> kmi4r tile order (cap multiple of 512). */
+void srt_act_tile(int8_t *dst, const int8_t *src, int64_t cap);
+
+#endif

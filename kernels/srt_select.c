@@ -1,0 +1,90 @@
+/* srt_select.c - exact top-K selection in O(n) by radix selection on the
+ * float bits, no sort. Pass 1 histograms the top 11 bits of every key (over
+ * four interleaved histograms, so runs of equal buckets do not serialise on
+ * one counter); pass 2 keeps the keys of the threshold bucket as candidates
+ * (a bounded stack buffer; if it overflows, the refinement scans all keys
+ * instead); two more histogram passes over the candidates (11 and 10 bits)
+ * find the exact k-th key; a last pass collects the winners in ascending
+ * index order. */
+#include <string.h>
+
+#include "srt_kern.h"
+
+#define CAND_MAX 2048
+
+/* Order-preserving map of a float to uint32; NaN maps to 0 (lowest). */
+static inline uint32_t key_of(float v, unsigned flags) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if (flags & SRT_SELECT_ABS) u &= 0x7fffffffu;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Picks the digit whose bucket holds the need-th largest key; updates need
+ * to the rank within that bucket. */
+static uint32_t pick(const uint32_t *hist, int nb, int64_t *need) {
+    int64_t cum = 0;
+    int d = nb - 1;
+    for (; d > 0; d--) {
+        if (cum + hist[d] >= *need) break;
+        cum += hist[d];
+    }
+    *need -= cum;
+    return (uint32_t)d;
+}
+
+srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags) {
+    if (n < 0 || k < 0 || n > UINT32_MAX || (n > 0 && !score) || (k > 0 && !idx)) return SRT_EINVAL;
+    if (k == 0) return SRT_OK;
+    if (k >= n) {
+        for (int64_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
+        return SRT_OK;
+    }
+    uint32_t h4[4][2048], hist[2048], cand[CAND_MAX];
+    memset(h4, 0, sizeof h4);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int r = 0; r < 4; r++) h4[r][key_of(score[i + r], flags) >> 21]++;
+    for (; i < n; i++) h4[0][key_of(score[i], flags) >> 21]++;
+    for (int d = 0; d < 2048; d++) hist[d] = h4[0][d] + h4[1][d] + h4[2][d] + h4[3][d];
+    int64_t need = k; /* rank of the threshold among keys sharing the prefix */
+    uint32_t prefix = pick(hist, 2048, &need) << 21, mask = 0xffe00000u;
+    /* candidates: the keys in the threshold bucket */
+    int64_t nc = 0;
+    for (i = 0; i < n; i++) {
+        uint32_t key = key_of(score[i], flags);
+        if ((key & mask) == prefix) {
+            if (nc < CAND_MAX) cand[nc] = key;
+            nc++;
+        }
+    }
+    static const int shifts[2] = {10, 0}, widths[2] = {11, 10};
+    for (int pass = 0; pass < 2; pass++) {
+        const int s = shifts[pass], nb = 1 << widths[pass];
+        const uint32_t dm = (uint32_t)(nb - 1);
+        memset(hist, 0, sizeof(uint32_t) * (size_t)nb);
+        if (nc <= CAND_MAX) {
+            for (int64_t c = 0; c < nc; c++)
+                if ((cand[c] & mask) == prefix) hist[(cand[c] >> s) & dm]++;
+        } else {
+            for (i = 0; i < n; i++) {
+                uint32_t key = key_of(score[i], flags);
+                if ((key & mask) == prefix) hist[(key >> s) & dm]++;
+            }
+        }
+        prefix |= pick(hist, nb, &need) << s;
+        mask |= dm << s;
+    }
+    /* prefix is the k-th largest key: take every larger key and the first
+     * `need` keys equal to it. */
+    int64_t m = 0;
+    for (i = 0; i < n; i++) {
+        uint32_t key = key_of(score[i], flags);
+        if (key > prefix || (key == prefix && need > 0)) {
+            if (key == prefix) need--;
+            idx[m++] = (uint32_t)i;
+        }
+    }
+    return SRT_OK;
+}

@@ -1,0 +1,199 @@
+/* gemv_avx2.c - AVX2 + FMA + F16C kernels for the activation quantiser, the
+ * GGML-format rows (f32, q8_0, q4_0), the q4_0t axpy scatter, zigzag/stripe
+ * and compaction. Integer dots use vpmaddubsw + vpmaddwd (no VNNI). */
+#include <immintrin.h>
+
+#include "../srt_kern.h"
+
+static inline float half(const uint8_t *p) { return _cvtsh_ss(srt_rd16(p)); }
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* ---- activations ------------------------------------------------------------------- */
+
+static void act_q8_avx2(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / SRT_QK; b++) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 32 * b + 8 * k);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float db = _mm_cvtss_f32(h) / 127.0f;
+        const float id = db >= 1e-30f ? 1.0f / db : 0.0f;
+        if (id == 0.0f) db = 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i i[4];
+        for (int k = 0; k < 4; k++) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+        sum[b] = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3])));
+        /* packs interleave 128-bit lanes; the final permute restores order */
+        const __m256i p16a = _mm256_packs_epi32(i[0], i[1]), p16b = _mm256_packs_epi32(i[2], i[3]);
+        const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        _mm256_storeu_si256((__m256i *)(q + 32 * b),
+                            _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        d[b] = db;
+    }
+}
+
+/* ---- rows ------------------------------------------------------------------------------ */
+
+static void rows_f32_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t n = j->cols, n8 = n / 8 * 8;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const float *w = (const float *)(const void *)(j->w + r * j->row_bytes);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        int64_t c = 0;
+        for (; c + 15 < n8; c += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(j->xf + c), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c + 8), _mm256_loadu_ps(j->xf + c + 8), a1);
+        }
+        for (; c < n8; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(j->xf + c), a0);
+        float s = hsum(_mm256_add_ps(a0, a1));
+        for (; c < n; c++) s += w[c] * j->xf[c];
+        j->y[r] = s;
+    }
+}
+
+static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), m = _mm_set1_epi8(0x0f);
+    const __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    const __m256i p = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)a));
+    const __m256i s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    return _mm256_sub_epi32(s, _mm256_set_m128i(_mm_setzero_si128(), _mm_cvtsi32_si128(8 * asum)));
+}
+
+static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), x = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+static void rows_q4_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK;
+    const srt_act *a = j->xq;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const uint8_t *row = j->w + r * j->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * SRT_Q4_BYTES;
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q4(blk, a->q + 32 * b, a->sum[b])),
+                                  _mm256_set1_ps(half(blk) * a->d[b]), acc);
+        }
+        j->y[r] = hsum(acc);
+    }
+}
+
+static void rows_q8_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK;
+    const srt_act *a = j->xq;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const uint8_t *row = j->w + r * j->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * SRT_Q8_BYTES;
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(blk, a->q + 32 * b)), _mm256_set1_ps(half(blk) * a->d[b]),
+                                  acc);
+        }
+        j->y[r] = hsum(acc);
+    }
+}
+
+/* ---- q4_0t axpy ------------------------------------------------------------------------ */
+
+static void axpy_q4_0t_avx2(const srt_axpy_job *j, int64_t b0, int64_t b1) {
+    float *y = j->y + b0 * SRT_QK;
+    memset(y, 0, sizeof(float) * (size_t)((b1 - b0) * SRT_QK));
+    const __m256i m15 = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+    for (int64_t p = 0; p < j->n_idx; p++) {
+        const int64_t ch = j->idx ? j->idx[p] : p;
+        const uint8_t *row = j->w + ch * j->row_bytes;
+        for (int64_t b = b0; b < b1; b++) {
+            const uint8_t *blk = row + b * SRT_Q4_BYTES;
+            const __m256 c = _mm256_set1_ps(j->h[ch] * half(blk));
+            float *yb = y + (b - b0) * SRT_QK;
+            for (int k = 0; k < 2; k++) {
+                const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * k)));
+                const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, m15), eight));
+                const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
+                _mm256_storeu_ps(yb + 8 * k, _mm256_fmadd_ps(lo, c, _mm256_loadu_ps(yb + 8 * k)));
+                _mm256_storeu_ps(yb + 16 + 8 * k, _mm256_fmadd_ps(hi, c, _mm256_loadu_ps(yb + 16 + 8 * k)));
+            }
+        }
+    }
+}
+
+/* ---- zigzag: 64 rows (two groups) in 8 registers per pass ---------------------------- */
+
+static void zigzag_avx2(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
+    const int64_t R = j->R, G = R / SRT_QK;
+    const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
+    const __m256i m15 = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+    for (int64_t g0 = 0; g0 < G; g0 += 2) {
+        const int ng = G - g0 >= 2 ? 2 : 1;
+        __m256 acc[8];
+        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+        for (int64_t p = 0; p < n; p++) {
+            const int64_t ch = idx ? idx[first + p] : first + p;
+            const uint8_t *nib = j->w + ch * (R / 2) + 16 * g0;
+            for (int g = 0; g < ng; g++) {
+                const __m256 c = _mm256_set1_ps(j->x[ch] * half(sc + 2 * (ch * G + g0 + g)));
+                for (int k = 0; k < 2; k++) {
+                    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(nib + 16 * g + 8 * k)));
+                    const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, m15), eight));
+                    const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
+                    acc[4 * g + k] = _mm256_fmadd_ps(lo, c, acc[4 * g + k]);
+                    acc[4 * g + 2 + k] = _mm256_fmadd_ps(hi, c, acc[4 * g + 2 + k]);
+                }
+            }
+        }
+        for (int g = 0; g < ng; g++)
+            for (int k = 0; k < 4; k++) _mm256_storeu_ps(y + 32 * (g0 + g) + 8 * k, acc[4 * g + k]);
+    }
+}
+
+/* ---- compaction ------------------------------------------------------------------------- */
+
+static int64_t compact_avx2(uint32_t *idx, const float *x, const float *tv, float t, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), tb = _mm256_set1_ps(t);
+    int64_t m = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 ax = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i));
+        const __m256 th = tv ? _mm256_loadu_ps(tv + i) : tb;
+        unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(ax, th, _CMP_GT_OQ));
+        while (bits) {
+            idx[m++] = (uint32_t)(i + __builtin_ctz(bits));
+            bits &= bits - 1;
+        }
+    }
+    for (; i < n; i++)
+        if (__builtin_fabsf(x[i]) > (tv ? tv[i] : t)) idx[m++] = (uint32_t)i;
+    return m;
+}
+
+void srt_avx2_register(srt_kernels *k) {
+    k->act_q8 = act_q8_avx2;
+    k->rows_f32 = rows_f32_avx2;
+    k->rows_q8_0 = rows_q8_0_avx2;
+    k->rows_q4_0 = rows_q4_0_avx2;
+    k->axpy_q4_0t = axpy_q4_0t_avx2;
+    k->zigzag = zigzag_avx2;
+    k->compact = compact_avx2;
+}

@@ -1,0 +1,242 @@
+/* gemv_avx512.c - AVX-512 (F/BW/VL + VNNI) kernels for the activation
+ * quantiser, the GGML-format rows (f32, q8_0, q4_0), the PowerInfer-style
+ * q4_0t axpy scatter, zigzag/stripe column-sparse GEMV and compaction. */
+#include <immintrin.h>
+
+#include "../srt_kern.h"
+
+static inline float half(const uint8_t *p) { return _cvtsh_ss(srt_rd16(p)); }
+
+/* ---- activations: bit-identical to the reference ------------------------------- */
+
+static void act_q8_avx512(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n) {
+    for (int64_t b = 0; b < n / SRT_QK; b++) {
+        const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+        float db = amax / 127.0f;
+        const float id = db >= 1e-30f ? 1.0f / db : 0.0f;
+        if (id == 0.0f) db = 0.0f;
+        const __m512 vid = _mm512_set1_ps(id);
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+        _mm_storeu_si128((__m128i *)(q + 32 * b), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(q + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+        sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        d[b] = db;
+    }
+}
+
+/* ---- f32 rows ---------------------------------------------------------------------- */
+
+static void rows_f32_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t n = j->cols, n16 = n / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (n - n16)) - 1);
+    int64_t i = i0;
+    for (; i + 3 < i1; i += 4) {
+        int64_t r[4];
+        const float *w[4];
+        for (int k = 0; k < 4; k++) {
+            r[k] = j->idx ? j->idx[i + k] : i + k;
+            w[k] = (const float *)(const void *)(j->w + r[k] * j->row_bytes);
+        }
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t c = 0; c < n16; c += 16) {
+            const __m512 xv = _mm512_loadu_ps(j->xf + c);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w[0] + c), xv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w[1] + c), xv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w[2] + c), xv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w[3] + c), xv, a3);
+        }
+        if (tail) {
+            const __m512 xv = _mm512_maskz_loadu_ps(tail, j->xf + n16);
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w[0] + n16), xv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w[1] + n16), xv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w[2] + n16), xv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w[3] + n16), xv, a3);
+        }
+        j->y[r[0]] = _mm512_reduce_add_ps(a0);
+        j->y[r[1]] = _mm512_reduce_add_ps(a1);
+        j->y[r[2]] = _mm512_reduce_add_ps(a2);
+        j->y[r[3]] = _mm512_reduce_add_ps(a3);
+    }
+    for (; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const float *w = (const float *)(const void *)(j->w + r * j->row_bytes);
+        __m512 a = _mm512_setzero_ps();
+        for (int64_t c = 0; c < n16; c += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(w + c), _mm512_loadu_ps(j->xf + c), a);
+        if (tail) a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w + n16), _mm512_maskz_loadu_ps(tail, j->xf + n16), a);
+        j->y[r] = _mm512_reduce_add_ps(a);
+    }
+}
+
+/* ---- q8_0 / q4_0 rows (GGML blocks, one block per 256-bit step) ------------------- */
+
+/* int32 lanes summing to the block dot; the int4 offset (-8 x block sum of
+ * the activation) goes into lane 0. */
+static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), m = _mm_set1_epi8(0x0f);
+    const __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, _mm256_loadu_si256((const __m256i *)a));
+    return _mm256_sub_epi32(s, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * asum)));
+}
+
+static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), x = _mm256_loadu_si256((const __m256i *)a);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void rows_q4_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK;
+    const srt_act *a = j->xq;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const uint8_t *row = j->w + r * j->row_bytes;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+        int64_t b = 0;
+        for (; b + 1 < nb; b += 2) {
+            const uint8_t *b0 = row + b * SRT_Q4_BYTES, *b1 = b0 + SRT_Q4_BYTES;
+            const __m256i s0 = dot_q4(b0, a->q + 32 * b, a->sum[b]), s1 = dot_q4(b1, a->q + 32 * b + 32, a->sum[b + 1]);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(half(b0) * a->d[b]), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(half(b1) * a->d[b + 1]), acc1);
+        }
+        if (b < nb) {
+            const uint8_t *b0 = row + b * SRT_Q4_BYTES;
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q4(b0, a->q + 32 * b, a->sum[b])),
+                                   _mm256_set1_ps(half(b0) * a->d[b]), acc0);
+        }
+        j->y[r] = hsum256(_mm256_add_ps(acc0, acc1));
+    }
+}
+
+static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK;
+    const srt_act *a = j->xq;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const uint8_t *row = j->w + r * j->row_bytes;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+        int64_t b = 0;
+        for (; b + 1 < nb; b += 2) {
+            const uint8_t *b0 = row + b * SRT_Q8_BYTES, *b1 = b0 + SRT_Q8_BYTES;
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]),
+                                   acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b1, a->q + 32 * b + 32)),
+                                   _mm256_set1_ps(half(b1) * a->d[b + 1]), acc1);
+        }
+        if (b < nb) {
+            const uint8_t *b0 = row + b * SRT_Q8_BYTES;
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]),
+                                   acc0);
+        }
+        j->y[r] = hsum256(_mm256_add_ps(acc0, acc1));
+    }
+}
+
+/* ---- q4_0t axpy: y[block] += h_j * d * (q - 8), two channels per pass ------------- */
+
+static inline void axpy_block(float *y, const uint8_t *blk, float c) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
+    const __m512i eight = _mm512_set1_epi32(8);
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(15)), eight));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
+    const __m512 cv = _mm512_set1_ps(c * half(blk));
+    _mm512_storeu_ps(y, _mm512_fmadd_ps(lo, cv, _mm512_loadu_ps(y)));
+    _mm512_storeu_ps(y + 16, _mm512_fmadd_ps(hi, cv, _mm512_loadu_ps(y + 16)));
+}
+
+static void axpy_q4_0t_avx512(const srt_axpy_job *j, int64_t b0, int64_t b1) {
+    float *y = j->y + b0 * SRT_QK;
+    for (int64_t k = 0; k < (b1 - b0) * SRT_QK; k += 16) _mm512_storeu_ps(y + k, _mm512_setzero_ps());
+    for (int64_t p = 0; p < j->n_idx; p++) {
+        const int64_t ch = j->idx ? j->idx[p] : p;
+        const uint8_t *row = j->w + ch * j->row_bytes;
+        const float c = j->h[ch];
+        if (p + 8 < j->n_idx) {
+            const int64_t nx = j->idx ? j->idx[p + 8] : p + 8;
+            const uint8_t *pr = j->w + nx * j->row_bytes + b0 * SRT_Q4_BYTES;
+            for (int64_t o = 0; o < (b1 - b0) * SRT_Q4_BYTES; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
+        }
+        for (int64_t b = b0; b < b1; b++) axpy_block(y + (b - b0) * SRT_QK, row + b * SRT_Q4_BYTES, c);
+    }
+}
+
+/* ---- zigzag: 256 rows (8 groups of 32) in 16 registers per pass ------------------ */
+
+static void zz_chunk(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, int64_t ck, int G8,
+                     float *y) {
+    const int64_t R = j->R, G = R / SRT_QK;
+    const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
+    __m512 acc[16];
+    for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
+    const __m512i m15 = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    const __mmask8 gm = (__mmask8)((1u << G8) - 1);
+    for (int64_t p = 0; p < n; p++) {
+        const int64_t ch = idx ? idx[first + p] : first + p;
+        const uint8_t *nib = j->w + ch * (R / 2) + ck * 128;
+        if (idx && p + 16 < n) { /* scattered channels: prefetch 16 ahead */
+            const int64_t nx = idx[first + p + 16];
+            _mm_prefetch((const char *)(j->w + nx * (R / 2) + ck * 128), _MM_HINT_T0);
+            _mm_prefetch((const char *)(j->w + nx * (R / 2) + ck * 128 + 64 * (G8 > 4)), _MM_HINT_T0);
+            _mm_prefetch((const char *)(sc + 2 * (nx * G + ck * 8)), _MM_HINT_T0);
+        }
+        const __m128i s16 = _mm_maskz_loadu_epi16(gm, sc + 2 * (ch * G + ck * 8));
+        const __m256 c8 = _mm256_mul_ps(_mm256_cvtph_ps(s16), _mm256_set1_ps(j->x[ch]));
+        _Alignas(32) float cs[8];
+        _mm256_store_ps(cs, c8);
+        for (int g = 0; g < G8; g++) {
+            const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(nib + 16 * g)));
+            const __m512 cg = _mm512_set1_ps(cs[g]);
+            const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(v, m15), eight);
+            const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight);
+            acc[2 * g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), cg, acc[2 * g]);
+            acc[2 * g + 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), cg, acc[2 * g + 1]);
+        }
+    }
+    for (int g = 0; g < G8; g++) {
+        _mm512_storeu_ps(y + 32 * g, acc[2 * g]);
+        _mm512_storeu_ps(y + 32 * g + 16, acc[2 * g + 1]);
+    }
+}
+
+static void zigzag_avx512(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
+    const int64_t G = j->R / SRT_QK;
+    for (int64_t ck = 0; ck * 8 < G; ck++) {
+        const int G8 = (int)(G - ck * 8 < 8 ? G - ck * 8 : 8);
+        zz_chunk(j, idx, first, n, ck, G8, y + ck * SRT_ZZ_CHUNK);
+    }
+}
+
+/* ---- compaction: vpcompressd ------------------------------------------------------------ */
+
+static int64_t compact_avx512(uint32_t *idx, const float *x, const float *tv, float t, int64_t n) {
+    const __m512 tb = _mm512_set1_ps(t);
+    __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 ld = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 ax = _mm512_abs_ps(_mm512_maskz_loadu_ps(ld, x + i));
+        const __m512 th = tv ? _mm512_maskz_loadu_ps(ld, tv + i) : tb;
+        const __mmask16 k = _mm512_mask_cmp_ps_mask(ld, ax, th, _CMP_GT_OQ);
+        _mm512_mask_compressstoreu_epi32(idx + m, k, iota);
+        m += __builtin_popcount(k);
+        iota = _mm512_add_epi32(iota, step);
+    }
+    return m;
+}
+
+void srt_avx512_register(srt_kernels *k) {
+    k->act_q8 = act_q8_avx512;
+    k->rows_f32 = rows_f32_avx512;
+    k->rows_q8_0 = rows_q8_0_avx512;
+    k->rows_q4_0 = rows_q4_0_avx512;
+    k->axpy_q4_0t = axpy_q4_0t_avx512;
+    k->zigzag = zigzag_avx512;
+    k->compact = compact_avx512;
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Cross-compiles the runtime's kernels (libc, libm and pthreads only) and the
+# kernel tests for aarch64 with Debian's gcc-aarch64-linux-gnu, then runs the
+# tests under qemu-user twice: on qemu's default CPU (NEON + dotprod, so the
+# scalar, neon and dotprod tables are all exercised) and on a Cortex-A72
+# (NEON without dotprod, so detection must not offer dotprod). This checks
+# correctness only: qemu timings mean nothing.
+#   scripts/test_arm.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-build-arm}
+CC=${CC_AARCH64:-aarch64-linux-gnu-gcc}
+QEMU=${QEMU_AARCH64:-qemu-aarch64}
+SYSROOT=${AARCH64_SYSROOT:-/usr/aarch64-linux-gnu}
+for tool in "$CC" "$QEMU"; do
+  command -v "$tool" >/dev/null || { echo "test_arm: $tool not found (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+mkdir -p "$OUT"
+
+CFLAGS=(-std=c11 -O2 -g -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Werror
+        -Ikernels -Itests/support)
+RUNTIME=(kernels/srt_cpu.c kernels/srt_core.c kernels/srt_pool.c kernels/srt_layout.c kernels/srt_gemv.c
+         kernels/srt_select.c kernels/ref/ref_kernels.c kernels/arm/gemv_neon.c kernels/arm/kmi4_neon.c)
+objs=()
+for src in "${RUNTIME[@]}"; do
+  obj="$OUT/$(basename "${src%.c}").o"
+  extra=()
+  [[ $src == kernels/ref/* ]] && extra=(-ffp-contract=off)
+  "$CC" "${CFLAGS[@]}" "${extra[@]}" -c "$src" -o "$obj"
+  objs+=("$obj")
+done
+# the dotprod file alone gets the ISA flag
+"$CC" "${CFLAGS[@]}" -march=armv8.2-a+dotprod -c kernels/arm/kmi4_dotprod.c -o "$OUT/kmi4_dotprod.o"
+objs+=("$OUT/kmi4_dotprod.o")
+"$CC" "${CFLAGS[@]}" -c tests/support/testing.c -o "$OUT/testing.o"
+
+fail=0
+for t in tests/test_kernels.c tests/test_kernels_layouts.c; do
+  name=$(basename "${t%.c}")
+  "$CC" "${CFLAGS[@]}" "$t" "$OUT/testing.o" "${objs[@]}" -lm -lpthread -o "$OUT/$name"
+  for cpu in max cortex-a72; do
+    echo "== $name (aarch64, qemu -cpu $cpu)"
+    if ! SRT_TEST_QUICK=1 "$QEMU" -cpu "$cpu" -L "$SYSROOT" "$OUT/$name"; then
+      fail=1
+    fi
+  done
+done
+exit $fail

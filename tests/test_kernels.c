@@ -1,0 +1,366 @@
+/* test_kernels.c - every kernel of every ISA this machine runs (the dispatch
+ * is forced per context) at 1, 2 and 3 threads against the scalar reference,
+ * on awkward shapes (tails, tiny n, padding), live densities 0, 0.01, 0.5,
+ * 0.99 and 1, all-dead groups and partial quads, random data with outliers.
+ * The reference itself is checked against double-precision math on the
+ * unpacked weights and the dequantised activations. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srt.h"
+#include "testing.h"
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd_u32(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rnd_unit(void) { return (float)(rnd_u32() & 0xffffff) / 16777216.0f; }
+static float rnd_gauss(void) {
+    float u = rnd_unit() + 1e-7f, v = rnd_unit();
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+static void fill(float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = rnd_gauss() * scale;
+        if (rnd_u32() % 100 == 0) v *= 25.0f;
+        x[i] = v;
+    }
+}
+
+static srt_ctx *ctx_ref;
+
+/* Contexts for every available ISA at 1 and 2 threads (the scalar one, whose
+ * 1-thread run is the reference, at 2 and 3). */
+static srt_ctx *ctxs[SRT_ISA_COUNT * 2];
+static int nctx;
+static bool quick; /* SRT_TEST_QUICK: fewer shapes (under qemu) */
+
+static void make_ctxs(void) {
+    for (int i = 0; i < SRT_ISA_COUNT; i++) {
+        if (!srt_isa_available((srt_isa)i)) continue;
+        for (int t = i == SRT_ISA_SCALAR ? 2 : 1; t <= (i == SRT_ISA_SCALAR ? 3 : 2); t++) {
+            srt_ctx *c;
+            if (srt_ctx_create(&c, (srt_isa)i, t) == SRT_OK) ctxs[nctx++] = c;
+            else CHECK_MSG(0, "ctx %s x%d", srt_isa_name((srt_isa)i), t);
+        }
+    }
+    CHECK(srt_ctx_create(&ctx_ref, SRT_ISA_SCALAR, 1) == SRT_OK);
+    char buf[200];
+    fprintf(stderr, "cpu: %s; ISAs:", srt_cpu_feature_names(srt_cpu_features(), buf, sizeof buf));
+    for (int i = 0; i < SRT_ISA_COUNT; i++)
+        if (srt_isa_available((srt_isa)i)) fprintf(stderr, " %s", srt_isa_name((srt_isa)i));
+    fprintf(stderr, "\n");
+}
+
+typedef struct act_buf {
+    srt_act a;
+    void *mem;
+} act_buf;
+
+static void act_make(act_buf *b, int64_t n, srt_act_order order) {
+    size_t bytes = srt_act_bytes(n);
+    b->mem = srt_alloc(bytes);
+    CHECK(srt_act_init(&b->a, b->mem, bytes, n, order) == SRT_OK);
+}
+
+/* ---- activation quantisation: identical bytes on every ISA --------------------- */
+
+static void test_act(void) {
+    const int64_t ns[] = {1, 31, 32, 33, 100, 512, 1536, 6147};
+    int bad = 0;
+    for (size_t s = 0; s < sizeof ns / sizeof ns[0]; s++) {
+        int64_t n = ns[s];
+        float *x = malloc(sizeof(float) * n);
+        fill(x, n, 1.0f);
+        for (int64_t i = 0; i < n && i < 32; i++) x[i] = 0.0f;                 /* an all-zero block */
+        for (int64_t i = 32; i < n && i < 64; i++) x[i] = 1e-33f * (float)i;   /* below the d cut-off */
+        for (int o = 0; o < 2; o++) {
+            act_buf r, t;
+            act_make(&r, n, (srt_act_order)o);
+            CHECK(srt_act_quantize(ctx_ref, &r.a, x) == SRT_OK);
+            /* reference semantics: |q d - x| <= d / 2 */
+            for (int64_t i = 0; i < n && o == 0; i++) {
+                float d = r.a.d[i / 32];
+                if (fabsf((float)r.a.q[i] * d - x[i]) > d * 0.5001f + 1e-30f) bad++;
+            }
+            for (int c = 0; c < nctx; c++) {
+                act_make(&t, n, (srt_act_order)o);
+                CHECK(srt_act_quantize(ctxs[c], &t.a, x) == SRT_OK);
+                bool same = memcmp(t.a.q, r.a.q, (size_t)r.a.cap) == 0 &&
+                            memcmp(t.a.d, r.a.d, sizeof(float) * (size_t)(r.a.cap / 32)) == 0 &&
+                            memcmp(t.a.sum, r.a.sum, sizeof(int32_t) * (size_t)(r.a.cap / 32)) == 0;
+                CHECK_MSG(same, "act n=%lld order %d on %s", (long long)n, o, srt_isa_name(srt_ctx_isa(ctxs[c])));
+                srt_free(t.mem);
+            }
+            srt_free(r.mem);
+        }
+        free(x);
+    }
+    CHECK_MSG(bad == 0, "%d activation values off by more than d/2", bad);
+}
+
+/* ---- live lists ------------------------------------------------------------------- */
+
+typedef enum { L_DENSITY, L_ALT_GROUPS, L_PARTIAL_QUADS } list_kind;
+
+/* Ascending list over [0, n): density p, or every other 32-group dead, or
+ * 1..5 live per 32-group. */
+static int64_t make_list(uint32_t *idx, int64_t n, list_kind kind, double p) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool live;
+        if (kind == L_DENSITY)
+            live = p >= 1.0 || (p > 0 && rnd_unit() < p);
+        else if (kind == L_ALT_GROUPS)
+            live = (i / 32) % 2 == 1 && rnd_unit() < 0.7;
+        else
+            live = (i % 32) < 1 + (i / 32) % 5;
+        if (live) idx[m++] = (uint32_t)i;
+    }
+    return m;
+}
+
+/* ---- GEMV cases --------------------------------------------------------------------- */
+
+static int n_cases, n_bad_ref, n_bad_isa;
+
+/* Compares y with want on the rows in check (all if NULL), tolerance relative
+ * to bound[r] = sum |W||x| over the contributing entries. */
+static bool close_enough(const float *y, const float *want, const double *bound, int64_t rows, double rel) {
+    for (int64_t r = 0; r < rows; r++) {
+        double tol = rel * bound[r] + 1e-30;
+        if (!(fabs((double)y[r] - (double)want[r]) <= tol)) {
+            fprintf(stderr, "  row %lld: got %.9g want %.9g (tol %.3g)\n", (long long)r, y[r], want[r], tol);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void run_case(srt_layout l, int64_t rows, int64_t cols, int64_t group) {
+    const srt_layout_traits *t = srt_layout_get(l);
+    float *w = malloc(sizeof(float) * rows * cols), *wd = malloc(sizeof(float) * rows * cols);
+    fill(w, rows * cols, 0.05f);
+    size_t bytes;
+    if (t->size(&bytes, rows, cols, group) != SRT_OK) {
+        CHECK_MSG(0, "size %s", t->name);
+        return;
+    }
+    void *mem = srt_alloc(bytes);
+    srt_matrix m;
+    CHECK(t->pack(&m, mem, bytes, w, rows, cols, group) == SRT_OK);
+    CHECK(t->unpack(wd, &m) == SRT_OK);
+    float *x = malloc(sizeof(float) * cols), *xe = malloc(sizeof(float) * cols);
+    fill(x, cols, 1.0f);
+    act_buf ab = {0};
+    srt_input in = {x, NULL};
+    if (t->input != SRT_IN_F32) {
+        act_make(&ab, cols, t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+        srt_act nat;
+        act_buf nb;
+        act_make(&nb, cols, SRT_ACT_NATURAL);
+        nat = nb.a;
+        CHECK(srt_act_quantize(ctx_ref, &ab.a, x) == SRT_OK);
+        CHECK(srt_act_quantize(ctx_ref, &nat, x) == SRT_OK);
+        for (int64_t c = 0; c < cols; c++) xe[c] = (float)nat.q[c] * nat.d[c / 32];
+        srt_free(nb.mem);
+        in.q = &ab.a;
+    } else {
+        memcpy(xe, x, sizeof(float) * cols);
+    }
+    const int64_t nlist = t->sparse == SRT_SPARSE_ROWS ? rows : cols;
+    const int64_t R = m.group, nrb = R ? (rows + R - 1) / R : 1;
+    uint32_t *idx = malloc(4 * (size_t)(nlist * nrb + 1));
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(nrb + 1));
+    float *yref = malloc(sizeof(float) * rows), *y = malloc(sizeof(float) * rows);
+    double *bound = malloc(sizeof(double) * rows), *exact = malloc(sizeof(double) * rows);
+    bool *live_col = malloc((size_t)(cols * nrb) + 1), *live_row = malloc((size_t)rows + 1);
+    const double dens[] = {-1, 0.0, 0.01, 0.5, 0.99, 1.0};
+    for (int v = 0; v < 8; v++) {
+        /* v 0: dense kernel; 1..5: densities; 6: dead groups; 7: partial quads */
+        srt_live live = {idx, 0, NULL};
+        memset(live_col, v == 0, (size_t)(cols * nrb));
+        memset(live_row, v == 0, (size_t)rows);
+        if (v > 0) {
+            list_kind k = v == 6 ? L_ALT_GROUPS : v == 7 ? L_PARTIAL_QUADS : L_DENSITY;
+            if (t->sparse == SRT_SPARSE_STRIPES) {
+                off[0] = 0;
+                for (int64_t s = 0; s < nrb; s++) {
+                    double p = k == L_DENSITY ? dens[v] : 0.3;
+                    if (s % 3 == 2 && v > 2) p = 0.0; /* an empty stripe */
+                    off[s + 1] = off[s] + make_list(idx + off[s], cols, k, p);
+                    for (int64_t i = off[s]; i < off[s + 1]; i++) live_col[s * cols + idx[i]] = true;
+                }
+                live.n = off[nrb];
+                live.offsets = off;
+            } else {
+                live.n = make_list(idx, nlist, k, v <= 5 ? dens[v] : 0.5);
+                for (int64_t i = 0; i < live.n; i++) {
+                    if (t->sparse == SRT_SPARSE_ROWS) live_row[idx[i]] = true;
+                    else
+                        for (int64_t s = 0; s < nrb; s++) live_col[s * cols + idx[i]] = true;
+                }
+            }
+        }
+        /* exact semantics in double */
+        for (int64_t r = 0; r < rows; r++) {
+            double acc = 0, b = 0;
+            int64_t s = R ? r / R : 0;
+            bool row_on = t->sparse != SRT_SPARSE_ROWS || live_row[r];
+            for (int64_t c = 0; c < cols; c++) {
+                bool on = t->sparse == SRT_SPARSE_ROWS ? row_on : live_col[s * cols + c];
+                if (!on) continue;
+                acc += (double)wd[r * cols + c] * xe[c];
+                b += fabs((double)wd[r * cols + c] * xe[c]) + fabs((double)wd[r * cols + c]) * 1e-3;
+            }
+            exact[r] = acc;
+            bound[r] = b + 1e-20;
+        }
+        const float sentinel = 1234.5f;
+        for (int64_t r = 0; r < rows; r++) yref[r] = sentinel;
+        srt_status st = v == 0 ? t->gemv(ctx_ref, &m, &in, yref) : t->gemv_sparse(ctx_ref, &m, &in, &live, yref);
+        CHECK_MSG(st == SRT_OK, "%s ref gemv: %s", t->name, srt_status_str(st));
+        /* rows a row-sparse kernel does not compute are left untouched */
+        bool ok = true;
+        for (int64_t r = 0; r < rows; r++) {
+            if (t->sparse == SRT_SPARSE_ROWS && !live_row[r]) {
+                ok &= yref[r] == sentinel;
+                yref[r] = 0.0f;
+            }
+        }
+        float *ye = malloc(sizeof(float) * rows);
+        for (int64_t r = 0; r < rows; r++) ye[r] = (float)exact[r];
+        ok &= close_enough(yref, ye, bound, rows, 1e-5);
+        free(ye);
+        n_cases++;
+        if (!ok) {
+            n_bad_ref++;
+            fprintf(stderr, "reference %s %lldx%lld g%lld variant %d disagrees with the dequantised math\n", t->name,
+                    (long long)rows, (long long)cols, (long long)R, v);
+        }
+        for (int c = 0; c < nctx; c++) {
+            for (int64_t r = 0; r < rows; r++) y[r] = sentinel;
+            st = v == 0 ? t->gemv(ctxs[c], &m, &in, y) : t->gemv_sparse(ctxs[c], &m, &in, &live, y);
+            bool good = st == SRT_OK;
+            for (int64_t r = 0; r < rows && good; r++)
+                if (t->sparse == SRT_SPARSE_ROWS && !live_row[r]) {
+                    good &= y[r] == sentinel;
+                    y[r] = 0.0f;
+                }
+            good = good && close_enough(y, yref, bound, rows, 3e-5);
+            n_cases++;
+            if (!good) {
+                n_bad_isa++;
+                fprintf(stderr, "%s %s x%d %lldx%lld g%lld variant %d (n_live %lld): differs from the reference\n",
+                        t->name, srt_isa_name(srt_ctx_isa(ctxs[c])), srt_ctx_threads(ctxs[c]), (long long)rows,
+                        (long long)cols, (long long)R, v, (long long)live.n);
+            }
+        }
+    }
+    free(live_col);
+    free(live_row);
+    free(bound);
+    free(exact);
+    free(y);
+    free(yref);
+    free(off);
+    free(idx);
+    if (ab.mem) srt_free(ab.mem);
+    free(x);
+    free(xe);
+    srt_free(mem);
+    free(w);
+    free(wd);
+}
+
+static void test_gemv(void) {
+    const int64_t shapes[][2] = {{1, 32}, {3, 64}, {100, 512}, {129, 1056}, {300, 64}, {32, 96}, {128, 544},
+                                 {256, 1024}, {64, 2048}, {1536, 512}};
+    const size_t nshapes = quick ? 5 : sizeof shapes / sizeof shapes[0];
+    for (size_t s = 0; s < nshapes; s++)
+        for (int l = 0; l < SRT_LAYOUT_COUNT; l++) {
+            int64_t rows = shapes[s][0], cols = shapes[s][1];
+            if (l == SRT_LAYOUT_Q4_0T && rows % 32) continue;
+            if (l == SRT_LAYOUT_ZIGZAG) {
+                const int64_t groups[] = {32, 256, 512};
+                for (int g = 0; g < 3; g++) run_case((srt_layout)l, rows, cols, groups[g]);
+            } else if (l == SRT_LAYOUT_STRIPE) {
+                run_case((srt_layout)l, rows, cols, 64);
+                run_case((srt_layout)l, rows, cols, 0);
+            } else {
+                run_case((srt_layout)l, rows, cols, 0);
+            }
+        }
+    CHECK_MSG(n_bad_ref == 0, "%d of %d reference results disagree with the dequantised math", n_bad_ref, n_cases);
+    CHECK_MSG(n_bad_isa == 0, "%d of %d ISA results differ from the reference", n_bad_isa, n_cases);
+    fprintf(stderr, "gemv: %d comparisons\n", n_cases);
+}
+
+/* ---- compaction ---------------------------------------------------------------------- */
+
+static void test_compact(void) {
+    const int64_t ns[] = {1, 7, 16, 17, 100, 1000, 6147};
+    int bad = 0;
+    for (size_t s = 0; s < sizeof ns / sizeof ns[0]; s++) {
+        int64_t n = ns[s];
+        float *x = malloc(sizeof(float) * n), *tv = malloc(sizeof(float) * n);
+        uint32_t *want = malloc(4 * n), *got = malloc(4 * n);
+        fill(x, n, 1.0f);
+        for (int64_t i = 0; i < n; i++) {
+            tv[i] = fabsf(rnd_gauss());
+            if (i % 9 == 0) x[i] = 0.5f; /* exactly at the threshold: not live */
+        }
+        const float ts[] = {-1.0f, 0.0f, 0.5f, 1.0f, 100.0f};
+        for (int q = 0; q < 6; q++) {
+            int64_t m = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (fabsf(x[i]) > (q == 5 ? tv[i] : ts[q])) want[m++] = (uint32_t)i;
+            for (int c = 0; c < nctx; c++) {
+                int64_t g = q == 5 ? srt_compact_vec(ctxs[c], got, x, tv, n) : srt_compact(ctxs[c], got, x, n, ts[q]);
+                bad += g != m || memcmp(got, want, 4 * (size_t)m) != 0;
+            }
+        }
+        free(x);
+        free(tv);
+        free(want);
+        free(got);
+    }
+    CHECK_MSG(bad == 0, "%d compactions differ", bad);
+}
+
+/* ---- the pool ---------------------------------------------------------------------------- */
+
+typedef struct pool_arg {
+    int hits[8];
+} pool_arg;
+static void pool_fn(void *a, int tid, int nth) {
+    pool_arg *p = a;
+    if (tid < 8 && nth <= 8) p->hits[tid]++;
+}
+
+static void test_pool(void) {
+    srt_ctx *c;
+    CHECK(srt_ctx_create(&c, SRT_ISA_SCALAR, 4) == SRT_OK);
+    pool_arg a = {{0}};
+    for (int i = 0; i < 2000; i++) srt_ctx_run(c, pool_fn, &a);
+    CHECK(a.hits[0] == 2000 && a.hits[1] == 2000 && a.hits[2] == 2000 && a.hits[3] == 2000 && a.hits[4] == 0);
+    srt_ctx_free(c);
+    srt_ctx_free(NULL);
+}
+
+int main(void) {
+    const char *q = getenv("SRT_TEST_QUICK");
+    quick = q && *q && *q != '0';
+    make_ctxs();
+    test_pool();
+    test_act();
+    test_compact();
+    test_gemv();
+    for (int c = 0; c < nctx; c++) srt_ctx_free(ctxs[c]);
+    srt_ctx_free(ctx_ref);
+    return sc_test_finish();
+}

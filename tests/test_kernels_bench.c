@@ -1,0 +1,41 @@
+/* test_kernels_bench.c - `sparsecal bench` as a command: a tiny quick run
+ * produces Markdown, CSV and JSON with every kernel row, and bad options
+ * fail with status 2. Never a timing assertion: benchmarks are commands. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "testing.h"
+
+static char out[1 << 20];
+
+int main(void) {
+    char cmd[2048];
+    const char *csv = sc_tmp_path("bench.csv");
+    snprintf(cmd, sizeof cmd, "%s bench --quick --dims 64:32,96:64 --layers 2 --threads 1,2 --sparsity 0.5 --csv %s 2>/dev/null",
+             SC_CLI_PATH, csv);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    const char *rows[] = {"stream floor", "f32 cblas_sgemv", "q4_0 rows", "q4_0t scatter", "| kmi4 |", "| zigzag |",
+                          "kmi4r rows", "MLP block", "Targets (96 -> 64, 2 threads)", "median µs"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) CHECK_MSG(strstr(out, rows[i]) != NULL, "missing '%s'", rows[i]);
+    FILE *f = fopen(csv, "r");
+    CHECK(f != NULL);
+    if (f) {
+        int lines = 0;
+        char line[1024];
+        while (fgets(line, sizeof line, f)) lines++;
+        fclose(f);
+        /* header + 2 shapes x 2 thread counts x (7 dense + 5 sparse) rows */
+        CHECK_MSG(lines == 1 + 2 * 2 * 12, "%d CSV lines", lines);
+    }
+    snprintf(cmd, sizeof cmd, "%s bench --quick --dims 64:32 --layers 2 --threads 1 --sparsity 0.3,0.5 --json 2>/dev/null",
+             SC_CLI_PATH);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    CHECK(strstr(out, "\"results\"") != NULL && strstr(out, "\"kernel\":\t\"mlp\"") != NULL);
+    snprintf(cmd, sizeof cmd, "%s bench --dims 65:32 2>/dev/null", SC_CLI_PATH);
+    CHECK(sc_run(cmd, NULL, 0) == 2);
+    snprintf(cmd, sizeof cmd, "%s bench --sparsity 1.5 2>/dev/null", SC_CLI_PATH);
+    CHECK(sc_run(cmd, NULL, 0) == 2);
+    snprintf(cmd, sizeof cmd, "%s bench --isa nosuch 2>/dev/null", SC_CLI_PATH);
+    CHECK(sc_run(cmd, NULL, 0) == 2);
+    return sc_test_finish();
+}
