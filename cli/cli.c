@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,3 +92,10 @@ static uint64_t status_kb(const char *key) {
 
 uint64_t cli_rss_bytes(void) { return status_kb("VmRSS:"); }
 uint64_t cli_peak_rss_bytes(void) { return status_kb("VmHWM:"); }
+
+void cli_print_json(cJSON *j) {
+    char *s = cJSON_PrintUnformatted(j);
+    if (s) puts(s);
+    free(s);
+    cJSON_Delete(j);
+}

@@ -58,6 +58,10 @@ sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err);
 sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err);
 void cli_inputs_free(cli_inputs *in);
 
+/* Prints j on one line to stdout and frees it (the --json output of every command). */
+struct cJSON;
+void cli_print_json(struct cJSON *j);
+
 /* Resident set size of this process in bytes (0 if unknown). */
 uint64_t cli_rss_bytes(void);
 uint64_t cli_peak_rss_bytes(void);

@@ -10,13 +10,6 @@
 #include "eval_input.h"
 #include "sparse_eval.h"
 
-static void print_json(cJSON *j) {
-    char *s = cJSON_PrintUnformatted(j);
-    if (s) puts(s);
-    free(s);
-    cJSON_Delete(j);
-}
-
 /* "a:b" -> [a, b) with b empty meaning the end */
 static bool parse_range(const char *s, int64_t *a, int64_t *b) {
     char *end;
@@ -135,7 +128,7 @@ int cmd_compute(int argc, char **argv) {
         cJSON_AddStringToObject(j, "data_id", c->data_id);
         cJSON_AddStringToObject(j, "shards", c->shards);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
-        print_json(j);
+        cli_print_json(j);
     } else if (!st && !quiet) {
         fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s)\n", out, (long long)c->n_seqs,
                 (long long)c->n_tokens, c->seconds, (double)(c->n_tokens + c->n_seqs) / (c->seconds > 0 ? c->seconds : 1e-9));
@@ -190,7 +183,7 @@ int cmd_merge(int argc, char **argv) {
         cJSON_AddStringToObject(j, "shards", acc->shards);
         cJSON_AddNumberToObject(j, "sequences", (double)acc->n_seqs);
         cJSON_AddNumberToObject(j, "tokens", (double)acc->n_tokens);
-        print_json(j);
+        cli_print_json(j);
     }
     sc_calib_free(acc);
     return st ? cli_fail("merge", st, &err) : 0;
@@ -322,7 +315,7 @@ int cmd_eval(int argc, char **argv) {
             if (lc_method) add_lc_json(j, method, &res, in.model->cfg.n_layers);
             if (in_method) add_input_json(j, &res, in.model->cfg.n_layers);
             cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
-            print_json(j);
+            cli_print_json(j);
         } else {
             printf("%s @ density %.3f: ppl %.6f (nll %.6f, %lld tokens); achieved density %.4f (min %.4f, max %.4f); "
                    "active MLP params/token %.0f\n",

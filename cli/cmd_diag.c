@@ -73,10 +73,7 @@ static void print_json(const sc_diag_result *r) {
         cJSON_AddItemToArray(rk, o);
     }
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
-    char *s = cJSON_PrintUnformatted(j);
-    if (s) puts(s);
-    free(s);
-    cJSON_Delete(j);
+    cli_print_json(j);
 }
 
 int cmd_diag(int argc, char **argv) {

@@ -8,13 +8,6 @@
 #include "cli.h"
 #include "eval.h"
 
-static void print_json(cJSON *j) {
-    char *s = cJSON_PrintUnformatted(j);
-    if (s) puts(s);
-    free(s);
-    cJSON_Delete(j);
-}
-
 int cmd_ppl(int argc, char **argv) {
     cli_inputs in = {0};
     int64_t ctx = 0;
@@ -59,7 +52,7 @@ int cmd_ppl(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "tokens_run", (double)res.n_tokens);
         cJSON_AddNumberToObject(j, "seconds", res.seconds);
         cJSON_AddNumberToObject(j, "tokens_per_second", (double)res.n_tokens / (res.seconds > 0 ? res.seconds : 1e-9));
-        print_json(j);
+        cli_print_json(j);
     } else {
         printf("ppl %.6f  nll/token %.6f  scored %lld tokens in %lld sequences (%lld windows, ctx %lld)  %.0f tok/s\n",
                ppl, nll, (long long)res.n_scored, (long long)res.n_seqs, (long long)res.n_windows, (long long)ctx,
@@ -124,7 +117,7 @@ int cmd_generate(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "prompt_tokens", (double)res.n_prompt);
         cJSON_AddNumberToObject(j, "generated_tokens", (double)((int64_t)res.tokens.n - res.n_prompt));
         cJSON_AddNumberToObject(j, "seconds", res.seconds);
-        print_json(j);
+        cli_print_json(j);
     } else if (!st) {
         int64_t gen = (int64_t)res.tokens.n - res.n_prompt;
         fprintf(stderr, "generated %lld tokens in %.3f s (%.1f tok/s)\n", (long long)gen, res.seconds,

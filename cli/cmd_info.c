@@ -68,10 +68,7 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "weights_converted_bytes", (double)m->owned_bytes);
         cJSON_AddNumberToObject(j, "rss_bytes", (double)rss);
         cJSON_AddStringToObject(j, "cpu_features", feats);
-        char *s = cJSON_PrintUnformatted(j);
-        if (s) puts(s);
-        free(s);
-        cJSON_Delete(j);
+        cli_print_json(j);
     } else {
         printf("model       %s (%s, %s weights)\n", m->path, m->format, m->src_dtype);
         printf("family      %s: dim %lld, ffn %lld, %lld layers, %lld heads (%lld kv, head_dim %lld)\n",

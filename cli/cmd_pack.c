@@ -64,10 +64,7 @@ int cmd_pack(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "seconds", res.seconds);
             cJSON_AddNumberToObject(j, "mb_per_second", mbps);
             cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
-            char *s = cJSON_PrintUnformatted(j);
-            if (s) puts(s);
-            free(s);
-            cJSON_Delete(j);
+            cli_print_json(j);
         } else if (!quiet) {
             fprintf(stderr, "wrote %s (%s): %.1f MB from %.1f MB of f32 weights in %.2f s (%.0f MB/s)\n", out, layout,
                     (double)res.bytes_out / 1e6, (double)res.f32_bytes_in / 1e6, res.seconds, mbps);

@@ -150,10 +150,7 @@ int cmd_bench_forward(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "sgemm_gflops", gf_g);
         cJSON_AddNumberToObject(j, "forward_share_of_sgemm", gf_f / gf_g);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
-        char *s = cJSON_PrintUnformatted(j);
-        if (s) puts(s);
-        free(s);
-        cJSON_Delete(j);
+        cli_print_json(j);
     } else {
         printf("forward      %8.1f tok/s  %7.1f GFLOP/s\n", tps_f, gf_f);
         printf("sgemm only   %8.1f tok/s  %7.1f GFLOP/s\n", tps_g, gf_g);

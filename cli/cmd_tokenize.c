@@ -128,10 +128,7 @@ int cmd_tokenize(int argc, char **argv) {
             for (size_t i = 0; i < ids.n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids.ids[i]));
             cJSON_AddStringToObject(j, "text", dec ? dec : "");
         }
-        char *s = cJSON_PrintUnformatted(j);
-        if (s) puts(s);
-        free(s);
-        cJSON_Delete(j);
+        cli_print_json(j);
     } else if (bench) {
         printf("%s (%s, %lld tokens): load %.3f s; encode %.2f MB/s (%zu tokens, %.2f bytes/token); decode %.2f MB/s\n",
                in.tok_path ? in.tok_path : in.model_path, sc_tokenizer_kind(in.tok),
