@@ -32,7 +32,8 @@ typedef struct cli_inputs {
 /* Option-table rows every command that reads a model and data shares (use
  * inside an sc_opt array; `in` is a cli_inputs lvalue). */
 #define CLI_MODEL_OPTS(in)                                                                                           \
-    {"model", 'm', SC_ARG_STR, &(in).model_path, "MODEL", "model: llama2.c .bin, .gguf, or Hugging Face dir", 0, 0},  \
+    {"model", 'm', SC_ARG_STR, &(in).model_path, "MODEL", "model: llama2.c .bin, .gguf, Hugging Face dir or .spk", 0, 0}, \
+    {"artifact", 0, SC_ARG_STR, &(in).model_path, "FILE", "a packed artifact (.spk) as the model (same as -m)", 0, 0},   \
     {"tokenizer", 't', SC_ARG_STR, &(in).tok_path, "TOK",                                                             \
      "tokenizer.json, tokenizer.model, llama2.c tokenizer.bin, .gguf or a dir; default: the model's", 0, 0}
 #define CLI_DATA_OPTS(in)                                                                                            \
