@@ -120,6 +120,7 @@ int cmd_generate(int argc, char **argv) {
         cli_print_json(j);
     } else if (!st) {
         int64_t gen = (int64_t)res.tokens.n - res.n_prompt;
+        fflush(stdout); /* the text first, then the statistics */
         fprintf(stderr, "generated %lld tokens in %.3f s (%.1f tok/s)\n", (long long)gen, res.seconds,
                 (double)gen / (res.seconds > 0 ? res.seconds : 1e-9));
     }

@@ -17,3 +17,7 @@ echo "== sparsecal ppl (held-out TinyStories, $(basename "$EVAL"))"
 $SC ppl -m "$MODEL" -t "$TOK" -f "$EVAL"
 echo "== sparsecal generate (greedy, from BOS)"
 $SC generate -m "$MODEL" -t "$TOK" --temperature 0
+while IFS= read -r prompt; do
+  echo "== sparsecal generate -p \"$prompt\" (sampled, seed 1)"
+  $SC generate -m "$MODEL" -t "$TOK" -p "$prompt" -n 96 --seed 1
+done < data/prompts.txt
