@@ -13,13 +13,14 @@ int cmd_pack(int argc, char **argv) {
     const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL;
     double density = 1.0;
     int64_t compress = 0;
-    bool json = false, quiet = false;
+    bool json = false, quiet = false, permute = false;
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
+        {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that often-live neurons cluster (needs --calib)", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level per section; 0 = raw, mmap-able (default)", 0, 19},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "artifact to write (.spk)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
@@ -50,7 +51,7 @@ int cmd_pack(int argc, char **argv) {
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
                      !strcmp(method, "claws") ? "claws" : "cats");
     if (!st) {
-        sc_pack_opts o = {layout, c, method, density, (int)compress, quiet ? NULL : stderr};
+        sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr};
         st = sc_pack(in.model, in.tok, &o, out, &res, &err);
     }
     if (!st) {

@@ -41,6 +41,7 @@ typedef struct packer {
     size_t pad_cap;
     void *buf;     /* packed bytes */
     size_t buf_cap;
+    uint32_t *perm_all; /* [L, F] neuron permutation (NULL: none) */
 } packer;
 
 static sc_status wr_fail(packer *p, sc_err *err) {
@@ -212,7 +213,8 @@ static sc_status add_routing(packer *p, const sc_model *m, cJSON *man, sc_err *e
             char what[32], name[96];
             if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2) continue;
             if (!strcmp(me->name, "claws") && !strcmp(what, "c")) {
-                for (int64_t j = 0; j < m->cfg.ffn_dim; j++) f[j] = (float)((double *)arr[k].data)[j];
+                const uint32_t *pm = p->perm_all && layer >= 0 && layer < m->cfg.n_layers ? p->perm_all + layer * m->cfg.ffn_dim : NULL;
+                for (int64_t j = 0; j < m->cfg.ffn_dim; j++) f[j] = (float)((double *)arr[k].data)[pm ? pm[j] : (uint32_t)j];
                 snprintf(name, sizeof name, "l%lld.claws_c", layer);
                 st = add_f32(p, name, f, m->cfg.ffn_dim, err);
             } else if (!strcmp(me->name, "cats") && !strcmp(what, "thresholds")) {
@@ -227,6 +229,44 @@ done:
     free(arr);
     free(f);
     return st;
+}
+
+/* ---- neuron permutation ---- */
+
+static const double *g_key;
+static int cmp_activity(const void *a, const void *b) {
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    if (g_key[i] != g_key[j]) return g_key[i] > g_key[j] ? -1 : 1;
+    return i < j ? -1 : (i > j);
+}
+
+/* perm[i] = the original neuron stored at position i: most active first
+ * (mean |phi(u_j)| from cats "activity", else claws "den"), so that neurons
+ * that are live most often sit together. A first-order stand-in for full
+ * co-activation clustering. */
+static sc_status neuron_order(const sc_calib *c, int64_t layer, int64_t F, uint32_t *perm, sc_err *err) {
+    const double *key = NULL;
+    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+    if (!arr) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    char want_cats[64], want_claws[64];
+    snprintf(want_cats, sizeof want_cats, "layer%lld.activity", (long long)layer);
+    snprintf(want_claws, sizeof want_claws, "layer%lld.den", (long long)layer);
+    for (int i = 0; c && i < c->n_entries && !key; i++) {
+        const sc_method *me = c->entries[i].method;
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
+        for (int k = 0; k < n && !key; k++)
+            if ((!strcmp(me->name, "cats") && !strcmp(arr[k].name, want_cats)) ||
+                (!strcmp(me->name, "claws") && !strcmp(arr[k].name, want_claws)))
+                key = arr[k].data;
+    }
+    free(arr);
+    if (!key)
+        return sc_errf(err, SC_EARG, "pack --permute: the calibration holds no neuron activity for layer %lld "
+                                     "(compute --method cats or claws on all layers)", (long long)layer);
+    for (int64_t j = 0; j < F; j++) perm[j] = (uint32_t)j;
+    g_key = key;
+    qsort(perm, (size_t)F, sizeof *perm, cmp_activity);
+    return SC_OK;
 }
 
 sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts *o, const char *path,
@@ -257,9 +297,40 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     sc_status st = add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err);
     if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
     if (!st && !c->tied_classifier) st = add_matrix(&p, "classifier", plan->classifier, m->classifier, c->vocab_size, D, err);
+    uint32_t *perm = NULL;
+    float *pg = NULL, *pu = NULL, *pd = NULL;
+    if (!st && o->permute) {
+        perm = malloc((size_t)F * sizeof *perm);
+        pg = malloc((size_t)(F * D) * sizeof *pg);
+        pu = malloc((size_t)(F * D) * sizeof *pu);
+        pd = malloc((size_t)(F * D) * sizeof *pd);
+        if (!perm || !pg || !pu || !pd) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the permutation");
+        p.perm_all = calloc((size_t)(c->n_layers * F), sizeof *p.perm_all);
+        if (!p.perm_all && !st) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the permutation");
+    }
     for (int64_t l = 0; l < c->n_layers && !st; l++) {
         const sc_layer *L = &m->layers[l];
+        const float *wg = L->wg, *wu = L->wu, *wd = L->wd;
         char nm[64];
+        if (o->permute) { /* rows of W_g and W_u, columns of W_d */
+            if ((st = neuron_order(o->calib, l, F, perm, err))) break;
+            for (int64_t i = 0; i < F; i++) {
+                memcpy(pg + i * D, L->wg + (int64_t)perm[i] * D, (size_t)D * sizeof(float));
+                memcpy(pu + i * D, L->wu + (int64_t)perm[i] * D, (size_t)D * sizeof(float));
+            }
+            for (int64_t r = 0; r < D; r++)
+                for (int64_t i = 0; i < F; i++) pd[r * F + i] = L->wd[r * F + perm[i]];
+            memcpy(p.perm_all + l * F, perm, (size_t)F * sizeof *perm);
+            uint64_t dims[1] = {(uint64_t)F};
+            snprintf(nm, sizeof nm, "l%lld.perm", (long long)l);
+            if (srt_writer_add(p.w, nm, SRT_CT_U32, 1, dims, perm, (size_t)F * sizeof *perm, o->compress)) {
+                st = wr_fail(&p, err);
+                break;
+            }
+            wg = pg;
+            wu = pu;
+            wd = pd;
+        }
 #define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
         if ((st = add_f32(&p, NAME("attn_norm"), L->attn_norm, D, err)) ||
             (st = add_f32(&p, NAME("ffn_norm"), L->ffn_norm, D, err)) ||
@@ -267,9 +338,9 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             (st = add_matrix(&p, NAME("wk"), plan->attn, L->wk, kvd, D, err)) ||
             (st = add_matrix(&p, NAME("wv"), plan->attn, L->wv, kvd, D, err)) ||
             (st = add_matrix(&p, NAME("wo"), plan->attn, L->wo, D, qd, err)) ||
-            (st = add_matrix(&p, NAME("wg"), plan->gate, L->wg, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wu"), plan->up, L->wu, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wd"), plan->down, L->wd, D, F, err)))
+            (st = add_matrix(&p, NAME("wg"), plan->gate, wg, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wu"), plan->up, wu, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wd"), plan->down, wd, D, F, err)))
             break;
         if (c->qkv_bias && ((st = add_f32(&p, NAME("bq"), L->bq, qd, err)) || (st = add_f32(&p, NAME("bk"), L->bk, kvd, err)) ||
                             (st = add_f32(&p, NAME("bv"), L->bv, kvd, err))))
@@ -282,6 +353,11 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         }
     }
     if (o->progress) fputc('\n', o->progress);
+    free(perm);
+    free(pg);
+    free(pu);
+    free(pd);
+    cJSON_AddBoolToObject(man, "permuted", o->permute);
     if (!st) st = add_routing(&p, m, man, err);
     if (!st) st = add_tokenizer(&p, tok, man, err);
     char *text = st ? NULL : cJSON_PrintUnformatted(man);
@@ -293,6 +369,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     srt_writer_free(p.w); /* before a successful finish this removes the temp file */
     srt_free(p.pad);
     srt_free(p.buf);
+    free(p.perm_all);
     res->seconds = sc_now() - t0;
     return st;
 }

@@ -20,6 +20,7 @@ typedef struct sc_pack_opts {
     const char *method;   /* router recorded as the artifact's default: dense, cats, cats-threshold, claws */
     double density;       /* its default density */
     int compress;         /* zstd level for the sections (0: raw, mmap-able) */
+    bool permute;         /* reorder FFN neurons by calibrated activity (needs cats or claws statistics) */
     FILE *progress;
 } sc_pack_opts;
 

@@ -44,7 +44,7 @@ int main(void) {
     double bound[] = {0.0, 0.005, 0.15, 0.15, 0.6}; /* relative perplexity increase allowed */
     for (int i = 0; i < 5; i++) {
         const char *p = sc_tmp_path("m.spk");
-        sc_pack_opts po = {layouts[i], c, "claws", 0.5, i == 1 ? 3 : 0, NULL};
+        sc_pack_opts po = {layouts[i], c, "claws", 0.5, i == 1 ? 3 : 0, false, NULL};
         sc_pack_result pr;
         CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s: %s", layouts[i], err.msg);
         sc_model *a;
@@ -92,8 +92,62 @@ int main(void) {
             free(buf);
         }
     }
+    /* --permute: the model's function is unchanged (f32 artifact); rows of W_g, columns of W_d and
+     * the CLAWS multipliers move together; the most active neurons come first */
+    {
+        const char *p0 = sc_tmp_path("plain.spk"), *p1 = sc_tmp_path("perm.spk");
+        sc_pack_opts po = {"f32", c, "claws", 0.5, 0, false, NULL};
+        sc_pack_result pr;
+        CHECK(sc_pack(m, tok, &po, p0, &pr, &err) == SC_OK);
+        po.permute = true;
+        CHECK_MSG(sc_pack(m, tok, &po, p1, &pr, &err) == SC_OK, "%s", err.msg);
+        sc_model *a, *b;
+        CHECK(sc_model_load(p0, &a, &err) == SC_OK);
+        CHECK(sc_model_load(p1, &b, &err) == SC_OK);
+        sc_ppl_result ra, rb;
+        CHECK(sc_eval_ppl(a, &d, 512, NULL, NULL, &ra, &err) == SC_OK);
+        CHECK(sc_eval_ppl(b, &d, 512, NULL, NULL, &rb, &err) == SC_OK);
+        printf("permuted f32 artifact: nll %.9f vs %.9f\n", rb.nll_sum / rb.n_scored, ra.nll_sum / ra.n_scored);
+        CHECK(fabs(rb.nll_sum - ra.nll_sum) <= 1e-6 * fabs(ra.nll_sum));
+        char msg[256];
+        srt_container *ct;
+        CHECK(srt_container_open(p1, SRT_CT_SPAK, &ct, msg, sizeof msg) == SRT_CT_OK);
+        const void *pp, *cp;
+        CHECK(srt_container_get_typed(ct, "l2.perm", SRT_CT_U32, 172, &pp) == SRT_CT_OK);
+        CHECK(srt_container_get_typed(ct, "l2.claws_c", SRT_CT_F32, 172, &cp) == SRT_CT_OK);
+        const uint32_t *perm = pp;
+        const float *cc = cp;
+        const double *c_orig = NULL, *act = NULL;
+        sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+        for (int e = 0; e < c->n_entries; e++) {
+            int n = c->entries[e].method->arrays(c->entries[e].state, arr, SC_MAX_ARRAYS);
+            for (int k = 0; k < n; k++) {
+                if (!strcmp(arr[k].name, "layer2.c")) c_orig = arr[k].data;
+                if (!strcmp(arr[k].name, "layer2.activity")) act = arr[k].data;
+            }
+        }
+        free(arr);
+        bool same_rows = true, same_c = true, sorted = true, is_perm = true;
+        unsigned char seen[172] = {0};
+        for (int i = 0; i < 172; i++) {
+            if (perm[i] >= 172 || seen[perm[i]]++) is_perm = false;
+            if (perm[i] >= 172) continue;
+            if (memcmp(b->layers[2].wg + i * 64, m->layers[2].wg + perm[i] * 64, 64 * sizeof(float))) same_rows = false;
+            if (b->layers[2].wd[5 * 172 + i] != m->layers[2].wd[5 * 172 + perm[i]]) same_rows = false;
+            if (c_orig && cc[i] != (float)c_orig[perm[i]]) same_c = false;
+            if (act && i > 0 && act[perm[i]] > act[perm[i - 1]]) sorted = false;
+        }
+        CHECK(is_perm && same_rows && same_c && sorted && c_orig && act);
+        srt_container_close(ct);
+        sc_model_free(a);
+        sc_model_free(b);
+        /* without neuron statistics --permute is refused */
+        po.calib = NULL;
+        CHECK(sc_pack(m, tok, &po, sc_tmp_path("np.spk"), &pr, &err) == SC_EARG);
+    }
+
     /* unknown layout, and a pack that fails leaves no file */
-    sc_pack_opts po = {"q5_k", NULL, NULL, 1.0, 0, NULL};
+    sc_pack_opts po = {"q5_k", NULL, NULL, 1.0, 0, false, NULL};
     sc_pack_result pr;
     CHECK(sc_pack(m, tok, &po, sc_tmp_path("x.spk"), &pr, &err) == SC_EARG);
     CHECK(!sc_file_exists(sc_tmp_path("x.spk")));

@@ -43,6 +43,7 @@ typedef struct cats {
     int64_t L0, L1, F;
     int64_t *hist; /* [layers, NB] */
     double *thr;   /* [layers, 19] thresholds at sparsity 0.05 .. 0.95 (derived, for inspection) */
+    double *act;   /* [layers, F] sum of |phi(u_j)| per neuron (activity, for neuron permutation) */
 } cats;
 
 static void cats_free(void *p) {
@@ -50,6 +51,7 @@ static void cats_free(void *p) {
     if (!s) return;
     free(s->hist);
     free(s->thr);
+    free(s->act);
     free(s);
 }
 
@@ -61,7 +63,8 @@ static sc_status cats_create(const sc_model *m, const sc_method_opts *o, void **
     s->F = m->cfg.ffn_dim;
     s->hist = calloc((size_t)((s->L1 - s->L0) * SC_CATS_NB), sizeof *s->hist);
     s->thr = calloc((size_t)((s->L1 - s->L0) * 19), sizeof *s->thr);
-    if (!s->hist || !s->thr) {
+    s->act = calloc((size_t)((s->L1 - s->L0) * s->F), sizeof *s->act);
+    if (!s->hist || !s->thr || !s->act) {
         cats_free(s);
         return sc_errf(err, SC_ENOMEM, "cats: out of memory");
     }
@@ -73,7 +76,13 @@ static sc_status cats_observe(void *p, const sc_tap_event *ev, int64_t n_scored,
     cats *s = p;
     if (ev->is_grad || ev->tap != SC_TAP_GATE_ACT || ev->layer < s->L0 || ev->layer >= s->L1) return SC_OK;
     int64_t *h = s->hist + (ev->layer - s->L0) * SC_CATS_NB;
-    for (int64_t i = 0; i < n_scored * s->F; i++) h[sc_cats_bin_of(fabs((double)ev->data[i]))]++;
+    double *act = s->act + (ev->layer - s->L0) * s->F;
+    for (int64_t t = 0; t < n_scored; t++)
+        for (int64_t j = 0; j < s->F; j++) {
+            double v = fabs((double)ev->data[t * s->F + j]);
+            h[sc_cats_bin_of(v)]++;
+            act[j] += v;
+        }
     return SC_OK;
 }
 
@@ -87,7 +96,7 @@ static sc_status cats_finalize(void *p, sc_err *err) {
 static int cats_arrays(void *p, sc_array *out, int cap) {
     cats *s = p;
     int n = 0;
-    for (int64_t l = 0; l < s->L1 - s->L0 && n + 1 < cap; l++) {
+    for (int64_t l = 0; l < s->L1 - s->L0 && n + 2 < cap; l++) {
         sc_array *a = &out[n++];
         snprintf(a->name, sizeof a->name, "layer%lld.hist", (long long)(s->L0 + l));
         a->kind = SC_ARR_SUM;
@@ -102,6 +111,13 @@ static int cats_arrays(void *p, sc_array *out, int cap) {
         a->shape[0] = 19;
         a->shape[1] = 0;
         a->data = s->thr + l * 19;
+        a = &out[n++];
+        snprintf(a->name, sizeof a->name, "layer%lld.activity", (long long)(s->L0 + l));
+        a->kind = SC_ARR_SUM;
+        a->type = SC_ARR_F64;
+        a->shape[0] = s->F;
+        a->shape[1] = 0;
+        a->data = s->act + l * s->F;
     }
     return n;
 }
