@@ -69,6 +69,7 @@ uint64_t cli_peak_rss_bytes(void);
 
 int cmd_ppl(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

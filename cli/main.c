@@ -14,6 +14,7 @@ static const command commands[] = {
     {"info", cmd_info, "show a model's family, shapes, dtypes, parameters, tokenizer and memory"},
     {"ppl", cmd_ppl, "teacher-forced perplexity on text or pre-tokenized data"},
     {"generate", cmd_generate, "generate text from BOS (+ a prompt)"},
+    {"run", cmd_run, "decode from a packed artifact (.spk) with the runtime kernels and the sparse MLP"},
     {"tokenize", cmd_tokenize, "encode text to token ids or decode ids; --bench for encoding throughput"},
     {"compute", cmd_compute, "accumulate calibration statistics (claws, cats) into a .scal file"},
     {"merge", cmd_merge, "sum compatible calibration files (shards) into one"},

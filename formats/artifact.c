@@ -70,11 +70,12 @@ static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols,
     return SC_OK;
 }
 
-static sc_status load_tokenizer(rd *r, const cJSON *tj, sc_err *err) {
+/* The embedded vocabulary (none: *out stays NULL); vocab bounds its size. */
+static sc_status read_tokenizer(rd *r, const cJSON *tj, int64_t vocab, sc_tokenizer **out, sc_err *err) {
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(tj, "kind");
     if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "sentencepiece") != 0) return SC_OK; /* none embedded */
     int64_t n = jint(tj, "vocab_size");
-    if (n <= 0 || n > r->m->cfg.vocab_size)
+    if (n <= 0 || n > vocab)
         return sc_errf(err, SC_EFORMAT, "%s: tokenizer.vocab_size is invalid", r->path);
     const void *off_p, *sc_p, *ty_p, *tx_p;
     uint64_t tx_size;
@@ -98,9 +99,32 @@ static sc_status load_tokenizer(rd *r, const cJSON *tj, sc_err *err) {
     }
     if (!st)
         st = sc_tokenizer_from_pieces(r->path, pieces, lens, sc_p, ty_p, n, (int32_t)jint(tj, "bos"),
-                                      (int32_t)jint(tj, "eos"), -1, false, &r->m->tokenizer, err);
+                                      (int32_t)jint(tj, "eos"), -1, false, out, err);
     free(pieces);
     free(lens);
+    return st;
+}
+
+static sc_status load_tokenizer(rd *r, const cJSON *tj, sc_err *err) {
+    return read_tokenizer(r, tj, r->m->cfg.vocab_size, &r->m->tokenizer, err);
+}
+
+sc_status sc_artifact_load_tokenizer(const char *path, sc_tokenizer **out, sc_err *err) {
+    *out = NULL;
+    char msg[768] = "";
+    rd r = {0};
+    r.path = path;
+    if (srt_container_open(path, SRT_CT_SPAK, &r.ct, msg, sizeof msg)) return sc_errf(err, SC_EFORMAT, "%s", msg);
+    size_t mlen;
+    const char *mt = srt_container_manifest_text(r.ct, &mlen);
+    cJSON *man = cJSON_ParseWithLength(mt, mlen);
+    int64_t vocab = jint(cJSON_GetObjectItemCaseSensitive(man, "config"), "vocab_size");
+    sc_status st = vocab > 0 ? read_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), vocab, out, err)
+                             : sc_errf(err, SC_EFORMAT, "%s: manifest: config.vocab_size is missing", path);
+    if (!st && !*out)
+        st = sc_errf(err, SC_EFORMAT, "%s: the artifact embeds no tokenizer; give one with -t", path);
+    cJSON_Delete(man);
+    srt_container_close(r.ct);
     return st;
 }
 

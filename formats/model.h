@@ -125,5 +125,7 @@ sc_status sc_load_gguf(const char *path, sc_model **out, sc_err *err);
 sc_status sc_load_hf(const char *path, sc_model **out, sc_err *err);
 /* A packed artifact (.spk), weights dequantised to f32 (formats/artifact.c). */
 sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err);
+/* Only the vocabulary embedded in an artifact (SC_EFORMAT when there is none). */
+sc_status sc_artifact_load_tokenizer(const char *path, struct sc_tokenizer **out, sc_err *err);
 
 #endif

@@ -1,0 +1,269 @@
+/* cmd_run.c - `sparsecal run`: token-by-token decode straight from a packed
+ * artifact with the runtime kernels (kernels/srt_model.h): quantised weights
+ * in their layouts, an f32 key/value cache, and the MLP routed per token. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "eval.h"
+#include "srt_model.h"
+
+/* Without a tokenizer (e.g. a synthetic model) the ids are printed. */
+static void emit(FILE *out, const sc_tokenizer *tok, int32_t prev, int32_t id, char **text, size_t *n, size_t *cap) {
+    char buf[512];
+    size_t k = tok ? sc_tokenizer_decode(tok, prev, id, buf, sizeof buf) : (size_t)snprintf(buf, sizeof buf, " %d", id);
+    if (out) {
+        fwrite(buf, 1, k, out);
+        fflush(out);
+    }
+    if (text && *text) {
+        if (*n + k + 1 > *cap) {
+            size_t c = *cap;
+            while (*n + k + 1 > c) c *= 2;
+            char *p = realloc(*text, c);
+            if (!p) {
+                free(*text);
+                *text = NULL;
+                return;
+            }
+            *text = p;
+            *cap = c;
+        }
+        memcpy(*text + *n, buf, k);
+        *n += k;
+        (*text)[*n] = '\0';
+    }
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL;
+    int64_t steps = 256, threads = 1;
+    double temperature = 1.0, top_p = 0.9, density = -1.0;
+    uint64_t seed = 0;
+    bool json = false, dense = false;
+    const sc_opt opts[] = {
+        {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
+        {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
+        {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
+        {"steps", 'n', SC_ARG_INT, &steps, "N", "total positions including BOS and prompt, as llama2.c (default 256; 0 = model context)", 0, 1 << 21},
+        {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
+        {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
+        {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "MLP router: dense, cats, claws (default: the artifact's)", 0, 0},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
+        {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
+        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
+        {"threads", 0, SC_ARG_INT, &threads, "N", "kernel threads (default 1)", 1, 256},
+        {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
+        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+    };
+    int r = sc_parse_args("run", "Decode token by token straight from a packed artifact with the runtime kernels: the\n"
+                                 "weights stay quantised in their layouts, keys and values are cached, and each token's\n"
+                                 "MLP runs only the neurons its router keeps (up rows and down columns of the live list).",
+                          opts, argc, argv, NULL, 0, NULL);
+    if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    sc_err err = {{0}};
+    if (!path) {
+        sc_errf(&err, SC_EARG, "no artifact given (--artifact FILE)");
+        return cli_fail("run", SC_EARG, &err);
+    }
+    srt_isa isa = SRT_ISA_AUTO;
+    if (isa_name && srt_isa_parse(isa_name, &isa) != SRT_OK) {
+        sc_errf(&err, SC_EARG, "unknown ISA '%s' (scalar, avx2, avx512, neon, dotprod)", isa_name);
+        return cli_fail("run", SC_EARG, &err);
+    }
+    if (srt_isa_resolve(isa, &isa) != SRT_OK || !srt_isa_available(isa)) {
+        sc_errf(&err, SC_EARG, "ISA %s is not available on this CPU", isa_name ? isa_name : "(SPARSECAL_ISA)");
+        return cli_fail("run", SC_EARG, &err);
+    }
+    if (seed == 0) seed = (uint64_t)(sc_now() * 1e6);
+    srt_ctx *ctx = NULL;
+    srt_model *m = NULL;
+    sc_tokenizer *tok = NULL;
+    sc_tokens toks = {0}, ptoks = {0};
+    float *scratch = NULL;
+    char *text = NULL;
+    sc_status st = SC_OK;
+    if (srt_ctx_create(&ctx, isa, (int)threads) != SRT_OK) {
+        st = sc_errf(&err, SC_ENOMEM, "cannot start %lld kernel threads", (long long)threads);
+        goto done;
+    }
+    char msg[1024] = "";
+    /* the KV cache covers the positions this run feeds */
+    srt_model_opts mo = {0, ctx};
+    {
+        srt_ct_status cs = srt_model_open(path, &mo, &m, msg, sizeof msg);
+        if (cs) {
+            st = sc_errf(&err, cs == SRT_CT_EIO ? SC_EIO : cs == SRT_CT_ENOMEM ? SC_ENOMEM : SC_EFORMAT, "%s", msg);
+            goto done;
+        }
+    }
+    const srt_model_config *c = srt_model_get_config(m);
+    if (tok_path) {
+        if ((st = sc_tokenizer_load_auto(tok_path, c->vocab_size, &tok, &err))) goto done;
+    } else if ((st = sc_artifact_load_tokenizer(path, &tok, &err))) {
+        if (prompt && *prompt) goto done;
+        /* no vocabulary: generate from BOS and print token ids */
+        fprintf(stderr, "note: %s; printing token ids\n", err.msg);
+        st = SC_OK;
+        err.msg[0] = '\0';
+    }
+    if (tok && sc_tokenizer_vocab_size(tok) > c->vocab_size) {
+        st = sc_errf(&err, SC_EARG, "the tokenizer has %lld tokens but the model only %lld",
+                     (long long)sc_tokenizer_vocab_size(tok), (long long)c->vocab_size);
+        goto done;
+    }
+    /* router */
+    const char *art_method = srt_model_default_method(m);
+    double art_density = srt_model_default_density(m);
+    if (dense) method = "dense";
+    if (!method) {
+        method = art_method;
+        if (strcmp(method, "dense") && strcmp(method, "cats") && strcmp(method, "claws")) {
+            fprintf(stderr, "note: the artifact's router '%s' is not supported by run; running dense\n", method);
+            method = "dense";
+        }
+    }
+    int kind = srt_router_from_name(method);
+    if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) {
+        st = sc_errf(&err, SC_EARG, "unknown or unsupported method '%s' (dense, cats, claws)", method);
+        goto done;
+    }
+    if (density < 0) density = art_density > 0 && art_density <= 1 ? art_density : 0.5;
+    if (kind == SRT_ROUTER_DENSE) density = 1.0;
+    srt_status ks = srt_model_set_router(m, (srt_router)kind, density);
+    if (ks == SRT_ENOTSUP) {
+        st = sc_errf(&err, SC_EARG, "%s: method claws needs the CLAWS multipliers (lN.claws_c); pack with --calib", path);
+        goto done;
+    } else if (ks != SRT_OK) {
+        st = sc_errf(&err, SC_EARG, "bad router settings (%s)", srt_status_str(ks));
+        goto done;
+    }
+    /* prompt */
+    int64_t max_steps = c->max_seq_len;
+    if (steps <= 0 || steps > max_steps) steps = max_steps;
+    int32_t bos = c->bos_id >= 0 ? c->bos_id : tok ? sc_tokenizer_bos(tok) : -1;
+    int32_t eos = c->eos_id >= 0 ? c->eos_id : tok ? sc_tokenizer_eos(tok) : -1;
+    if (bos < 0) {
+        st = sc_errf(&err, SC_EARG, "the model has no BOS token id");
+        goto done;
+    }
+    if (prompt && *prompt && (st = sc_tokenizer_encode(tok, prompt, strlen(prompt), false, false, &ptoks, &err)))
+        goto done;
+    if (sc_tokens_push(&toks, bos)) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < ptoks.n; i++)
+        if (sc_tokens_push(&toks, ptoks.ids[i])) {
+            st = sc_errf(&err, SC_ENOMEM, "out of memory");
+            goto done;
+        }
+    int64_t n_prompt = (int64_t)toks.n;
+    if (n_prompt > steps || n_prompt > srt_model_max_ctx(m)) {
+        st = sc_errf(&err, SC_EARG, "the prompt (%lld tokens with BOS) fills all %lld steps", (long long)n_prompt,
+                     (long long)steps);
+        goto done;
+    }
+    scratch = malloc((size_t)c->vocab_size * 3 * sizeof(float));
+    size_t tn = 0, tcap = 256;
+    text = json ? malloc(tcap) : NULL;
+    if (!scratch || (json && !text)) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (text) text[0] = '\0';
+    float *row = scratch + 2 * c->vocab_size;
+    sc_sampler smp;
+    sc_sampler_init(&smp, (float)temperature, (float)top_p, seed);
+    FILE *out = json ? NULL : stdout;
+    for (int64_t i = 1; i < n_prompt; i++) emit(out, tok, toks.ids[i - 1], toks.ids[i], &text, &tn, &tcap);
+    /* the prompt, token by token */
+    const float *logits = NULL;
+    double t0 = sc_now();
+    for (int64_t i = 0; i < n_prompt && !st; i++) {
+        ks = srt_model_step(m, toks.ids[i], i, &logits);
+        if (ks != SRT_OK) st = sc_errf(&err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)i, srt_status_str(ks));
+    }
+    double t_prompt = sc_now() - t0;
+    srt_model_timing tm_prompt;
+    srt_model_get_timing(m, &tm_prompt);
+    srt_model_reset_timing(m);
+    double t1 = sc_now();
+    int64_t pos = n_prompt;
+    while (st == SC_OK) {
+        memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
+        int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
+        if (next == bos || next == eos) break;
+        if (sc_tokens_push(&toks, next)) {
+            st = sc_errf(&err, SC_ENOMEM, "out of memory");
+            break;
+        }
+        emit(out, tok, toks.ids[pos - 1], next, &text, &tn, &tcap);
+        if (pos >= steps) break;
+        ks = srt_model_step(m, next, pos, &logits);
+        if (ks != SRT_OK) st = sc_errf(&err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)pos, srt_status_str(ks));
+        pos++;
+    }
+    double t_decode = sc_now() - t1;
+    if (st) goto done;
+    srt_model_timing tm;
+    srt_model_get_timing(m, &tm);
+    int64_t gen = (int64_t)toks.n - n_prompt;
+    double tps = (double)tm.steps / (t_decode > 0 ? t_decode : 1e-9);
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "artifact", path);
+        cJSON_AddStringToObject(j, "text", text ? text : "");
+        cJSON *ids = cJSON_AddArrayToObject(j, "tokens");
+        for (size_t i = 0; i < toks.n; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(toks.ids[i]));
+        cJSON_AddNumberToObject(j, "prompt_tokens", (double)n_prompt);
+        cJSON_AddNumberToObject(j, "generated_tokens", (double)gen);
+        cJSON_AddStringToObject(j, "method", srt_router_name((srt_router)kind));
+        cJSON_AddNumberToObject(j, "density", density);
+        cJSON_AddNumberToObject(j, "live_neurons", (double)srt_model_live_count(m));
+        cJSON_AddNumberToObject(j, "ffn_dim", (double)c->ffn_dim);
+        cJSON_AddStringToObject(j, "isa", srt_isa_name(srt_ctx_isa(ctx)));
+        cJSON_AddNumberToObject(j, "threads", (double)threads);
+        cJSON_AddNumberToObject(j, "weight_bytes", (double)srt_model_weight_bytes(m));
+        cJSON_AddNumberToObject(j, "prompt_seconds", t_prompt);
+        cJSON_AddNumberToObject(j, "prompt_tokens_per_second", (double)n_prompt / (t_prompt > 0 ? t_prompt : 1e-9));
+        cJSON_AddNumberToObject(j, "decode_steps", (double)tm.steps);
+        cJSON_AddNumberToObject(j, "decode_seconds", t_decode);
+        cJSON_AddNumberToObject(j, "tokens_per_second", tps);
+        double ns = tm.steps > 0 ? (double)tm.steps : 1.0;
+        cJSON *pt = cJSON_AddObjectToObject(j, "per_token_ms");
+        cJSON_AddNumberToObject(pt, "attention", 1e3 * tm.attn / ns);
+        cJSON_AddNumberToObject(pt, "attention_proj", 1e3 * tm.attn_proj / ns);
+        cJSON_AddNumberToObject(pt, "attention_core", 1e3 * tm.attn_core / ns);
+        cJSON_AddNumberToObject(pt, "mlp", 1e3 * tm.mlp / ns);
+        cJSON_AddNumberToObject(pt, "mlp_gate", 1e3 * tm.mlp_gate / ns);
+        cJSON_AddNumberToObject(pt, "mlp_route", 1e3 * tm.mlp_route / ns);
+        cJSON_AddNumberToObject(pt, "mlp_up", 1e3 * tm.mlp_up / ns);
+        cJSON_AddNumberToObject(pt, "mlp_down", 1e3 * tm.mlp_down / ns);
+        cJSON_AddNumberToObject(pt, "head", 1e3 * tm.head / ns);
+        cJSON_AddNumberToObject(pt, "other", 1e3 * (t_decode - tm.attn - tm.mlp - tm.head) / ns);
+        cJSON_AddNumberToObject(j, "mlp_density", tm.steps ? (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim) : 0.0);
+        (void)tm_prompt;
+        cli_print_json(j);
+    } else {
+        fputc('\n', stdout);
+        fflush(stdout);
+        fprintf(stderr, "run: %s, %s density %.3g (%lld of %lld neurons), %s x%lld: prompt %lld tok in %.3f s, "
+                        "generated %lld tokens in %.3f s (%.1f tok/s)\n",
+                path, srt_router_name((srt_router)kind), density, (long long)srt_model_live_count(m),
+                (long long)c->ffn_dim, srt_isa_name(srt_ctx_isa(ctx)), (long long)threads, (long long)n_prompt,
+                t_prompt, (long long)gen, t_decode, tps);
+    }
+done:
+    free(text);
+    free(scratch);
+    sc_tokens_free(&toks);
+    sc_tokens_free(&ptoks);
+    sc_tokenizer_free(tok);
+    srt_model_close(m);
+    srt_ctx_free(ctx);
+    return st ? cli_fail("run", st, &err) : 0;
+}

@@ -1,0 +1,223 @@
+/* srt_decode.c - one decode step of an artifact (see srt_model.h): the
+ * reference forward pass of calib/forward.c for a single token, with every
+ * linear layer through its layout's kernels and the MLP routed per token. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "srt_model_internal.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* out = w * (x * r), r = 1/sqrt(mean(x^2) + eps), the sum in double (calib/ops.c). */
+static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    for (int64_t i = 0; i < n; i++) out[i] = w[i] * (r * x[i]);
+}
+
+static inline float act_fn(float u, bool gelu) {
+    if (gelu) {
+        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+        return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
+    }
+    return u / (1.0f + expf(-u));
+}
+
+static void rope(float *x, int64_t n_heads, int64_t hd, const float *c, const float *s, bool half_style) {
+    int64_t half = hd / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *v = x + h * hd;
+        for (int64_t i = 0; i < half; i++) {
+            int64_t a = half_style ? i : 2 * i, b = half_style ? i + half : 2 * i + 1;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c[i] - x1 * s[i];
+            v[b] = x0 * s[i] + x1 * c[i];
+        }
+    }
+}
+
+static void stale(srt_model *m) { m->act_src[0] = m->act_src[1] = NULL; }
+
+/* The layout's input for x (quantised once per input vector and order). */
+static srt_status input_for(srt_model *m, const srt_weight *w, const float *x, srt_input *in) {
+    in->f = NULL;
+    in->q = NULL;
+    if (w->tr->input == SRT_IN_F32) {
+        in->f = x;
+        return SRT_OK;
+    }
+    int s = w->tr->input == SRT_IN_Q8_TILED ? 1 : 0;
+    int64_t n = w->m.cols;
+    if (m->act_src[s] != x || m->act_n[s] != n) {
+        srt_status st = srt_act_init(&m->act[s], m->actmem[s], m->actbytes, n, s ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+        if (st == SRT_OK) st = srt_act_quantize(m->ctx, &m->act[s], x);
+        if (st != SRT_OK) return st;
+        m->act_src[s] = x;
+        m->act_n[s] = n;
+    }
+    in->q = &m->act[s];
+    return SRT_OK;
+}
+
+static srt_status mv(srt_model *m, const srt_weight *w, const float *x, float *y) {
+    srt_input in;
+    srt_status st = input_for(m, w, x, &in);
+    return st != SRT_OK ? st : w->tr->gemv(m->ctx, &w->m, &in, y);
+}
+
+static srt_status mv_sparse(srt_model *m, const srt_weight *w, const float *x, const uint32_t *idx, int64_t n,
+                            float *y) {
+    srt_input in;
+    srt_live lv = {idx, n, NULL};
+    srt_status st = input_for(m, w, x, &in);
+    return st != SRT_OK ? st : w->tr->gemv_sparse(m->ctx, &w->m, &in, &lv, y);
+}
+
+#define TRY(e)                                                                                                         \
+    do {                                                                                                               \
+        srt_status st_ = (e);                                                                                          \
+        if (st_ != SRT_OK) return st_;                                                                                 \
+    } while (0)
+
+static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
+    const srt_model_config *c = &m->cfg;
+    const srt_layer_w *L = &m->layers[l];
+    int64_t D = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, half = hd / 2;
+    double t0 = now();
+    rmsnorm(m->xn, m->x, L->attn_norm, D, c->norm_eps);
+    stale(m);
+    TRY(mv(m, &L->wq, m->xn, m->q));
+    TRY(mv(m, &L->wk, m->xn, m->kt));
+    TRY(mv(m, &L->wv, m->xn, m->vt));
+    if (L->bq)
+        for (int64_t i = 0; i < qd; i++) m->q[i] += L->bq[i];
+    if (L->bk)
+        for (int64_t i = 0; i < kvd; i++) m->kt[i] += L->bk[i];
+    if (L->bv)
+        for (int64_t i = 0; i < kvd; i++) m->vt[i] += L->bv[i];
+    double t1 = now();
+    const float *cs = m->cos_t + pos * half, *sn = m->sin_t + pos * half;
+    rope(m->q, c->n_heads, hd, cs, sn, c->rope_half);
+    rope(m->kt, c->n_kv_heads, hd, cs, sn, c->rope_half);
+    float *K = m->kc + l * m->max_ctx * kvd, *V = m->vc + l * m->max_ctx * kvd;
+    memcpy(K + pos * kvd, m->kt, (size_t)kvd * sizeof(float));
+    memcpy(V + pos * kvd, m->vt, (size_t)kvd * sizeof(float));
+    int64_t group = c->n_heads / c->n_kv_heads, n = pos + 1;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t h = 0; h < c->n_heads; h++) {
+        const float *qh = m->q + h * hd;
+        int64_t ko = (h / group) * hd;
+        float mx = -INFINITY;
+        for (int64_t t = 0; t < n; t++) {
+            const float *kr = K + t * kvd + ko;
+            float dot = 0.0f;
+            for (int64_t i = 0; i < hd; i++) dot += qh[i] * kr[i];
+            m->s[t] = scale * dot;
+            mx = m->s[t] > mx ? m->s[t] : mx;
+        }
+        float sum = 0.0f;
+        for (int64_t t = 0; t < n; t++) {
+            m->s[t] = expf(m->s[t] - mx);
+            sum += m->s[t];
+        }
+        float inv = 1.0f / sum;
+        float *o = m->att + h * hd;
+        for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
+        for (int64_t t = 0; t < n; t++) {
+            const float *vr = V + t * kvd + ko;
+            float p = m->s[t] * inv;
+            for (int64_t i = 0; i < hd; i++) o[i] += p * vr[i];
+        }
+    }
+    double t2 = now();
+    stale(m);
+    TRY(mv(m, &L->wo, m->att, m->tmp));
+    for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
+    double t3 = now();
+    m->tm.attn_proj += (t1 - t0) + (t3 - t2);
+    m->tm.attn_core += t2 - t1;
+    m->tm.attn += t3 - t0;
+    return SRT_OK;
+}
+
+static srt_status mlp_block(srt_model *m, int64_t l) {
+    const srt_model_config *c = &m->cfg;
+    const srt_layer_w *L = &m->layers[l];
+    int64_t D = c->dim, F = c->ffn_dim;
+    double t0 = now();
+    rmsnorm(m->xn, m->x, L->ffn_norm, D, c->norm_eps);
+    stale(m);
+    TRY(mv(m, &L->wg, m->xn, m->u));
+    for (int64_t j = 0; j < F; j++) m->a[j] = act_fn(m->u[j], c->gelu);
+    double t1 = now();
+    bool dense = m->router == SRT_ROUTER_DENSE || m->K >= F;
+    int64_t K = dense ? F : m->K;
+    if (!dense) {
+        srt_score_gate(m->score, m->a, m->router == SRT_ROUTER_CLAWS ? L->claws_c : NULL, F);
+        TRY(srt_select_topk(m->idx, m->score, F, K, 0));
+        memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
+    }
+    m->live_n[l] = K;
+    double t2 = now();
+    if (dense) {
+        TRY(mv(m, &L->wu, m->xn, m->v));
+        for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
+    } else {
+        if (L->wu.tr->sparse == SRT_SPARSE_ROWS)
+            TRY(mv_sparse(m, &L->wu, m->xn, m->idx, K, m->v));
+        else
+            TRY(mv(m, &L->wu, m->xn, m->v));
+        memset(m->h, 0, (size_t)F * sizeof(float));
+        for (int64_t i = 0; i < K; i++) {
+            uint32_t j = m->idx[i];
+            m->h[j] = m->a[j] * m->v[j];
+        }
+    }
+    double t3 = now();
+    stale(m);
+    if (!dense && L->wd.tr->sparse == SRT_SPARSE_COLS)
+        TRY(mv_sparse(m, &L->wd, m->h, m->idx, K, m->tmp));
+    else
+        TRY(mv(m, &L->wd, m->h, m->tmp));
+    for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
+    double t4 = now();
+    m->tm.mlp_gate += t1 - t0;
+    m->tm.mlp_route += t2 - t1;
+    m->tm.mlp_up += t3 - t2;
+    m->tm.mlp_down += t4 - t3;
+    m->tm.mlp += t4 - t0;
+    m->tm.live_sum += K;
+    return SRT_OK;
+}
+
+srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits) {
+    if (!m || !logits || token < 0 || token >= m->cfg.vocab_size || pos < 0 || pos >= m->max_ctx) return SRT_EINVAL;
+    const srt_model_config *c = &m->cfg;
+    int64_t D = c->dim;
+    double t0 = now();
+    memcpy(m->x, m->tok_emb + (int64_t)token * D, (size_t)D * sizeof(float));
+    if (c->embed_scale) {
+        float sc = sqrtf((float)D);
+        for (int64_t i = 0; i < D; i++) m->x[i] *= sc;
+    }
+    m->tm.embed += now() - t0;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        TRY(attention_block(m, l, pos));
+        TRY(mlp_block(m, l));
+    }
+    double t1 = now();
+    rmsnorm(m->xn, m->x, m->final_norm, D, c->norm_eps);
+    stale(m);
+    TRY(mv(m, &m->classifier, m->xn, m->logits));
+    m->tm.head += now() - t1;
+    m->tm.steps++;
+    *logits = m->logits;
+    return SRT_OK;
+}

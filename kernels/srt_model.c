@@ -1,0 +1,333 @@
+/* srt_model.c - opening a packed artifact for decoding (see srt_model.h):
+ * manifest and section validation, matrix views, buffers. The decode step
+ * is in srt_decode.c. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srt_model_internal.h"
+
+static srt_ct_status fail(char *err, size_t cap, srt_ct_status st, const char *fmt, ...) {
+    if (err && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static int64_t jint(const srt_json *o, const char *k, int64_t fb) { return srt_json_int(srt_json_get(o, k), fb); }
+
+static bool parse_config(const srt_json *j, srt_model_config *c, const char **bad) {
+#define NEED_INT(f, k, lo, hi)                                                                             \
+    do {                                                                                                  \
+        const srt_json *v_ = srt_json_get(j, k);                                                          \
+        if (!srt_json_is(v_, SRT_JSON_INT) && !srt_json_is(v_, SRT_JSON_DOUBLE)) return *bad = k, false;  \
+        c->f = srt_json_int(v_, INT64_MIN);                                                               \
+        if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
+    } while (0)
+    if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = "config", false;
+    NEED_INT(dim, "dim", 1, 1 << 20);
+    NEED_INT(ffn_dim, "ffn_dim", 1, 1 << 22);
+    NEED_INT(n_layers, "n_layers", 1, 4096);
+    NEED_INT(n_heads, "n_heads", 1, 4096);
+    NEED_INT(n_kv_heads, "n_kv_heads", 1, 4096);
+    NEED_INT(head_dim, "head_dim", 2, 1 << 16);
+    NEED_INT(vocab_size, "vocab_size", 1, 1 << 24);
+    NEED_INT(max_seq_len, "max_seq_len", 1, 1 << 24);
+#undef NEED_INT
+    if (c->head_dim % 2) return *bad = "head_dim", false;
+    if (c->n_heads % c->n_kv_heads) return *bad = "n_kv_heads", false;
+    if (c->n_heads * c->head_dim > (1 << 22)) return *bad = "n_heads", false;
+    const srt_json *v;
+    if (!(v = srt_json_get(j, "norm_eps")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
+        return *bad = "norm_eps", false;
+    c->norm_eps = (float)srt_json_num(v, 0);
+    if (!(c->norm_eps >= 0)) return *bad = "norm_eps", false;
+    if (!(v = srt_json_get(j, "rope_theta")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
+        return *bad = "rope_theta", false;
+    c->rope_theta = (float)srt_json_num(v, 0);
+    if (!(c->rope_theta > 0)) return *bad = "rope_theta", false;
+    const char *rope = srt_json_str(srt_json_get(j, "rope"), NULL), *act = srt_json_str(srt_json_get(j, "activation"), NULL);
+    if (!rope || (strcmp(rope, "interleaved") && strcmp(rope, "half"))) return *bad = "rope", false;
+    if (!act || (strcmp(act, "silu") && strcmp(act, "gelu_tanh"))) return *bad = "activation", false;
+    c->rope_half = strcmp(rope, "half") == 0;
+    c->gelu = strcmp(act, "gelu_tanh") == 0;
+    c->rope_scaling = (int)jint(j, "rope_scaling", 0);
+    if (c->rope_scaling < 0 || c->rope_scaling > 2) return *bad = "rope_scaling", false;
+    c->rope_factor = (float)srt_json_num(srt_json_get(j, "rope_factor"), 1.0);
+    c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_low_freq_factor"), 1.0);
+    c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_high_freq_factor"), 4.0);
+    c->rope_orig_ctx = jint(j, "rope_orig_ctx", 0);
+    if (c->rope_scaling && !(c->rope_factor >= 1.0f && c->rope_factor <= 1024.0f)) return *bad = "rope_factor", false;
+    if (c->rope_scaling == 2 && (c->rope_orig_ctx <= 0 || !(c->rope_high_freq_factor > c->rope_low_freq_factor) ||
+                                 !(c->rope_low_freq_factor > 0)))
+        return *bad = "rope_orig_ctx", false;
+    c->embed_scale = srt_json_bool(srt_json_get(j, "embed_scale"), false);
+    c->tied_classifier = srt_json_bool(srt_json_get(j, "tied_classifier"), false);
+    c->qkv_bias = srt_json_bool(srt_json_get(j, "qkv_bias"), false);
+    c->bos_id = (int32_t)jint(j, "bos_id", -1);
+    c->eos_id = (int32_t)jint(j, "eos_id", -1);
+    if (c->bos_id < -1 || c->bos_id >= c->vocab_size || c->eos_id < -1 || c->eos_id >= c->vocab_size)
+        return *bad = "bos_id", false;
+    return true;
+}
+
+/* The inverse frequency of pair i, exactly as calib/ops.c computes it (f32). */
+static float rope_inv_freq(const srt_model_config *c, int64_t i) {
+    float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+    if (c->rope_scaling == 1) return f / c->rope_factor;
+    if (c->rope_scaling == 2) {
+        const float pi = 3.14159265358979f;
+        float wavelen = 2.0f * pi / f;
+        float low_wavelen = (float)c->rope_orig_ctx / c->rope_low_freq_factor;
+        float high_wavelen = (float)c->rope_orig_ctx / c->rope_high_freq_factor;
+        if (wavelen < high_wavelen) return f;
+        if (wavelen > low_wavelen) return f / c->rope_factor;
+        float smooth = ((float)c->rope_orig_ctx / wavelen - c->rope_low_freq_factor) /
+                       (c->rope_high_freq_factor - c->rope_low_freq_factor);
+        return (1.0f - smooth) * f / c->rope_factor + smooth * f;
+    }
+    return f;
+}
+
+static srt_ct_status get_f32(srt_model *m, const char *name, int64_t n, const float **out, char *err, size_t cap) {
+    const void *data;
+    if (srt_container_find(m->ct, name) < 0)
+        return fail(err, cap, SRT_CT_EFORMAT, "%s: section '%s' is missing", m->path, name);
+    if (srt_container_get_typed(m->ct, name, SRT_CT_F32, (uint64_t)n, &data))
+        return fail(err, cap, SRT_CT_EFORMAT, "%s", srt_container_errmsg(m->ct));
+    if ((uintptr_t)data & 3) return fail(err, cap, SRT_CT_EFORMAT, "%s: section '%s' is misaligned", m->path, name);
+    *out = data;
+    m->weight_bytes += (uint64_t)n * 4;
+    return SRT_CT_OK;
+}
+
+static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, int64_t cols, srt_weight *w, char *err,
+                                size_t cap) {
+    const srt_json *t = srt_json_get(m->tensors, name);
+    const char *lay = srt_json_str(srt_json_get(t, "layout"), NULL);
+    int64_t r = jint(t, "rows", -1), c = jint(t, "cols", -1), rs = jint(t, "rows_stored", -1),
+            cs = jint(t, "cols_stored", -1), g = jint(t, "group", -1);
+    srt_layout l;
+    if (!t) return fail(err, cap, SRT_CT_EFORMAT, "%s: manifest: tensors.%s is missing", m->path, name);
+    if (!lay || srt_layout_parse(lay, &l) != SRT_OK)
+        return fail(err, cap, SRT_CT_EFORMAT, "%s: manifest: tensors.%s.layout is missing or unknown", m->path, name);
+    if (r != rows || c != cols || rs < rows || cs < cols || rs > rows + 4096 || cs > cols + 4096 || g < 0 || g > 4096)
+        return fail(err, cap, SRT_CT_EFORMAT,
+                    "%s: manifest: tensors.%s: shape %lld x %lld (stored %lld x %lld, group %lld) does not match the "
+                    "config (%lld x %lld)",
+                    m->path, name, (long long)r, (long long)c, (long long)rs, (long long)cs, (long long)g,
+                    (long long)rows, (long long)cols);
+    int64_t idx = srt_container_find(m->ct, name);
+    if (idx < 0) return fail(err, cap, SRT_CT_EFORMAT, "%s: section '%s' is missing", m->path, name);
+    const void *data;
+    uint64_t size;
+    if (srt_container_data(m->ct, (size_t)idx, &data, &size))
+        return fail(err, cap, SRT_CT_EFORMAT, "%s", srt_container_errmsg(m->ct));
+    srt_matrix mat = {l, rs, cs, g, data, (size_t)size};
+    if (srt_matrix_check(&mat) != SRT_OK)
+        return fail(err, cap, SRT_CT_EFORMAT, "%s: section '%s': %llu bytes do not hold a %s matrix of %lld x %lld",
+                    m->path, name, (unsigned long long)size, lay, (long long)rs, (long long)cs);
+    w->m = mat;
+    w->rows = rows;
+    w->cols = cols;
+    w->tr = srt_layout_get(l);
+    if (rs > m->vmax) m->vmax = rs;
+    if (cs > m->vmax) m->vmax = cs;
+    m->weight_bytes += size;
+    return SRT_CT_OK;
+}
+
+void srt_model_close(srt_model *m) {
+    if (!m) return;
+    srt_free(m->arena);
+    free(m->layers);
+    srt_container_close(m->ct);
+    free(m->path);
+    free(m);
+}
+
+static char *dupstr(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_model **out, char *err,
+                             size_t err_cap) {
+    *out = NULL;
+    if (!path || !opts || !opts->ctx) return fail(err, err_cap, SRT_CT_EARG, "srt_model_open: bad argument");
+    srt_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = dupstr(path))) {
+        free(m);
+        return fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
+    }
+    m->ctx = opts->ctx;
+    srt_ct_status st = srt_container_open(path, SRT_CT_SPAK, &m->ct, err, err_cap);
+    if (st) goto bad;
+    const srt_json *man = srt_container_manifest(m->ct);
+    const char *fmt = srt_json_str(srt_json_get(man, "format"), NULL);
+    if (!fmt || strcmp(fmt, "sparsecal-artifact") != 0 || jint(man, "format_version", -1) != 1) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: not a sparsecal artifact (format/format_version)", path);
+        goto bad;
+    }
+    m->tensors = srt_json_get(man, "tensors");
+    if (!srt_json_is(m->tensors, SRT_JSON_OBJECT)) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: 'tensors' is missing", path);
+        goto bad;
+    }
+    const char *bad_field = "";
+    srt_model_config *c = &m->cfg;
+    if (!parse_config(srt_json_get(man, "config"), c, &bad_field)) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config.%s is missing or invalid", path, bad_field);
+        goto bad;
+    }
+    const srt_json *routing = srt_json_get(man, "routing");
+    m->def_method = srt_json_str(srt_json_get(routing, "method"), "dense");
+    m->def_density = srt_json_num(srt_json_get(routing, "density"), 1.0);
+    m->max_ctx = opts->max_ctx > 0 ? opts->max_ctx : c->max_seq_len;
+    if (m->max_ctx > (1 << 24)) {
+        st = fail(err, err_cap, SRT_CT_EARG, "%s: context %lld is too large", path, (long long)m->max_ctx);
+        goto bad;
+    }
+    int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd,
+            V = c->vocab_size, L = c->n_layers;
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    if (!m->layers) {
+        st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
+        goto bad;
+    }
+    m->vmax = D > F ? D : F;
+    if (qd > m->vmax) m->vmax = qd;
+    if ((st = get_f32(m, "tok_emb", V * D, &m->tok_emb, err, err_cap)) ||
+        (st = get_f32(m, "final_norm", D, &m->final_norm, err, err_cap)))
+        goto bad;
+    if (c->tied_classifier) {
+        srt_matrix mat = {SRT_LAYOUT_F32, V, D, 0, m->tok_emb, (size_t)(V * D) * 4};
+        if (srt_matrix_check(&mat) != SRT_OK) {
+            st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: section 'tok_emb' is not 64-byte aligned", path);
+            goto bad;
+        }
+        m->classifier.m = mat;
+        m->classifier.rows = V;
+        m->classifier.cols = D;
+        m->classifier.tr = srt_layout_get(SRT_LAYOUT_F32);
+    } else if ((st = get_matrix(m, "classifier", V, D, &m->classifier, err, err_cap))) {
+        goto bad;
+    }
+    int n_claws = 0;
+    for (int64_t l = 0; l < L; l++) {
+        srt_layer_w *Lw = &m->layers[l];
+        char nm[64];
+#define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
+        if ((st = get_f32(m, NAME("attn_norm"), D, &Lw->attn_norm, err, err_cap)) ||
+            (st = get_f32(m, NAME("ffn_norm"), D, &Lw->ffn_norm, err, err_cap)) ||
+            (st = get_matrix(m, NAME("wq"), qd, D, &Lw->wq, err, err_cap)) ||
+            (st = get_matrix(m, NAME("wk"), kvd, D, &Lw->wk, err, err_cap)) ||
+            (st = get_matrix(m, NAME("wv"), kvd, D, &Lw->wv, err, err_cap)) ||
+            (st = get_matrix(m, NAME("wo"), D, qd, &Lw->wo, err, err_cap)) ||
+            (st = get_matrix(m, NAME("wg"), F, D, &Lw->wg, err, err_cap)) ||
+            (st = get_matrix(m, NAME("wu"), F, D, &Lw->wu, err, err_cap)) ||
+            (st = get_matrix(m, NAME("wd"), D, F, &Lw->wd, err, err_cap)))
+            goto bad;
+        if (c->qkv_bias && ((st = get_f32(m, NAME("bq"), qd, &Lw->bq, err, err_cap)) ||
+                            (st = get_f32(m, NAME("bk"), kvd, &Lw->bk, err, err_cap)) ||
+                            (st = get_f32(m, NAME("bv"), kvd, &Lw->bv, err, err_cap))))
+            goto bad;
+        if (srt_container_find(m->ct, NAME("claws_c")) >= 0) {
+            if ((st = get_f32(m, nm, F, &Lw->claws_c, err, err_cap))) goto bad;
+            n_claws++;
+        }
+#undef NAME
+    }
+    m->has_claws = n_claws == L;
+    /* buffers: every vector is vmax floats (the largest stored dimension),
+     * so padded inputs read zeros and padded outputs have room */
+    int64_t vm = (m->vmax + 63) / 64 * 64, half = hd / 2;
+    if (V > vm) vm = (V + 63) / 64 * 64;
+    m->vcap = vm;
+    size_t actb = (srt_act_bytes(vm) + 63) / 64 * 64;
+    size_t nf = 0;
+    size_t offs[32];
+    int k = 0;
+#define RES(cnt) (offs[k++] = nf, nf += ((size_t)(cnt) + 15) / 16 * 16)
+    RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); /* 11 vectors */
+    RES(vm);                                                   /* score */
+    RES((size_t)m->max_ctx);                                   /* attention scores */
+    RES((size_t)(m->max_ctx * half)); RES((size_t)(m->max_ctx * half)); /* rope tables */
+    RES((size_t)(L * m->max_ctx * kvd)); RES((size_t)(L * m->max_ctx * kvd)); /* caches */
+#undef RES
+    size_t bytes = nf * sizeof(float) + 2 * actb + (size_t)vm * sizeof(uint32_t) + 64 +
+                   (size_t)(L * F) * sizeof(uint32_t) + (size_t)L * sizeof(int64_t) + 64;
+    m->arena = srt_alloc(bytes);
+    if (!m->arena) {
+        st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory for the decode buffers (%zu bytes)", path, bytes);
+        goto bad;
+    }
+    float *fb = m->arena;
+    float **vecs[] = {&m->x, &m->xn, &m->q, &m->kt, &m->vt, &m->att, &m->tmp, &m->u, &m->a, &m->v, &m->h,
+                      &m->score, &m->s, &m->cos_t, &m->sin_t, &m->kc, &m->vc};
+    for (int i = 0; i < k; i++) *vecs[i] = fb + offs[i];
+    m->logits = m->tmp; /* the classifier writes into tmp (vm >= V) */
+    uint8_t *ab = (uint8_t *)(fb + nf);
+    ab = (uint8_t *)(((uintptr_t)ab + 63) & ~(uintptr_t)63);
+    m->actmem[0] = ab;
+    m->actmem[1] = ab + actb;
+    m->actbytes = actb;
+    m->idx = (uint32_t *)(void *)(ab + 2 * actb);
+    m->live_n = (int64_t *)(void *)(ab + 2 * actb + (size_t)vm * sizeof(uint32_t)); /* vm is a multiple of 64 */
+    m->live_all = (uint32_t *)(void *)(m->live_n + L);
+    for (int64_t i = 0; i < half; i++) {
+        float inv = rope_inv_freq(c, i);
+        for (int64_t p = 0; p < m->max_ctx; p++) {
+            float ang = (float)p * inv;
+            m->cos_t[p * half + i] = cosf(ang);
+            m->sin_t[p * half + i] = sinf(ang);
+        }
+    }
+    m->router = SRT_ROUTER_DENSE;
+    m->K = F;
+    *out = m;
+    return SRT_CT_OK;
+bad:
+    srt_model_close(m);
+    return st ? st : SRT_CT_EFORMAT;
+}
+
+const srt_model_config *srt_model_get_config(const srt_model *m) { return &m->cfg; }
+const srt_json *srt_model_manifest(const srt_model *m) { return srt_container_manifest(m->ct); }
+const char *srt_model_default_method(const srt_model *m) { return m->def_method; }
+double srt_model_default_density(const srt_model *m) { return m->def_density; }
+bool srt_model_has_claws(const srt_model *m) { return m->has_claws; }
+int64_t srt_model_max_ctx(const srt_model *m) { return m->max_ctx; }
+uint64_t srt_model_weight_bytes(const srt_model *m) { return m->weight_bytes; }
+int64_t srt_model_live_count(const srt_model *m) { return m->K; }
+
+const char *srt_model_tensor_layout(const srt_model *m, const char *name) {
+    return srt_json_str(srt_json_get(srt_json_get(m->tensors, name), "layout"), NULL);
+}
+
+srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
+    if (!m || !(density >= 0.0 && density <= 1.0)) return SRT_EINVAL;
+    if (kind == SRT_ROUTER_CLAWS && !m->has_claws) return SRT_ENOTSUP;
+    if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) return SRT_ENOTSUP;
+    m->router = kind;
+    m->K = kind == SRT_ROUTER_DENSE ? m->cfg.ffn_dim : srt_topk_count(density, m->cfg.ffn_dim);
+    return SRT_OK;
+}
+
+int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx) {
+    *idx = NULL;
+    if (!m || layer < 0 || layer >= m->cfg.n_layers) return 0;
+    if (m->live_n[layer] >= m->cfg.ffn_dim) return m->cfg.ffn_dim;
+    *idx = m->live_all + layer * m->cfg.ffn_dim;
+    return m->live_n[layer];
+}
+
+void srt_model_get_timing(const srt_model *m, srt_model_timing *out) { *out = m->tm; }
+void srt_model_reset_timing(srt_model *m) { memset(&m->tm, 0, sizeof m->tm); }

@@ -1,0 +1,90 @@
+/* srt_model.h - decoding straight from a packed artifact (.spk) with the
+ * runtime kernels: the weights stay in their packed layouts (used in place
+ * from the mapping when the sections are raw), one token at a time with an
+ * f32 key/value cache, and the MLP routed per token (dense, CATS or CLAWS:
+ * the same top-K selection as the toolchain's `eval`), so the up and down
+ * projections read only the live neurons.
+ *
+ * Depends on libc, libm, pthreads and zstd only (the manifest is read with
+ * srt_json). Everything is allocated once in srt_model_open; a decode step
+ * never allocates. A model is for one thread at a time (the kernels use the
+ * context's own thread pool). */
+#ifndef SRT_MODEL_H
+#define SRT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "srt.h"
+#include "srt_container.h"
+#include "srt_route.h"
+
+typedef struct srt_model_config {
+    int64_t dim, ffn_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, max_seq_len;
+    float norm_eps, rope_theta;
+    bool rope_half;     /* "half" (NeoX/HF) pairs (i, i + hd/2); else interleaved (2i, 2i+1) */
+    int rope_scaling;   /* 0 none, 1 linear, 2 llama3 (the toolchain's sc_rope_scaling) */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_orig_ctx;
+    bool gelu;          /* gelu_tanh (GeGLU); else silu (SwiGLU) */
+    bool embed_scale, tied_classifier, qkv_bias;
+    int32_t bos_id, eos_id;
+} srt_model_config;
+
+typedef struct srt_model_opts {
+    int64_t max_ctx; /* key/value cache positions (0: the model's max_seq_len) */
+    srt_ctx *ctx;    /* kernels' ISA and threads (borrowed; must outlive the model) */
+} srt_model_opts;
+
+/* Time spent per phase since open (or the last reset), seconds. */
+typedef struct srt_model_timing {
+    double embed, attn, mlp, head; /* head: final norm + classifier */
+    double attn_proj, attn_core;   /* attn = norm + q/k/v + rope + attention core + o-proj */
+    double mlp_gate, mlp_route, mlp_up, mlp_down;
+    int64_t steps;
+    int64_t live_sum;              /* live neurons summed over (layer, step) */
+} srt_model_timing;
+
+typedef struct srt_model srt_model;
+
+/* Opens and validates an artifact: the manifest's config and tensor table,
+ * every section's type, size and layout (a bad file gives a one-line message
+ * in err and SRT_CT_EFORMAT; an unreadable one SRT_CT_EIO). */
+srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_model **out, char *err,
+                             size_t err_cap);
+void srt_model_close(srt_model *m); /* accepts NULL */
+
+const srt_model_config *srt_model_get_config(const srt_model *m);
+const srt_json *srt_model_manifest(const srt_model *m);
+/* The artifact's default router ("routing" in the manifest): method name
+ * (may be "dense") and density. */
+const char *srt_model_default_method(const srt_model *m);
+double srt_model_default_density(const srt_model *m);
+/* Whether the artifact carries CLAWS multipliers for every layer. */
+bool srt_model_has_claws(const srt_model *m);
+/* Layout of a tensor as stored ("kmi4r", ...), or NULL. */
+const char *srt_model_tensor_layout(const srt_model *m, const char *name);
+
+/* Chooses the MLP router: SRT_ROUTER_DENSE, SRT_ROUTER_CATS (top-K of
+ * |phi(u)|) or SRT_ROUTER_CLAWS (top-K of |phi(u)| c_j, needs lN.claws_c);
+ * K = srt_topk_count(density, ffn_dim). */
+srt_status srt_model_set_router(srt_model *m, srt_router kind, double density);
+int64_t srt_model_live_count(const srt_model *m); /* K (ffn_dim when dense) */
+/* The live neurons layer used in the last step (ascending; *idx = NULL and
+ * the return value is ffn_dim when the layer ran dense). */
+int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx);
+
+/* Runs token at position pos (0 <= pos < max_ctx; positions < pos must have
+ * been run before: their keys and values are in the cache) and points
+ * *logits at vocab_size floats owned by the model (valid until the next
+ * step). */
+srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits);
+int64_t srt_model_max_ctx(const srt_model *m);
+
+void srt_model_get_timing(const srt_model *m, srt_model_timing *out);
+void srt_model_reset_timing(srt_model *m);
+/* Bytes of weights the artifact holds (sections used by the decoder). */
+uint64_t srt_model_weight_bytes(const srt_model *m);
+
+#endif

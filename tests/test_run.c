@@ -1,0 +1,431 @@
+/* test_run.c - `sparsecal run` / kernels/srt_model.h: decoding straight from
+ * packed artifacts with the runtime kernels against the reference forward
+ * pass on the same artifact dequantised (sc_model_load):
+ *  - dense: greedy token sequences equal sc_generate's (f32: all of them;
+ *    quantised layouts, whose kernels also quantise activations to int8: the
+ *    first tokens), and teacher-forced per-step logits agree within stated
+ *    tolerances;
+ *  - sparse (CATS and CLAWS at density 0.5): per-step logits are close to the
+ *    reference forward with the same router applied at the h tap;
+ *  - 2 threads agree with 1; hostile artifacts give clean one-line errors;
+ *  - the CLI: greedy text equals `sparsecal generate`, bad inputs exit 2. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "engine.h"
+#include "eval.h"
+#include "pack.h"
+#include "router.h"
+#include "srt_container.h"
+#include "srt_model.h"
+#include "testing.h"
+
+static sc_err err;
+
+#define STEPS 96
+#define PROMPT "Once upon a time"
+
+/* Greedy decode with the runtime, mirroring sc_generate. */
+static int64_t rt_greedy(srt_model *m, const sc_tokens *prompt, int32_t bos, int32_t eos, int64_t steps, int32_t *out) {
+    const srt_model_config *c = srt_model_get_config(m);
+    int64_t n = 0;
+    out[n++] = bos;
+    for (size_t i = 0; i < prompt->n; i++) out[n++] = prompt->ids[i];
+    int64_t np = n;
+    const float *lg = NULL;
+    for (int64_t i = 0; i < np; i++)
+        if (srt_model_step(m, out[i], i, &lg) != SRT_OK) return -1;
+    int64_t pos = np;
+    for (;;) {
+        int32_t best = 0;
+        for (int64_t v = 1; v < c->vocab_size; v++)
+            if (lg[v] > lg[best]) best = (int32_t)v;
+        if (best == bos || best == eos) break;
+        out[n++] = best;
+        if (pos >= steps) break;
+        if (srt_model_step(m, best, pos, &lg) != SRT_OK) return -1;
+        pos++;
+    }
+    return n;
+}
+
+/* Teacher-forced: feeds ids through the runtime and the reference (hooks may
+ * be NULL) and returns the largest per-step max|diff| of the logits relative
+ * to the step's max|logit|; *argmax_agree counts steps with the same argmax. */
+static double compare_logits(srt_model *rt, const sc_model *ref, const sc_hooks *hk, const int32_t *ids, int64_t n,
+                             int64_t *argmax_agree, double *mean_rel) {
+    sc_forward *f;
+    if (sc_forward_create(ref, n, 1, &f, &err) != SC_OK) return INFINITY;
+    int64_t V = ref->cfg.vocab_size;
+    double worst = 0.0, sum = 0.0;
+    *argmax_agree = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const float *a, *b;
+        if (srt_model_step(rt, ids[t], t, &a) != SRT_OK || sc_forward_run(f, &ids[t], 1, t, hk, &b, &err) != SC_OK) {
+            worst = INFINITY;
+            break;
+        }
+        double md = 0.0, mx = 0.0;
+        int64_t ia = 0, ib = 0;
+        for (int64_t v = 0; v < V; v++) {
+            double d = fabs((double)a[v] - (double)b[v]);
+            md = d > md ? d : md;
+            mx = fabs(b[v]) > mx ? fabs(b[v]) : mx;
+            if (a[v] > a[ia]) ia = v;
+            if (b[v] > b[ib]) ib = v;
+        }
+        double rel = md / (mx > 0 ? mx : 1);
+        worst = rel > worst ? rel : worst;
+        sum += rel;
+        *argmax_agree += ia == ib;
+    }
+    *mean_rel = sum / (double)n;
+    sc_forward_free(f);
+    return worst;
+}
+
+/* A reference hook at the h tap that keeps exactly the neurons the runtime
+ * kept in its last step (user = the runtime model): isolates the kernels'
+ * arithmetic from routing flips at the top-K boundary. */
+static sc_status force_live(void *user, const sc_tap_event *ev, sc_err *e) {
+    (void)e;
+    if (ev->tap != SC_TAP_H || ev->is_grad || ev->n_tokens != 1) return SC_OK;
+    const uint32_t *idx;
+    int64_t n = srt_model_last_live(user, ev->layer, &idx);
+    if (!idx) return SC_OK;
+    float keep[4096];
+    if (ev->width > 4096) return SC_OK;
+    for (int64_t i = 0; i < n; i++) keep[i] = ev->data[idx[i]];
+    memset(ev->data, 0, (size_t)ev->width * sizeof(float));
+    for (int64_t i = 0; i < n; i++) ev->data[idx[i]] = keep[i];
+    return SC_OK;
+}
+
+/* Teacher-forced: two runtime models on the same ids; max (and mean) per-step
+ * max|diff| relative to the step's max|logit|. */
+static double compare_rt(srt_model *x, srt_model *y, const int32_t *ids, int64_t n, int64_t V, double *mean_rel) {
+    float *row = malloc((size_t)V * sizeof(float));
+    double worst = 0.0, sum = 0.0;
+    for (int64_t t = 0; t < n; t++) {
+        const float *a, *b;
+        if (srt_model_step(x, ids[t], t, &a) != SRT_OK) return INFINITY;
+        memcpy(row, a, (size_t)V * sizeof(float));
+        if (srt_model_step(y, ids[t], t, &b) != SRT_OK) return INFINITY;
+        double md = 0.0, mx = 0.0;
+        for (int64_t v = 0; v < V; v++) {
+            double d = fabs((double)row[v] - (double)b[v]);
+            md = d > md ? d : md;
+            mx = fabs(b[v]) > mx ? fabs(b[v]) : mx;
+        }
+        double rel = md / (mx > 0 ? mx : 1);
+        worst = rel > worst ? rel : worst;
+        sum += rel;
+    }
+    free(row);
+    *mean_rel = sum / (double)n;
+    return worst;
+}
+
+/* Copies an artifact, dropping section `drop` (NULL: none) and replacing the
+ * manifest text `from` by `to` (NULL: unchanged), or truncating section
+ * `shrink` by 64 bytes. */
+static bool rewrite(const char *src, const char *dst, const char *drop, const char *from, const char *to,
+                    const char *shrink) {
+    char msg[512];
+    srt_container *ct;
+    if (srt_container_open(src, SRT_CT_SPAK, &ct, msg, sizeof msg)) return false;
+    srt_writer *w;
+    if (srt_writer_create(dst, SRT_CT_SPAK, &w, msg, sizeof msg)) {
+        srt_container_close(ct);
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; ok && i < srt_container_section_count(ct); i++) {
+        const srt_ct_section *s = srt_container_section_at(ct, i);
+        if (drop && !strcmp(s->name, drop)) continue;
+        const void *d;
+        uint64_t size;
+        ok = srt_container_data(ct, i, &d, &size) == SRT_CT_OK;
+        uint64_t dims[SRT_CT_MAX_DIMS];
+        memcpy(dims, s->dims, sizeof dims);
+        if (ok && shrink && !strcmp(s->name, shrink) && s->ndim == 1 && s->dtype == SRT_CT_BYTES) {
+            dims[0] -= 64;
+            size -= 64;
+        }
+        ok = ok && srt_writer_add(w, s->name, s->dtype, s->ndim, dims, d, (size_t)size, 0) == SRT_CT_OK;
+    }
+    size_t len;
+    const char *mt = srt_container_manifest_text(ct, &len);
+    char *man = malloc(len + 4096);
+    memcpy(man, mt, len);
+    man[len] = '\0';
+    if (from) {
+        char *p = strstr(man, from);
+        if (!p) ok = false;
+        else {
+            size_t fl = strlen(from), tl = strlen(to);
+            memmove(p + tl, p + fl, strlen(p + fl) + 1);
+            memcpy(p, to, tl);
+        }
+    }
+    ok = ok && srt_writer_set_manifest(w, man, strlen(man)) == SRT_CT_OK && srt_writer_finish(w) == SRT_CT_OK;
+    free(man);
+    srt_writer_free(w);
+    srt_container_close(ct);
+    return ok;
+}
+
+static void expect_open_error(const char *path, srt_ctx *ctx, const char *needle) {
+    srt_model_opts mo = {0, ctx};
+    srt_model *m = NULL;
+    char msg[1024] = "";
+    srt_ct_status st = srt_model_open(path, &mo, &m, msg, sizeof msg);
+    CHECK_MSG(st != SRT_CT_OK && m == NULL, "%s opened", path);
+    CHECK_MSG(strstr(msg, needle) != NULL && strchr(msg, '\n') == NULL, "message '%s' lacks '%s'", msg, needle);
+    srt_model_close(m);
+}
+
+int main(void) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_valid_a.txt");
+    if (!bin || !tokp || !text) return sc_test_finish();
+    sc_model *m;
+    sc_tokenizer *tok;
+    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
+    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
+    sc_data_opts o;
+    sc_data_opts_default(&o);
+    o.max_docs = 40;
+    sc_dataset d;
+    CHECK(sc_data_load_text(text, tok, &o, &d, &err) == SC_OK);
+    sc_compute_opts co;
+    sc_compute_opts_default(&co);
+    co.methods[0] = "claws";
+    co.methods[1] = "cats";
+    co.n_methods = 2;
+    co.max_seqs = 20;
+    sc_calib *cal;
+    CHECK(sc_calib_compute(m, &d, &co, &cal, &err) == SC_OK);
+    sc_tokens prompt = {0};
+    CHECK(sc_tokenizer_encode(tok, PROMPT, strlen(PROMPT), false, false, &prompt, &err) == SC_OK);
+
+    srt_ctx *ctx1, *ctx2;
+    CHECK(srt_ctx_create(&ctx1, SRT_ISA_AUTO, 1) == SRT_OK);
+    CHECK(srt_ctx_create(&ctx2, SRT_ISA_AUTO, 2) == SRT_OK);
+
+    /* Tolerances (relative to the step's largest |logit|), per layout:
+     * f32 kernels take f32 activations: only summation order differs;
+     * q8_0 / q4_0 / kmi4 kernels quantise activations to int8 in blocks of 32
+     * (about 0.4% per block), which the dequantised reference does not. */
+    const char *layouts[] = {"f32", "q8_0", "q4_0", "kmi4", "zigzag"};
+    const double tol_dense[] = {1e-5, 0.04, 0.05, 0.05, 1e-5};
+    /* With the same router in both, a near-tie at the top-K boundary can
+     * flip one neuron (f32: rarely, from summation order; int8 activations:
+     * often), so the mean per-step difference is bounded, not the max. */
+    const double tol_route_mean[] = {1e-3, 0.15, 0.15, 0.15, 1e-3};
+    const double tol_threads[] = {1e-4, 1e-4, 1e-4, 1e-4, 1e-4};
+    const int64_t exact_tokens[] = {STEPS, 24, 24, 24, STEPS}; /* greedy tokens that must match sc_generate */
+    for (int li = 0; li < 5; li++) {
+        char name[64];
+        snprintf(name, sizeof name, "r_%s.spk", layouts[li]);
+        const char *p = sc_tmp_path(name);
+        sc_pack_opts po = {.layout = layouts[li], .calib = cal, .method = "claws", .density = 0.5, .compress = li == 2 ? 3 : 0};
+        sc_pack_result pr;
+        CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s: %s", layouts[li], err.msg);
+        sc_model *ref;
+        CHECK_MSG(sc_model_load(p, &ref, &err) == SC_OK, "%s: %s", layouts[li], err.msg);
+        srt_model *rt = NULL, *rt2 = NULL;
+        char msg[1024] = "";
+        srt_model_opts mo = {STEPS, ctx1}, mo2 = {STEPS, ctx2};
+        CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
+        CHECK_MSG(srt_model_open(p, &mo2, &rt2, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
+        if (!ref || !rt || !rt2) continue;
+        CHECK(strcmp(srt_model_default_method(rt), "claws") == 0 && srt_model_default_density(rt) == 0.5);
+        CHECK(srt_model_has_claws(rt));
+        /* dense greedy vs sc_generate */
+        sc_gen_opts go = {STEPS, 0.0f, 0.9f, 1};
+        sc_gen_result gr;
+        CHECK(sc_generate(ref, tok, &prompt, &go, NULL, &gr, &err) == SC_OK);
+        int32_t ids[STEPS + 8];
+        int64_t n = rt_greedy(rt, &prompt, 1, 2, STEPS, ids);
+        int64_t same = 0;
+        while (same < n && same < (int64_t)gr.tokens.n && ids[same] == gr.tokens.ids[same]) same++;
+        int64_t need = exact_tokens[li] < (int64_t)gr.tokens.n ? exact_tokens[li] : (int64_t)gr.tokens.n;
+        printf("%-6s dense greedy: %lld of %zu tokens equal to sc_generate\n", layouts[li], (long long)same, gr.tokens.n);
+        CHECK_MSG(same >= need, "%s: greedy tokens diverge at %lld (need %lld)", layouts[li], (long long)same, (long long)need);
+        if (exact_tokens[li] == STEPS) CHECK(n == (int64_t)gr.tokens.n);
+        /* dense teacher-forced logits on the reference's tokens */
+        int64_t agree, nf = (int64_t)gr.tokens.n < STEPS ? (int64_t)gr.tokens.n : STEPS; /* positions fed */
+        double mean;
+        double w = compare_logits(rt, ref, NULL, gr.tokens.ids, nf, &agree, &mean);
+        printf("%-6s dense logits: max rel diff %.2e (mean %.2e), argmax agrees %lld/%zu\n", layouts[li], w, mean,
+               (long long)agree, (size_t)nf);
+        CHECK_MSG(w <= tol_dense[li], "%s dense: %.3g > %.3g", layouts[li], w, tol_dense[li]);
+        CHECK(agree >= nf * 9 / 10);
+        /* sparse: the same router in the reference at the h tap */
+        const double *cptr[64] = {0};
+        double *cbuf = malloc((size_t)(ref->cfg.n_layers * ref->cfg.ffn_dim) * sizeof(double));
+        srt_container *ct;
+        CHECK(srt_container_open(p, SRT_CT_SPAK, &ct, msg, sizeof msg) == SRT_CT_OK);
+        for (int64_t l = 0; l < ref->cfg.n_layers; l++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "l%lld.claws_c", (long long)l);
+            const void *cd;
+            CHECK(srt_container_get_typed(ct, nm, SRT_CT_F32, (uint64_t)ref->cfg.ffn_dim, &cd) == SRT_CT_OK);
+            for (int64_t j = 0; j < ref->cfg.ffn_dim; j++) cbuf[l * ref->cfg.ffn_dim + j] = ((const float *)cd)[j];
+            cptr[l] = cbuf + l * ref->cfg.ffn_dim;
+        }
+        srt_container_close(ct);
+        srt_router kinds[2] = {SRT_ROUTER_CATS, SRT_ROUTER_CLAWS};
+        for (int ki = 0; ki < 2; ki++) {
+            sc_router_spec spec = {kinds[ki], 0.5, kinds[ki] == SRT_ROUTER_CLAWS ? cptr : NULL, NULL, false};
+            sc_router *rr;
+            CHECK(sc_router_create(ref, &spec, &rr, &err) == SC_OK);
+            sc_hooks hk = {sc_router_hook, rr, sc_router_taps()};
+            CHECK(srt_model_set_router(rt, kinds[ki], 0.5) == SRT_OK);
+            CHECK(srt_model_live_count(rt) == 86);
+            w = compare_logits(rt, ref, &hk, gr.tokens.ids, nf, &agree, &mean);
+            printf("%-6s %-5s 0.5 same router: max rel diff %.2e (mean %.2e), argmax agrees %lld/%lld\n", layouts[li],
+                   srt_router_name(kinds[ki]), w, mean, (long long)agree, (long long)nf);
+            CHECK_MSG(mean <= tol_route_mean[li], "%s %s: mean %.3g > %.3g", layouts[li], srt_router_name(kinds[ki]),
+                      mean, tol_route_mean[li]);
+            CHECK(agree >= nf * 8 / 10);
+            /* the reference keeping exactly the runtime's live neurons */
+            sc_hooks fk = {force_live, rt, SC_TAP_BIT(SC_TAP_H)};
+            w = compare_logits(rt, ref, &fk, gr.tokens.ids, nf, &agree, &mean);
+            printf("%-6s %-5s 0.5 runtime's live set: max rel diff %.2e (mean %.2e), argmax agrees %lld/%lld\n",
+                   layouts[li], srt_router_name(kinds[ki]), w, mean, (long long)agree, (long long)nf);
+            CHECK_MSG(w <= tol_dense[li], "%s %s: %.3g > %.3g", layouts[li], srt_router_name(kinds[ki]), w,
+                      tol_dense[li]);
+            CHECK(agree >= nf * 9 / 10);
+            /* 2 threads: the same routing, partial sums reduced in another order */
+            CHECK(srt_model_set_router(rt2, kinds[ki], 0.5) == SRT_OK);
+            double m2 = 0, w2 = compare_rt(rt, rt2, gr.tokens.ids, nf, ref->cfg.vocab_size, &m2);
+            printf("%-6s %-5s 0.5 1 vs 2 threads: max rel diff %.2e (mean %.2e)\n", layouts[li],
+                   srt_router_name(kinds[ki]), w2, m2);
+            CHECK_MSG(kinds[ki] == SRT_ROUTER_CATS ? m2 <= tol_route_mean[li] : w2 <= tol_threads[li], "%s %s: 2 threads differ by %g", layouts[li], srt_router_name(kinds[ki]), w2);
+            sc_router_free(rr);
+        }
+        /* density 1 through the sparse path's selection equals dense */
+        CHECK(srt_model_set_router(rt, SRT_ROUTER_CATS, 1.0) == SRT_OK && srt_model_live_count(rt) == 172);
+        CHECK(srt_model_set_router(rt, SRT_ROUTER_GRIFFIN, 0.5) == SRT_ENOTSUP);
+        CHECK(srt_model_set_router(rt, SRT_ROUTER_CATS, 1.5) == SRT_EINVAL);
+        free(cbuf);
+        sc_tokens_free(&gr.tokens);
+        srt_model_close(rt);
+        srt_model_close(rt2);
+        sc_model_free(ref);
+    }
+
+    /* no calibration: claws is refused, cats works */
+    {
+        const char *p = sc_tmp_path("nocal.spk");
+        sc_pack_opts po = {.layout = "kmi4", .method = "cats", .density = 0.4};
+        sc_pack_result pr;
+        CHECK(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK);
+        srt_model_opts mo = {32, ctx1};
+        srt_model *rt = NULL;
+        char msg[512];
+        CHECK(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK);
+        if (rt) {
+            CHECK(!srt_model_has_claws(rt));
+            CHECK(srt_model_set_router(rt, SRT_ROUTER_CLAWS, 0.5) == SRT_ENOTSUP);
+            CHECK(srt_model_set_router(rt, SRT_ROUTER_CATS, 0.4) == SRT_OK && srt_model_live_count(rt) == 69);
+            const float *lg;
+            CHECK(srt_model_step(rt, 1, 0, &lg) == SRT_OK);
+            CHECK(srt_model_step(rt, 1, 32, &lg) == SRT_EINVAL); /* beyond the cache */
+            CHECK(srt_model_step(rt, 512, 1, &lg) == SRT_EINVAL); /* outside the vocabulary */
+            CHECK(srt_model_step(rt, -1, 1, &lg) == SRT_EINVAL);
+        }
+        srt_model_close(rt);
+        /* the embedded tokenizer alone */
+        sc_tokenizer *t2;
+        CHECK(sc_artifact_load_tokenizer(p, &t2, &err) == SC_OK);
+        sc_tokens a = {0}, b = {0};
+        CHECK(sc_tokenizer_encode(t2, PROMPT, strlen(PROMPT), true, false, &a, &err) == SC_OK);
+        CHECK(sc_tokenizer_encode(tok, PROMPT, strlen(PROMPT), true, false, &b, &err) == SC_OK);
+        CHECK(a.n == b.n && memcmp(a.ids, b.ids, a.n * sizeof(int32_t)) == 0);
+        sc_tokens_free(&a);
+        sc_tokens_free(&b);
+        sc_tokenizer_free(t2);
+    }
+
+    /* hostile artifacts: clean one-line errors naming what is wrong */
+    {
+        const char *good = sc_tmp_path("r_kmi4.spk"), *bad = sc_tmp_path("bad.spk");
+        expect_open_error(sc_tmp_path("does-not-exist.spk"), ctx1, "does-not-exist");
+        CHECK(rewrite(good, bad, "l2.wd", NULL, NULL, NULL));
+        expect_open_error(bad, ctx1, "l2.wd");
+        CHECK(rewrite(good, bad, "final_norm", NULL, NULL, NULL));
+        expect_open_error(bad, ctx1, "final_norm");
+        CHECK(rewrite(good, bad, "l0.attn_norm", NULL, NULL, NULL));
+        expect_open_error(bad, ctx1, "l0.attn_norm");
+        CHECK(rewrite(good, bad, NULL, NULL, NULL, "l1.wu"));
+        expect_open_error(bad, ctx1, "l1.wu");
+        CHECK(rewrite(good, bad, NULL, "\"dim\":64", "\"dim\":96", NULL));
+        expect_open_error(bad, ctx1, "tok_emb");
+        CHECK(rewrite(good, bad, NULL, "\"n_kv_heads\":4", "\"n_kv_heads\":3", NULL));
+        expect_open_error(bad, ctx1, "config.n_kv_heads");
+        CHECK(rewrite(good, bad, NULL, "\"layout\":\"kmi4r\"", "\"layout\":\"bogus\"", NULL));
+        expect_open_error(bad, ctx1, "layout");
+        CHECK(rewrite(good, bad, NULL, "\"tensors\":", "\"tensorz\":", NULL));
+        expect_open_error(bad, ctx1, "tensors");
+        CHECK(rewrite(good, bad, NULL, "\"rope\":\"interleaved\"", "\"rope\":\"sideways\"", NULL));
+        expect_open_error(bad, ctx1, "config.rope");
+        CHECK(rewrite(good, bad, NULL, "sparsecal-artifact", "sparsecal-artefact", NULL));
+        expect_open_error(bad, ctx1, "not a sparsecal artifact");
+        /* a tokenizer-less request on a damaged vocabulary */
+        CHECK(rewrite(good, bad, "tokenizer.text", NULL, NULL, NULL));
+        sc_tokenizer *t3 = NULL;
+        CHECK(sc_artifact_load_tokenizer(bad, &t3, &err) != SC_OK && t3 == NULL);
+        /* a damaged byte is caught by the section checksum */
+        FILE *fp = fopen(good, "rb");
+        fseek(fp, 0, SEEK_END);
+        long sz = ftell(fp);
+        fseek(fp, 0, SEEK_SET);
+        char *buf = malloc((size_t)sz);
+        CHECK(fread(buf, 1, (size_t)sz, fp) == (size_t)sz);
+        fclose(fp);
+        buf[4096] ^= 0x55;
+        CHECK(sc_write_bytes(bad, buf, (size_t)sz));
+        free(buf);
+        expect_open_error(bad, ctx1, "checksum");
+    }
+
+    /* the CLI */
+    {
+        char cmd[2048], out1[8192], out2[8192];
+        const char *f32 = sc_tmp_path("r_f32.spk"), *nocal = sc_tmp_path("nocal.spk");
+        snprintf(cmd, sizeof cmd, "%s run --artifact %s -p '%s' -n 80 --temperature 0 --dense 2>/dev/null", SC_CLI_PATH, f32, PROMPT);
+        CHECK(sc_run(cmd, out1, sizeof out1) == 0);
+        snprintf(cmd, sizeof cmd, "%s generate -m %s -p '%s' -n 80 --temperature 0 2>/dev/null", SC_CLI_PATH, f32, PROMPT);
+        CHECK(sc_run(cmd, out2, sizeof out2) == 0);
+        CHECK_MSG(strcmp(out1, out2) == 0 && strlen(out1) > 100, "run: [%s]\ngenerate: [%s]", out1, out2);
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --temperature 0.8 --seed 7 --method claws --density 0.5 --threads 2 --json",
+                 SC_CLI_PATH, sc_tmp_path("r_kmi4.spk"));
+        CHECK(sc_run(cmd, out1, sizeof out1) == 0);
+        CHECK(strstr(out1, "\"method\":\"claws\"") && strstr(out1, "\"live_neurons\":86") &&
+              strstr(out1, "\"tokens_per_second\"") && strstr(out1, "\"per_token_ms\""));
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --method claws 2>&1", SC_CLI_PATH, nocal);
+        CHECK(sc_run(cmd, out1, sizeof out1) == 2 && strstr(out1, "claws_c"));
+        snprintf(cmd, sizeof cmd, "%s run -m %s --method griffin 2>&1", SC_CLI_PATH, nocal);
+        CHECK(sc_run(cmd, out1, sizeof out1) == 2);
+        snprintf(cmd, sizeof cmd, "%s run -m %s --isa nonsense 2>&1", SC_CLI_PATH, nocal);
+        CHECK(sc_run(cmd, out1, sizeof out1) == 2);
+        snprintf(cmd, sizeof cmd, "%s run -m %s 2>&1", SC_CLI_PATH, sc_tmp_path("nope.spk"));
+        CHECK(sc_run(cmd, out1, sizeof out1) != 0 && strstr(out1, "nope.spk"));
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 30 --temperature 0 --isa scalar --dense 2>/dev/null", SC_CLI_PATH, f32);
+        CHECK(sc_run(cmd, out1, sizeof out1) == 0 && strncmp(out1, "Once upon a time", 16) == 0 && strlen(out1) > 20);
+    }
+
+    srt_ctx_free(ctx1);
+    srt_ctx_free(ctx2);
+    sc_tokens_free(&prompt);
+    sc_calib_free(cal);
+    sc_dataset_free(&d);
+    sc_tokenizer_free(tok);
+    sc_model_free(m);
+    return sc_test_finish();
+}
