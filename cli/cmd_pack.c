@@ -5,12 +5,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lora.h"
 #include "pack.h"
 #include "scal.h"
 
 int cmd_pack(int argc, char **argv) {
     cli_inputs in = {0};
-    const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL;
+    const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL, *lora = NULL;
     double density = 1.0;
     int64_t compress = 0;
     bool json = false, quiet = false, permute = false;
@@ -20,6 +21,7 @@ int cmd_pack(int argc, char **argv) {
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
+        {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights first", 0, 0},
         {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that often-live neurons cluster (needs --calib)", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level per section; 0 = raw, mmap-able (default)", 0, 19},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "artifact to write (.spk)", 0, 0},
@@ -45,7 +47,13 @@ int cmd_pack(int argc, char **argv) {
     sc_calib *c = NULL;
     sc_pack_result res;
     sc_status st = cli_load(&in, false, &err);
-    if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
+    if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err); /* statistics of the base model */
+    if (!st && lora) {
+        sc_lora_result lr;
+        st = sc_lora_fuse(in.model, lora, &lr, &err);
+        if (!st && !quiet)
+            fprintf(stderr, "fused %d LoRA layers (r %d, scale %g) from %s\n", lr.fused, lr.rank, lr.scale, lora);
+    }
     if (!st && method && (!strcmp(method, "claws") || !strcmp(method, "cats-threshold")) &&
         !(c && sc_calib_state(c, !strcmp(method, "claws") ? "claws" : "cats")))
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
