@@ -37,6 +37,7 @@ static void write_adapter(const char *dir, float *A1, float *B1, float *A3, floa
     sc_st_writer_write_f32(w, A3, 4 * 64, &err);
     sc_st_writer_write_f32(w, B3, 64 * 4, &err);
     CHECK(sc_st_writer_finish(w, &err) == SC_OK);
+    sc_st_writer_free(w);
 }
 
 int main(void) {
