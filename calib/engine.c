@@ -42,6 +42,8 @@ void sc_model_identity(const sc_model *m, char out[17]) {
         XXH64_update(st, L->wg, (size_t)(F * D) * 4);
         XXH64_update(st, L->wu, (size_t)(F * D) * 4);
         XXH64_update(st, L->wd, (size_t)(F * D) * 4);
+        if (L->attn_rot) XXH64_update(st, L->attn_rot, (size_t)(D * D) * 4); /* folded LaRoSA (unrotated models */
+        if (L->mlp_rot) XXH64_update(st, L->mlp_rot, (size_t)(D * D) * 4);   /* hash exactly as before) */
     }
     XXH64_update(st, m->final_norm, (size_t)D * 4);
     if (!c->tied_classifier) XXH64_update(st, m->classifier, (size_t)(c->vocab_size * D) * 4);

@@ -113,6 +113,10 @@ sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batc
 }
 
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err) {
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].attn_rot || m->layers[l].mlp_rot)
+            return sc_errf(err, SC_EUNSUPPORTED, "%s: gradients through folded LaRoSA rotations are not supported; "
+                                                 "calibrate the model it was packed from", m->path);
     return create(m, max_ctx, max_ctx, true, out, err);
 }
 
@@ -151,6 +155,14 @@ static void attention(sc_forward *f, int64_t l, const float *q, int64_t T, int64
     }
 }
 
+/* xn [n, D] <- xn R^T (z = R x per token) when the layer has a folded
+ * rotation; tmp is scratch. Inference only (training refuses such models). */
+static void rotate(float *xn, float *tmp, const float *R, int64_t n, int64_t D) {
+    if (!R) return;
+    sc_linear_forward(tmp, xn, R, NULL, n, D, D);
+    memcpy(xn, tmp, (size_t)(n * D) * sizeof(float));
+}
+
 /* Calls the linear hook (if any) on the output y of a linear layer. */
 static sc_status lin(sc_forward *f, sc_linear w, int64_t l, int64_t pos0, int64_t n, int64_t in, int64_t out,
                      const float *x, const float *W, const float *b, float *y, sc_err *err) {
@@ -173,6 +185,7 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     /* attention block */
     if (f->train) memcpy(f->x_in + lb * D, f->x, rowD);
     sc_rmsnorm_forward(f->xn, f->train ? f->r1 + lb : NULL, f->x, L->attn_norm, n, D, c->norm_eps);
+    rotate(f->xn, f->tmp, L->attn_rot, n, D);
     SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
     SC_TRY(lin(f, SC_LIN_Q, l, pos0, n, D, qd, f->xn, L->wq, L->bq, q, err));
@@ -190,6 +203,7 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     /* MLP block */
     if (f->train) memcpy(f->x_mid + lb * D, f->x, rowD);
     sc_rmsnorm_forward(f->xn, f->train ? f->r2 + lb : NULL, f->x, L->ffn_norm, n, D, c->norm_eps);
+    rotate(f->xn, f->tmp, L->mlp_rot, n, D);
     SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
     SC_TRY(lin(f, SC_LIN_GATE, l, pos0, n, D, F, f->xn, L->wg, NULL, u, err));

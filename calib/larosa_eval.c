@@ -6,7 +6,12 @@
  * weights gives the same products). At SC_TAP_H it keeps the K_h largest
  * |h_j| (h cannot be rotated through the elementwise product). The attention
  * output (o-projection input) stays dense. Layers outside the calibrated
- * range stay dense. Top-K is exact, so the densities are exact. */
+ * range stay dense. Top-K is exact, so the densities are exact.
+ *
+ * On an artifact packed with --method larosa the rotations are folded into
+ * the model (sc_layer.attn_rot / mlp_rot: the forward pass already feeds the
+ * rotated input z to W Q), so the hook keeps the top-K |z| in place and no
+ * calibration file is needed. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +23,9 @@
 
 typedef struct lr_ctx {
     int64_t D, F, L, K_in, K_h;
-    float **Q;      /* [2 * L] float rotations (NULL: dense) */
+    float **Q;      /* [2 * L] float rotations (NULL: dense or folded) */
+    unsigned char *on; /* [2 * L] input sparsified (calibrated, or folded into the model) */
+    bool folded;    /* the model holds the rotations: top-K on the tapped input itself */
     float *z, *score, *scratch;
     int32_t *idx;
 } lr_ctx;
@@ -57,10 +64,13 @@ static sc_status lr_hook(void *user, const sc_tap_event *ev, sc_err *err) {
         return SC_OK;
     }
     int w = ev->tap == SC_TAP_ATTN_IN ? SC_LAROSA_ATTN : ev->tap == SC_TAP_MLP_IN ? SC_LAROSA_MLP : -1;
-    if (w < 0 || x->K_in >= x->D) return SC_OK;
-    const float *Q = x->Q[w * x->L + ev->layer];
-    if (!Q) return SC_OK;
+    if (w < 0 || x->K_in >= x->D || !x->on[w * x->L + ev->layer]) return SC_OK;
     int64_t T = ev->n_tokens, D = x->D;
+    if (x->folded) {
+        keep_topk(x, ev->data, T, D, x->K_in);
+        return SC_OK;
+    }
+    const float *Q = x->Q[w * x->L + ev->layer];
     /* z[T, D] = x[T, D] Q[D, D]  (z_k = sum_i x_i Q[i, k] = (Q^T x)_k) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)D, (blasint)D, 1.0f, ev->data,
                 (blasint)D, Q, (blasint)D, 0.0f, x->z, (blasint)D);
@@ -78,7 +88,7 @@ static void lr_stats(const sc_model *m, const lr_ctx *x, sc_sparse_eval_result *
     double d_in = (double)x->K_in / (double)x->D, d_h = (double)x->K_h / (double)x->F, sum = 0, sum_sp = 0, act = 0;
     double mn = INFINITY, mx = -INFINITY;
     for (int64_t l = 0; l < c->n_layers; l++) {
-        double da = x->Q[l] ? d_in : 1.0, dm = x->Q[x->L + l] ? d_in : 1.0;
+        double da = x->on[l] ? d_in : 1.0, dm = x->on[x->L + l] ? d_in : 1.0;
         double dl = (qkv * da + o + gu * dm + dn * d_h) / (qkv + o + gu + dn);
         sum_sp += (qkv * da + gu * dm + dn * d_h) / (qkv + gu + dn);
         if (l < SC_MAX_LAYERS) out->layer_density[l] = dl;
@@ -108,11 +118,17 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
                          sc_sparse_eval_result *out, sc_err *err) {
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
-    if (!o->calib) return sc_errf(err, SC_EARG, "eval: method larosa needs a calibration file (--calib)");
-    const void *st8 = sc_calib_state(o->calib, "larosa");
-    if (!st8)
+    bool folded = false;
+    for (int64_t l = 0; l < c->n_layers; l++) folded = folded || m->layers[l].attn_rot || m->layers[l].mlp_rot;
+    const void *st8 = o->calib ? sc_calib_state(o->calib, "larosa") : NULL;
+    if (folded && st8)
+        return sc_errf(err, SC_EARG, "eval: %s already holds folded LaRoSA rotations; drop the calibration's", m->path);
+    if (!folded && !o->calib)
+        return sc_errf(err, SC_EARG, "eval: method larosa needs a calibration file (--calib) or an artifact packed "
+                                     "with --method larosa");
+    if (!folded && !st8)
         return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'larosa' statistics (compute --method larosa)");
-    if (sc_larosa_dim(st8) != c->dim) return sc_errf(err, SC_EARG, "eval: the larosa rotations are for another d_model");
+    if (st8 && sc_larosa_dim(st8) != c->dim) return sc_errf(err, SC_EARG, "eval: the larosa rotations are for another d_model");
     double cin, ch, grid, grid_seqs, step;
     SC_TRY(sc_lc_param(o->params, "in", 0.8, 0, 10, &cin, "larosa", err));
     SC_TRY(sc_lc_param(o->params, "h", 1.2, 0, 10, &ch, "larosa", err));
@@ -120,21 +136,27 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
     SC_TRY(sc_lc_param(o->params, "grid_seqs", 16, 1, 1e9, &grid_seqs, "larosa", err));
     SC_TRY(sc_lc_param(o->params, "grid_step", 0.05, 0.01, 1, &step, "larosa", err));
     int64_t D = c->dim, F = c->ffn_dim, L = c->n_layers, T = o->ctx;
-    lr_ctx x = {D, F, L, D, F, NULL, NULL, NULL, NULL, NULL};
+    lr_ctx x = {D, F, L, D, F, NULL, NULL, folded, NULL, NULL, NULL, NULL};
     x.Q = calloc((size_t)(2 * L), sizeof *x.Q);
+    x.on = calloc((size_t)(2 * L), 1);
     x.z = malloc((size_t)(T * D) * sizeof(float));
     x.score = malloc((size_t)(D > F ? D : F) * sizeof(float));
     x.scratch = malloc((size_t)(D > F ? D : F) * 8);
     x.idx = malloc((size_t)(D > F ? D : F) * sizeof(int32_t));
     sc_status st = SC_OK;
-    if (!x.Q || !x.z || !x.score || !x.scratch || !x.idx) {
+    if (!x.Q || !x.on || !x.z || !x.score || !x.scratch || !x.idx) {
         st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
         goto done;
     }
-    for (int w = 0; w < 2; w++)
+    for (int64_t l = 0; folded && l < L; l++) {
+        x.on[l] = m->layers[l].attn_rot != NULL;
+        x.on[L + l] = m->layers[l].mlp_rot != NULL;
+    }
+    for (int w = 0; st8 && w < 2; w++)
         for (int64_t l = 0; l < L; l++) {
             sc_larosa_input in;
             if (!sc_larosa_get(st8, l, w, &in)) continue;
+            x.on[w * L + l] = 1;
             float *q = malloc((size_t)(D * D) * sizeof(float));
             if (!q) {
                 st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
@@ -190,6 +212,7 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
 done:
     for (int64_t i = 0; x.Q && i < 2 * L; i++) free(x.Q[i]);
     free(x.Q);
+    free(x.on);
     free(x.z);
     free(x.score);
     free(x.scratch);

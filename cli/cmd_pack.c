@@ -5,13 +5,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lc_util.h"
 #include "lora.h"
 #include "pack.h"
 #include "scal.h"
 
 int cmd_pack(int argc, char **argv) {
     cli_inputs in = {0};
-    const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL, *lora = NULL;
+    const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL, *lora = NULL, *params = NULL;
     double density = 1.0;
     int64_t compress = 0;
     bool json = false, quiet = false, permute = false;
@@ -19,7 +20,9 @@ int cmd_pack(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, larosa "
+                                                "(folds the calibration's rotations into the weights)", 0, 0},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "larosa: sparsity split in=0.8,h=1.2 recorded for the runtime", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
         {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights first", 0, 0},
         {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that often-live neurons cluster (needs --calib)", 0, 0},
@@ -39,8 +42,8 @@ int cmd_pack(int argc, char **argv) {
         return 2;
     }
     if (method && strcmp(method, "dense") && strcmp(method, "cats") && strcmp(method, "cats-threshold") &&
-        strcmp(method, "claws")) {
-        fprintf(stderr, "sparsecal pack: --method must be dense, cats, cats-threshold or claws, got '%s'\n", method);
+        strcmp(method, "claws") && strcmp(method, "larosa")) {
+        fprintf(stderr, "sparsecal pack: --method must be dense, cats, cats-threshold, claws or larosa, got '%s'\n", method);
         return 2;
     }
     sc_err err = {{0}};
@@ -58,8 +61,13 @@ int cmd_pack(int argc, char **argv) {
         !(c && sc_calib_state(c, !strcmp(method, "claws") ? "claws" : "cats")))
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
                      !strcmp(method, "claws") ? "claws" : "cats");
+    double lin = 0.8, lh = 1.2;
+    if (!st && params && !(method && !strcmp(method, "larosa")))
+        st = sc_errf(&err, SC_EARG, "--params applies to --method larosa only");
+    if (!st) st = sc_lc_param(params, "in", 0.8, 0, 10, &lin, "larosa", &err);
+    if (!st) st = sc_lc_param(params, "h", 1.2, 0, 10, &lh, "larosa", &err);
     if (!st) {
-        sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr};
+        sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh};
         st = sc_pack(in.model, in.tok, &o, out, &res, &err);
     }
     if (!st) {

@@ -51,7 +51,7 @@ int cmd_run(int argc, char **argv) {
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
         {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
         {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "MLP router: dense, cats, claws (default: the artifact's)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "MLP router: dense, cats, claws, larosa (default: the artifact's)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
@@ -121,26 +121,32 @@ int cmd_run(int argc, char **argv) {
     if (dense) method = "dense";
     if (!method) {
         method = art_method;
-        if (strcmp(method, "dense") && strcmp(method, "cats") && strcmp(method, "claws")) {
+        if (strcmp(method, "dense") && strcmp(method, "cats") && strcmp(method, "claws") && strcmp(method, "larosa")) {
             fprintf(stderr, "note: the artifact's router '%s' is not supported by run; running dense\n", method);
             method = "dense";
         }
     }
-    int kind = srt_router_from_name(method);
+    bool larosa = !strcmp(method, "larosa");
+    int kind = larosa ? SRT_ROUTER_DENSE : srt_router_from_name(method);
     if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) {
-        st = sc_errf(&err, SC_EARG, "unknown or unsupported method '%s' (dense, cats, claws)", method);
+        st = sc_errf(&err, SC_EARG, "unknown or unsupported method '%s' (dense, cats, claws, larosa)", method);
         goto done;
     }
     if (density < 0) density = art_density > 0 && art_density <= 1 ? art_density : 0.5;
-    if (kind == SRT_ROUTER_DENSE) density = 1.0;
-    srt_status ks = srt_model_set_router(m, (srt_router)kind, density);
+    if (kind == SRT_ROUTER_DENSE && !larosa) density = 1.0;
+    srt_status ks = larosa ? srt_model_set_larosa(m, density) : srt_model_set_router(m, (srt_router)kind, density);
     if (ks == SRT_ENOTSUP) {
-        st = sc_errf(&err, SC_EARG, "%s: method claws needs the CLAWS multipliers (lN.claws_c); pack with --calib", path);
+        st = larosa ? sc_errf(&err, SC_EARG, "%s: method larosa needs an artifact packed with --method larosa "
+                                             "(folded rotations)", path)
+                    : sc_errf(&err, SC_EARG, "%s: method claws needs the CLAWS multipliers (lN.claws_c); pack with --calib", path);
         goto done;
     } else if (ks != SRT_OK) {
         st = sc_errf(&err, SC_EARG, "bad router settings (%s)", srt_status_str(ks));
         goto done;
     }
+    const char *mname = larosa ? "larosa" : srt_router_name((srt_router)kind);
+    int64_t k_in, k_h;
+    srt_model_larosa_counts(m, &k_in, &k_h);
     /* prompt */
     int64_t max_steps = c->max_seq_len;
     if (steps <= 0 || steps > max_steps) steps = max_steps;
@@ -221,9 +227,14 @@ int cmd_run(int argc, char **argv) {
         for (size_t i = 0; i < toks.n; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(toks.ids[i]));
         cJSON_AddNumberToObject(j, "prompt_tokens", (double)n_prompt);
         cJSON_AddNumberToObject(j, "generated_tokens", (double)gen);
-        cJSON_AddStringToObject(j, "method", srt_router_name((srt_router)kind));
+        cJSON_AddStringToObject(j, "method", mname);
         cJSON_AddNumberToObject(j, "density", density);
-        cJSON_AddNumberToObject(j, "live_neurons", (double)srt_model_live_count(m));
+        cJSON_AddNumberToObject(j, "live_neurons", (double)(larosa ? k_h : srt_model_live_count(m)));
+        cJSON_AddNumberToObject(j, "rotated_inputs", (double)srt_model_rotated_inputs(m));
+        if (larosa) {
+            cJSON_AddNumberToObject(j, "live_input_channels", (double)k_in);
+            cJSON_AddNumberToObject(j, "dim", (double)c->dim);
+        }
         cJSON_AddNumberToObject(j, "ffn_dim", (double)c->ffn_dim);
         cJSON_AddStringToObject(j, "isa", srt_isa_name(srt_ctx_isa(ctx)));
         cJSON_AddNumberToObject(j, "threads", (double)threads);
@@ -243,6 +254,7 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(pt, "mlp_route", 1e3 * tm.mlp_route / ns);
         cJSON_AddNumberToObject(pt, "mlp_up", 1e3 * tm.mlp_up / ns);
         cJSON_AddNumberToObject(pt, "mlp_down", 1e3 * tm.mlp_down / ns);
+        cJSON_AddNumberToObject(pt, "rotate", 1e3 * tm.rotate / ns);
         cJSON_AddNumberToObject(pt, "head", 1e3 * tm.head / ns);
         cJSON_AddNumberToObject(pt, "other", 1e3 * (t_decode - tm.attn - tm.mlp - tm.head) / ns);
         cJSON_AddNumberToObject(j, "mlp_density", tm.steps ? (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim) : 0.0);
@@ -253,7 +265,7 @@ int cmd_run(int argc, char **argv) {
         fflush(stdout);
         fprintf(stderr, "run: %s, %s density %.3g (%lld of %lld neurons), %s x%lld: prompt %lld tok in %.3f s, "
                         "generated %lld tokens in %.3f s (%.1f tok/s)\n",
-                path, srt_router_name((srt_router)kind), density, (long long)srt_model_live_count(m),
+                path, mname, density, (long long)(larosa ? k_h : srt_model_live_count(m)),
                 (long long)c->ffn_dim, srt_isa_name(srt_ctx_isa(ctx)), (long long)threads, (long long)n_prompt,
                 t_prompt, (long long)gen, t_decode, tps);
     }

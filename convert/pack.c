@@ -1,17 +1,19 @@
 /* pack.c - packing a model into an artifact (see pack.h). */
 #include "pack.h"
 
+#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "larosa.h"
 #include "srt.h"
 #include "srt_container.h"
 
 /* Which runtime layout each linear layer gets under an artifact layout. */
 typedef struct layout_plan {
     const char *name;
-    srt_layout attn, gate, up, down, classifier;
+    srt_layout attn, gate, up, down, classifier; /* classifier's layout also holds LaRoSA rotations */
 } layout_plan;
 
 static const layout_plan plans[] = {
@@ -42,6 +44,7 @@ typedef struct packer {
     void *buf;     /* packed bytes */
     size_t buf_cap;
     uint32_t *perm_all; /* [L, F] neuron permutation (NULL: none) */
+    const void *larosa; /* calibration state whose rotations are folded (NULL: none) */
 } packer;
 
 static sc_status wr_fail(packer *p, sc_err *err) {
@@ -195,6 +198,12 @@ static sc_status add_routing(packer *p, const sc_model *m, cJSON *man, sc_err *e
     cJSON *r = cJSON_AddObjectToObject(man, "routing");
     cJSON_AddStringToObject(r, "method", p->o->method ? p->o->method : "dense");
     cJSON_AddNumberToObject(r, "density", p->o->density);
+    if (p->larosa) {
+        cJSON *lj = cJSON_AddObjectToObject(r, "larosa");
+        cJSON_AddNumberToObject(lj, "in", p->o->larosa_in > 0 ? p->o->larosa_in : 0.8);
+        cJSON_AddNumberToObject(lj, "h", p->o->larosa_h > 0 ? p->o->larosa_h : 1.2);
+        cJSON_AddNumberToObject(lj, "damp", sc_larosa_damp(p->larosa));
+    }
     if (!p->o->calib) return SC_OK;
     cJSON_AddStringToObject(r, "calibration_model_id", p->o->calib->model_id);
     cJSON_AddStringToObject(r, "calibration_data_id", p->o->calib->data_id);
@@ -269,6 +278,47 @@ static sc_status neuron_order(const sc_calib *c, int64_t layer, int64_t F, uint3
     return SC_OK;
 }
 
+/* ---- LaRoSA folding ---- */
+
+/* Scratch for folding one layer: Q as float, R, and the rotated copies of
+ * the matrices that read a rotated input. */
+typedef struct fold_buf {
+    float *Qf, *R, *wq, *wk, *wv, *wg, *wu, *ones;
+} fold_buf;
+
+static void fold_free(fold_buf *b) {
+    free(b->Qf);
+    free(b->R);
+    free(b->wq);
+    free(b->wk);
+    free(b->wv);
+    free(b->wg);
+    free(b->wu);
+    free(b->ones);
+}
+
+/* dst[rows, D] = W[rows, D] Q: column k of W Q is the weight of rotated coordinate k. */
+static void rotate_weights(float *dst, const float *W, const float *Qf, int64_t rows, int64_t D) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)rows, (blasint)D, (blasint)D, 1.0f, W, (blasint)D,
+                Qf, (blasint)D, 0.0f, dst, (blasint)D);
+}
+
+/* Q (column k = eigenvector k, Q[i*D+k]) of block input `which` of layer l,
+ * as float in b->Qf, and R = Q^T diag(g) in b->R: z = R n(x) = Q^T (g . n(x))
+ * is the rotated input the calibration measured, so the RMSNorm weight is
+ * absorbed and the stored norm becomes one. False when the layer has none. */
+static bool fold_prepare(const void *state, int64_t l, int which, const float *g, int64_t D, fold_buf *b) {
+    sc_larosa_input in;
+    if (!state || !sc_larosa_get(state, l, which, &in)) return false;
+    for (int64_t i = 0; i < D; i++)
+        for (int64_t k = 0; k < D; k++) {
+            double q = in.Q[i * D + k];
+            b->Qf[i * D + k] = (float)q;
+            b->R[k * D + i] = (float)(q * (double)g[i]);
+        }
+    return true;
+}
+
 sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts *o, const char *path,
                   sc_pack_result *res, sc_err *err) {
     memset(res, 0, sizeof *res);
@@ -308,9 +358,27 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         p.perm_all = calloc((size_t)(c->n_layers * F), sizeof *p.perm_all);
         if (!p.perm_all && !st) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the permutation");
     }
+    fold_buf fb = {0};
+    if (!st && o->method && !strcmp(o->method, "larosa")) {
+        p.larosa = o->calib ? sc_calib_state(o->calib, "larosa") : NULL;
+        if (!p.larosa)
+            st = sc_errf(err, SC_EARG, "pack --method larosa needs a calibration file with larosa statistics (--calib)");
+        else if (sc_larosa_dim(p.larosa) != D)
+            st = sc_errf(err, SC_EARG, "pack: the larosa rotations are for d_model %lld, the model has %lld",
+                         (long long)sc_larosa_dim(p.larosa), (long long)D);
+        int64_t big = qd > F ? qd : F;
+        if (!st && (!(fb.Qf = malloc((size_t)(D * D) * sizeof(float))) || !(fb.R = malloc((size_t)(D * D) * sizeof(float))) ||
+                    !(fb.wq = malloc((size_t)(big * D) * sizeof(float))) || !(fb.wk = malloc((size_t)(kvd * D) * sizeof(float))) ||
+                    !(fb.wv = malloc((size_t)(kvd * D) * sizeof(float))) || !(fb.wg = malloc((size_t)(F * D) * sizeof(float))) ||
+                    !(fb.wu = malloc((size_t)(F * D) * sizeof(float))) || !(fb.ones = malloc((size_t)D * sizeof(float)))))
+            st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the LaRoSA folding");
+        for (int64_t i = 0; !st && i < D; i++) fb.ones[i] = 1.0f;
+    }
+    int64_t n_folded = 0;
     for (int64_t l = 0; l < c->n_layers && !st; l++) {
         const sc_layer *L = &m->layers[l];
         const float *wg = L->wg, *wu = L->wu, *wd = L->wd;
+        const float *an = L->attn_norm, *fn = L->ffn_norm, *wq = L->wq, *wk = L->wk, *wv = L->wv;
         char nm[64];
         if (o->permute) { /* rows of W_g and W_u, columns of W_d */
             if ((st = neuron_order(o->calib, l, F, perm, err))) break;
@@ -332,11 +400,31 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wd = pd;
         }
 #define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
-        if ((st = add_f32(&p, NAME("attn_norm"), L->attn_norm, D, err)) ||
-            (st = add_f32(&p, NAME("ffn_norm"), L->ffn_norm, D, err)) ||
-            (st = add_matrix(&p, NAME("wq"), plan->attn, L->wq, qd, D, err)) ||
-            (st = add_matrix(&p, NAME("wk"), plan->attn, L->wk, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME("wv"), plan->attn, L->wv, kvd, D, err)) ||
+        if (fold_prepare(p.larosa, l, SC_LAROSA_ATTN, L->attn_norm, D, &fb)) { /* q, k, v read z = R n(x) */
+            rotate_weights(fb.wq, wq, fb.Qf, qd, D);
+            rotate_weights(fb.wk, wk, fb.Qf, kvd, D);
+            rotate_weights(fb.wv, wv, fb.Qf, kvd, D);
+            wq = fb.wq;
+            wk = fb.wk;
+            wv = fb.wv;
+            an = fb.ones;
+            n_folded++;
+            if ((st = add_matrix(&p, NAME("attn_rot"), plan->classifier, fb.R, D, D, err))) break;
+        }
+        if (fold_prepare(p.larosa, l, SC_LAROSA_MLP, L->ffn_norm, D, &fb)) { /* gate and up */
+            rotate_weights(fb.wg, wg, fb.Qf, F, D);
+            rotate_weights(fb.wu, wu, fb.Qf, F, D);
+            wg = fb.wg;
+            wu = fb.wu;
+            fn = fb.ones;
+            n_folded++;
+            if ((st = add_matrix(&p, NAME("mlp_rot"), plan->classifier, fb.R, D, D, err))) break;
+        }
+        if ((st = add_f32(&p, NAME("attn_norm"), an, D, err)) ||
+            (st = add_f32(&p, NAME("ffn_norm"), fn, D, err)) ||
+            (st = add_matrix(&p, NAME("wq"), plan->attn, wq, qd, D, err)) ||
+            (st = add_matrix(&p, NAME("wk"), plan->attn, wk, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME("wv"), plan->attn, wv, kvd, D, err)) ||
             (st = add_matrix(&p, NAME("wo"), plan->attn, L->wo, D, qd, err)) ||
             (st = add_matrix(&p, NAME("wg"), plan->gate, wg, F, D, err)) ||
             (st = add_matrix(&p, NAME("wu"), plan->up, wu, F, D, err)) ||
@@ -353,6 +441,10 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         }
     }
     if (o->progress) fputc('\n', o->progress);
+    fold_free(&fb);
+    if (!st && p.larosa && n_folded == 0)
+        st = sc_errf(err, SC_EARG, "pack --method larosa: the calibration holds no rotation for any layer of this model");
+    cJSON_AddNumberToObject(man, "larosa_folded_inputs", (double)n_folded);
     free(perm);
     free(pg);
     free(pu);

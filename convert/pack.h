@@ -2,7 +2,8 @@
  * into a packed artifact (.spk): weights quantised into the layout's
  * runtime format (padded to its block geometry), norms and embeddings in
  * f32, the routing parameters of the chosen method stored with their layer,
- * the tokenizer's vocabulary, and a manifest with everything the runtime
+ * LaRoSA rotations folded into the weights (method larosa), the
+ * tokenizer's vocabulary, and a manifest with everything the runtime
  * must know. The file is a sparsecal container of kind "artifact"
  * (docs/CONTAINER.md), written atomically. */
 #ifndef SC_PACK_H
@@ -22,6 +23,11 @@ typedef struct sc_pack_opts {
     int compress;         /* zstd level for the sections (0: raw, mmap-able) */
     bool permute;         /* reorder FFN neurons by calibrated activity (needs cats or claws statistics) */
     FILE *progress;
+    /* method "larosa": the calibration's rotations are folded into the
+     * weights (W Q, and R = Q^T diag(g) stored per block input with the
+     * RMSNorm weight set to one); the sparsity split s_in = in s, s_h = h s
+     * is recorded for the runtime (0: the defaults 0.8 and 1.2). */
+    double larosa_in, larosa_h;
 } sc_pack_opts;
 
 typedef struct sc_pack_result {

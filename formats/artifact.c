@@ -222,6 +222,11 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
         if (c->qkv_bias && ((st = get_f32(&r, NAME("bq"), qd, &L->bq, err)) || (st = get_f32(&r, NAME("bk"), kvd, &L->bk, err)) ||
                             (st = get_f32(&r, NAME("bv"), kvd, &L->bv, err))))
             break;
+        /* folded LaRoSA rotations (optional, per block input) */
+        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME("attn_rot")) && (st = get_matrix(&r, nm, D, D, &L->attn_rot, err)))
+            break;
+        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME("mlp_rot")) && (st = get_matrix(&r, nm, D, D, &L->mlp_rot, err)))
+            break;
 #undef NAME
     }
     if (!st) st = load_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), err);

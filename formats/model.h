@@ -65,6 +65,11 @@ typedef struct sc_layer {
     const float *wg;         /* [ffn_dim, dim] gate */
     const float *wu;         /* [ffn_dim, dim] up */
     const float *wd;         /* [dim, ffn_dim] down */
+    /* LaRoSA rotations folded at pack time (artifacts packed with --method
+     * larosa), else NULL: [dim, dim] R with the block input z = R n(x), n the
+     * RMSNorm whose weight (then all ones) was folded into R; the projections
+     * that read the input hold W Q. */
+    const float *attn_rot, *mlp_rot;
 } sc_layer;
 
 typedef struct sc_model_res sc_model_res; /* owned mappings and buffers */

@@ -86,6 +86,49 @@ static srt_status mv_sparse(srt_model *m, const srt_weight *w, const float *x, c
         if (st_ != SRT_OK) return st_;                                                                                 \
     } while (0)
 
+/* A linear layer on an input whose live coordinates are m->idx[0..n_live)
+ * (the others are zero): column-sparse layouts read only those columns;
+ * n_live < 0 means a dense input. */
+static srt_status mv_in(srt_model *m, const srt_weight *w, const float *x, int64_t n_live, float *y) {
+    if (n_live >= 0 && w->tr->sparse == SRT_SPARSE_COLS) return mv_sparse(m, w, x, m->idx, n_live, y);
+    return mv(m, w, x, y);
+}
+
+/* Keeps the k largest |v[i]| of v[0..n) (others zeroed); their indices,
+ * ascending, go to m->idx. */
+static srt_status keep_topk(srt_model *m, float *v, int64_t n, int64_t k) {
+    srt_score_gate(m->score, v, NULL, n);
+    TRY(srt_select_topk(m->idx, m->score, n, k, 0));
+    int64_t next = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (next < k && m->idx[next] == (uint32_t)i)
+            next++;
+        else
+            v[i] = 0.0f;
+    }
+    return SRT_OK;
+}
+
+/* LaRoSA: m->xn <- z = R n(x) when the block input has a folded rotation,
+ * then (when LaRoSA routing is on) only its K_in largest |z_k| stay; *n_live
+ * gets K_in, or -1 for a dense input. */
+static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_live) {
+    *n_live = -1;
+    if (!R->tr) return SRT_OK;
+    int64_t D = m->cfg.dim;
+    double t0 = now();
+    stale(m);
+    TRY(mv(m, R, m->xn, m->tmp));
+    memcpy(m->xn, m->tmp, (size_t)D * sizeof(float));
+    stale(m);
+    if (m->larosa && m->K_in < D) {
+        TRY(keep_topk(m, m->xn, D, m->K_in));
+        *n_live = m->K_in;
+    }
+    m->tm.rotate += now() - t0;
+    return SRT_OK;
+}
+
 static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     const srt_model_config *c = &m->cfg;
     const srt_layer_w *L = &m->layers[l];
@@ -93,9 +136,11 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     double t0 = now();
     rmsnorm(m->xn, m->x, L->attn_norm, D, c->norm_eps);
     stale(m);
-    TRY(mv(m, &L->wq, m->xn, m->q));
-    TRY(mv(m, &L->wk, m->xn, m->kt));
-    TRY(mv(m, &L->wv, m->xn, m->vt));
+    int64_t n_in;
+    TRY(rotate_input(m, &L->attn_rot, &n_in));
+    TRY(mv_in(m, &L->wq, m->xn, n_in, m->q));
+    TRY(mv_in(m, &L->wk, m->xn, n_in, m->kt));
+    TRY(mv_in(m, &L->wv, m->xn, n_in, m->vt));
     if (L->bq)
         for (int64_t i = 0; i < qd; i++) m->q[i] += L->bq[i];
     if (L->bk)
@@ -154,9 +199,34 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     double t0 = now();
     rmsnorm(m->xn, m->x, L->ffn_norm, D, c->norm_eps);
     stale(m);
-    TRY(mv(m, &L->wg, m->xn, m->u));
+    int64_t n_in;
+    TRY(rotate_input(m, &L->mlp_rot, &n_in));
+    TRY(mv_in(m, &L->wg, m->xn, n_in, m->u));
     for (int64_t j = 0; j < F; j++) m->a[j] = act_fn(m->u[j], c->gelu);
     double t1 = now();
+    if (m->larosa) { /* up on the kept rotated input, down on the K_h largest |h_j| */
+        TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
+        for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
+        double t2 = now();
+        int64_t K = m->K_h < F ? m->K_h : F;
+        if (K < F) {
+            TRY(keep_topk(m, m->h, F, K));
+            memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
+        }
+        m->live_n[l] = K;
+        double t3 = now();
+        stale(m);
+        TRY(mv_in(m, &L->wd, m->h, K < F ? K : -1, m->tmp));
+        for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
+        double t4 = now();
+        m->tm.mlp_gate += t1 - t0;
+        m->tm.mlp_up += t2 - t1;
+        m->tm.mlp_route += t3 - t2;
+        m->tm.mlp_down += t4 - t3;
+        m->tm.mlp += t4 - t0;
+        m->tm.live_sum += K;
+        return SRT_OK;
+    }
     bool dense = m->router == SRT_ROUTER_DENSE || m->K >= F;
     int64_t K = dense ? F : m->K;
     if (!dense) {
@@ -167,13 +237,13 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     m->live_n[l] = K;
     double t2 = now();
     if (dense) {
-        TRY(mv(m, &L->wu, m->xn, m->v));
+        TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
     } else {
         if (L->wu.tr->sparse == SRT_SPARSE_ROWS)
             TRY(mv_sparse(m, &L->wu, m->xn, m->idx, K, m->v));
         else
-            TRY(mv(m, &L->wu, m->xn, m->v));
+            TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
         memset(m->h, 0, (size_t)F * sizeof(float));
         for (int64_t i = 0; i < K; i++) {
             uint32_t j = m->idx[i];

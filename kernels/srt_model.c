@@ -190,6 +190,13 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     const srt_json *routing = srt_json_get(man, "routing");
     m->def_method = srt_json_str(srt_json_get(routing, "method"), "dense");
     m->def_density = srt_json_num(srt_json_get(routing, "density"), 1.0);
+    const srt_json *lrj = srt_json_get(routing, "larosa");
+    m->lr_in = srt_json_num(srt_json_get(lrj, "in"), 0.8);
+    m->lr_h = srt_json_num(srt_json_get(lrj, "h"), 1.2);
+    if (!(m->lr_in >= 0.0 && m->lr_in <= 10.0) || !(m->lr_h >= 0.0 && m->lr_h <= 10.0)) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.larosa split is out of range", path);
+        goto bad;
+    }
     m->max_ctx = opts->max_ctx > 0 ? opts->max_ctx : c->max_seq_len;
     if (m->max_ctx > (1 << 24)) {
         st = fail(err, err_cap, SRT_CT_EARG, "%s: context %lld is too large", path, (long long)m->max_ctx);
@@ -239,6 +246,14 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
                             (st = get_f32(m, NAME("bk"), kvd, &Lw->bk, err, err_cap)) ||
                             (st = get_f32(m, NAME("bv"), kvd, &Lw->bv, err, err_cap))))
             goto bad;
+        if (srt_json_get(m->tensors, NAME("attn_rot"))) {
+            if ((st = get_matrix(m, nm, D, D, &Lw->attn_rot, err, err_cap))) goto bad;
+            m->n_rot++;
+        }
+        if (srt_json_get(m->tensors, NAME("mlp_rot"))) {
+            if ((st = get_matrix(m, nm, D, D, &Lw->mlp_rot, err, err_cap))) goto bad;
+            m->n_rot++;
+        }
         if (srt_container_find(m->ct, NAME("claws_c")) >= 0) {
             if ((st = get_f32(m, nm, F, &Lw->claws_c, err, err_cap))) goto bad;
             n_claws++;
@@ -292,6 +307,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     }
     m->router = SRT_ROUTER_DENSE;
     m->K = F;
+    m->K_in = D;
+    m->K_h = F;
     *out = m;
     return SRT_CT_OK;
 bad:
@@ -318,7 +335,29 @@ srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
     if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) return SRT_ENOTSUP;
     m->router = kind;
     m->K = kind == SRT_ROUTER_DENSE ? m->cfg.ffn_dim : srt_topk_count(density, m->cfg.ffn_dim);
+    m->larosa = false;
+    m->K_in = m->cfg.dim;
+    m->K_h = m->cfg.ffn_dim;
     return SRT_OK;
+}
+
+srt_status srt_model_set_larosa(srt_model *m, double density) {
+    if (!m || !(density >= 0.0 && density <= 1.0)) return SRT_EINVAL;
+    if (m->n_rot == 0) return SRT_ENOTSUP;
+    double s = 1.0 - density;
+    m->router = SRT_ROUTER_DENSE;
+    m->K = m->cfg.ffn_dim;
+    m->larosa = true;
+    m->K_in = srt_topk_count(1.0 - fmin(1.0, m->lr_in * s), m->cfg.dim);
+    m->K_h = srt_topk_count(1.0 - fmin(1.0, m->lr_h * s), m->cfg.ffn_dim);
+    return SRT_OK;
+}
+
+int64_t srt_model_rotated_inputs(const srt_model *m) { return m->n_rot; }
+
+void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h) {
+    *k_in = m->larosa ? m->K_in : m->cfg.dim;
+    *k_h = m->larosa ? m->K_h : m->cfg.ffn_dim;
 }
 
 int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx) {

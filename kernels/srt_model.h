@@ -42,6 +42,7 @@ typedef struct srt_model_timing {
     double embed, attn, mlp, head; /* head: final norm + classifier */
     double attn_proj, attn_core;   /* attn = norm + q/k/v + rope + attention core + o-proj */
     double mlp_gate, mlp_route, mlp_up, mlp_down;
+    double rotate;                 /* LaRoSA input rotations (inside attn and mlp) */
     int64_t steps;
     int64_t live_sum;              /* live neurons summed over (layer, step) */
 } srt_model_timing;
@@ -71,6 +72,19 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name);
  * K = srt_topk_count(density, ffn_dim). */
 srt_status srt_model_set_router(srt_model *m, srt_router kind, double density);
 int64_t srt_model_live_count(const srt_model *m); /* K (ffn_dim when dense) */
+
+/* LaRoSA (seed 002) on an artifact packed with --method larosa: every block
+ * input with a folded rotation becomes z = R n(x) and only its
+ * K_in = round((1 - in s) dim) largest |z_k| feed the projections (which
+ * read only those columns in column-sparse layouts); the down projection
+ * reads the K_h = round((1 - h s) ffn_dim) largest |h_j|; s = 1 - density,
+ * (in, h) the split stored in the artifact. Replaces the neuron router
+ * (srt_model_set_router switches LaRoSA off). SRT_ENOTSUP without rotations.
+ * The rotations are applied at density 1 too: they are part of the weights. */
+srt_status srt_model_set_larosa(srt_model *m, double density);
+int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a folded rotation */
+/* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
+void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
 /* The live neurons layer used in the last step (ascending; *idx = NULL and
  * the return value is ffn_dim when the layer ran dense). */
 int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx);

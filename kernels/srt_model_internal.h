@@ -14,6 +14,7 @@ typedef struct srt_weight {
 typedef struct srt_layer_w {
     const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *claws_c;
     srt_weight wq, wk, wv, wo, wg, wu, wd;
+    srt_weight attn_rot, mlp_rot; /* folded LaRoSA rotations R [dim, dim] (tr NULL: none) */
 } srt_layer_w;
 
 struct srt_model {
@@ -25,6 +26,8 @@ struct srt_model {
     const char *def_method;
     double def_density;
     bool has_claws;
+    int64_t n_rot;          /* block inputs with a folded rotation */
+    double lr_in, lr_h;     /* LaRoSA split recorded at pack time */
     int64_t max_ctx, vmax, vcap;
     const float *tok_emb, *final_norm;
     srt_weight classifier;
@@ -33,6 +36,8 @@ struct srt_model {
     /* routing */
     srt_router router;
     int64_t K;
+    bool larosa;            /* rotated-input top-K instead of a neuron router */
+    int64_t K_in, K_h;
     /* buffers (one arena) */
     void *arena;
     float *x, *xn, *q, *kt, *vt, *att, *tmp, *u, *a, *v, *h, *score, *s, *cos_t, *sin_t, *kc, *vc, *logits;

@@ -44,7 +44,7 @@ int main(void) {
     double bound[] = {0.0, 0.005, 0.15, 0.15, 0.6}; /* relative perplexity increase allowed */
     for (int i = 0; i < 5; i++) {
         const char *p = sc_tmp_path("m.spk");
-        sc_pack_opts po = {layouts[i], c, "claws", 0.5, i == 1 ? 3 : 0, false, NULL};
+        sc_pack_opts po = {.layout = layouts[i], .calib = c, .method = "claws", .density = 0.5, .compress = i == 1 ? 3 : 0};
         sc_pack_result pr;
         CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s: %s", layouts[i], err.msg);
         sc_model *a;
@@ -96,7 +96,7 @@ int main(void) {
      * the CLAWS multipliers move together; the most active neurons come first */
     {
         const char *p0 = sc_tmp_path("plain.spk"), *p1 = sc_tmp_path("perm.spk");
-        sc_pack_opts po = {"f32", c, "claws", 0.5, 0, false, NULL};
+        sc_pack_opts po = {.layout = "f32", .calib = c, .method = "claws", .density = 0.5};
         sc_pack_result pr;
         CHECK(sc_pack(m, tok, &po, p0, &pr, &err) == SC_OK);
         po.permute = true;
@@ -147,7 +147,7 @@ int main(void) {
     }
 
     /* unknown layout, and a pack that fails leaves no file */
-    sc_pack_opts po = {"q5_k", NULL, NULL, 1.0, 0, false, NULL};
+    sc_pack_opts po = {.layout = "q5_k", .density = 1.0};
     sc_pack_result pr;
     CHECK(sc_pack(m, tok, &po, sc_tmp_path("x.spk"), &pr, &err) == SC_EARG);
     CHECK(!sc_file_exists(sc_tmp_path("x.spk")));
