@@ -12,9 +12,10 @@ extern const sc_method sc_method_cett;
 extern const sc_method sc_method_clada;
 extern const sc_method sc_method_teal;
 extern const sc_method sc_method_cwic;
+extern const sc_method sc_method_coact;
 
 static const sc_method *const registry[] = {&sc_method_claws, &sc_method_cats, &sc_method_larosa, &sc_method_cett, &sc_method_clada,
-                                             &sc_method_teal, &sc_method_cwic, NULL};
+                                             &sc_method_teal, &sc_method_cwic, &sc_method_coact, NULL};
 
 const sc_method *const *sc_methods(void) { return registry; }
 

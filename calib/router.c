@@ -25,6 +25,8 @@ struct sc_router {
     int64_t *rows_l;   /* [L] */
     double dmin, dmax;
     double *layer_mean;
+    double runs_sum, sparse_live_sum; /* over sparse (layer, token) pairs */
+    int64_t sparse_rows;
 };
 
 uint32_t sc_router_taps(void) { return SC_TAP_BIT(SC_TAP_GATE_ACT) | SC_TAP_BIT(SC_TAP_H); }
@@ -160,6 +162,11 @@ sc_status sc_router_hook(void *user, const sc_tap_event *ev, sc_err *err) {
         }
         record(r, l, live);
         if (live == F) continue;
+        int64_t runs = live > 0;
+        for (int64_t i = 1; i < live; i++) runs += r->idx[i] != r->idx[i - 1] + 1;
+        r->runs_sum += (double)runs;
+        r->sparse_live_sum += (double)live;
+        r->sparse_rows++;
         memset(r->live, 0, (size_t)F);
         for (int64_t i = 0; i < live; i++) r->live[r->idx[i]] = 1;
         for (int64_t j = 0; j < F; j++)
@@ -186,4 +193,6 @@ void sc_router_get_stats(const sc_router *r, sc_router_stats *out) {
     out->density_max = rows > 0 ? r->dmax : 1.0;
     out->active_mlp_params = params;
     out->rows = r->rows_l[0];
+    out->live_runs = r->sparse_rows ? r->runs_sum / (double)r->sparse_rows : 0.0;
+    out->live_run_length = r->runs_sum > 0 ? r->sparse_live_sum / r->runs_sum : 0.0;
 }

@@ -42,6 +42,10 @@ typedef struct sc_router_stats {
     double *layer_mean;       /* [n_layers], owned by the router */
     double active_mlp_params; /* per token: sum over layers of (D*F gate + live*(2D)) */
     int64_t rows;             /* routed tokens */
+    /* contiguity of the sparse live sets (what neuron permutation aims at):
+     * mean number of maximal runs of consecutive live neurons per sparse
+     * (layer, token), and the mean run length = live / runs */
+    double live_runs, live_run_length;
 } sc_router_stats;
 
 void sc_router_get_stats(const sc_router *r, sc_router_stats *out);

@@ -43,7 +43,7 @@ int cmd_compute(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
-        {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats, larosa, cett, clada, teal, cwic (comma-separated)", 0, 0},
+        {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats, larosa, cett, clada, teal, cwic, coact (comma-separated)", 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
         {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
         {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
@@ -74,7 +74,7 @@ int cmd_compute(int argc, char **argv) {
     snprintf(mbuf, sizeof mbuf, "%s", methods);
     for (char *p = strtok(mbuf, ","); p; p = strtok(NULL, ",")) {
         if (co.n_methods == SC_MAX_METHODS || !sc_method_find(p)) {
-            fprintf(stderr, "sparsecal compute: unknown method '%s' (claws, cats, larosa, cett, clada, teal, cwic)\n", p);
+            fprintf(stderr, "sparsecal compute: unknown method '%s' (claws, cats, larosa, cett, clada, teal, cwic, coact)\n", p);
             return 2;
         }
         co.methods[co.n_methods++] = p;
@@ -304,6 +304,10 @@ int cmd_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "tokens", (double)res.ppl.n_scored);
             cJSON_AddNumberToObject(j, "sequences", (double)res.ppl.n_seqs);
             cJSON_AddNumberToObject(j, "density_mean", s->density_mean);
+            if (s->live_runs > 0) {
+                cJSON_AddNumberToObject(j, "live_runs_mean", s->live_runs);
+                cJSON_AddNumberToObject(j, "live_run_length", s->live_run_length);
+            }
             cJSON_AddNumberToObject(j, "density_min", s->density_min);
             cJSON_AddNumberToObject(j, "density_max", s->density_max);
             cJSON *pl = cJSON_AddArrayToObject(j, "density_per_layer");

@@ -25,7 +25,7 @@ int cmd_pack(int argc, char **argv) {
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "larosa: sparsity split in=0.8,h=1.2 recorded for the runtime", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
         {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights first", 0, 0},
-        {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that often-live neurons cluster (needs --calib)", 0, 0},
+        {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that co-live neurons are adjacent (needs --calib with coact, else cats/claws activity)", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level per section; 0 = raw, mmap-able (default)", 0, 19},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "artifact to write (.spk)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "larosa.h"
+#include "permute.h"
 #include "srt.h"
 #include "srt_container.h"
 
@@ -240,44 +241,6 @@ done:
     return st;
 }
 
-/* ---- neuron permutation ---- */
-
-static const double *g_key;
-static int cmp_activity(const void *a, const void *b) {
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    if (g_key[i] != g_key[j]) return g_key[i] > g_key[j] ? -1 : 1;
-    return i < j ? -1 : (i > j);
-}
-
-/* perm[i] = the original neuron stored at position i: most active first
- * (mean |phi(u_j)| from cats "activity", else claws "den"), so that neurons
- * that are live most often sit together. A first-order stand-in for full
- * co-activation clustering. */
-static sc_status neuron_order(const sc_calib *c, int64_t layer, int64_t F, uint32_t *perm, sc_err *err) {
-    const double *key = NULL;
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    if (!arr) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
-    char want_cats[64], want_claws[64];
-    snprintf(want_cats, sizeof want_cats, "layer%lld.activity", (long long)layer);
-    snprintf(want_claws, sizeof want_claws, "layer%lld.den", (long long)layer);
-    for (int i = 0; c && i < c->n_entries && !key; i++) {
-        const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n && !key; k++)
-            if ((!strcmp(me->name, "cats") && !strcmp(arr[k].name, want_cats)) ||
-                (!strcmp(me->name, "claws") && !strcmp(arr[k].name, want_claws)))
-                key = arr[k].data;
-    }
-    free(arr);
-    if (!key)
-        return sc_errf(err, SC_EARG, "pack --permute: the calibration holds no neuron activity for layer %lld "
-                                     "(compute --method cats or claws on all layers)", (long long)layer);
-    for (int64_t j = 0; j < F; j++) perm[j] = (uint32_t)j;
-    g_key = key;
-    qsort(perm, (size_t)F, sizeof *perm, cmp_activity);
-    return SC_OK;
-}
-
 /* ---- LaRoSA folding ---- */
 
 /* Scratch for folding one layer: Q as float, R, and the rotated copies of
@@ -375,13 +338,14 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         for (int64_t i = 0; !st && i < D; i++) fb.ones[i] = 1.0f;
     }
     int64_t n_folded = 0;
+    const char *perm_how = NULL;
     for (int64_t l = 0; l < c->n_layers && !st; l++) {
         const sc_layer *L = &m->layers[l];
         const float *wg = L->wg, *wu = L->wu, *wd = L->wd;
         const float *an = L->attn_norm, *fn = L->ffn_norm, *wq = L->wq, *wk = L->wk, *wv = L->wv;
         char nm[64];
         if (o->permute) { /* rows of W_g and W_u, columns of W_d */
-            if ((st = neuron_order(o->calib, l, F, perm, err))) break;
+            if ((st = sc_neuron_order(o->calib, l, F, perm, &perm_how, err))) break;
             for (int64_t i = 0; i < F; i++) {
                 memcpy(pg + i * D, L->wg + (int64_t)perm[i] * D, (size_t)D * sizeof(float));
                 memcpy(pu + i * D, L->wu + (int64_t)perm[i] * D, (size_t)D * sizeof(float));
@@ -450,6 +414,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     free(pu);
     free(pd);
     cJSON_AddBoolToObject(man, "permuted", o->permute);
+    if (perm_how) cJSON_AddStringToObject(man, "permutation", perm_how); /* "coact" or "activity" (last layer's) */
     if (!st) st = add_routing(&p, m, man, err);
     if (!st) st = add_tokenizer(&p, tok, man, err);
     char *text = st ? NULL : cJSON_PrintUnformatted(man);
