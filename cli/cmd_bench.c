@@ -60,7 +60,8 @@ typedef struct bench {
     config cfg[64];
     int ncfg;
     uint64_t sink;
-    bool clustered;   /* live sets of whole 32-neuron groups (a permuted model) */
+    bool clustered;   /* live sets of whole groups of `group` neurons (a permuted model) */
+    int64_t group;
     float *bias[MAX_SP]; /* clustered MLP: + on the layer's live set before top-K */
 } bench;
 
@@ -271,22 +272,25 @@ static void random_live(uint32_t *idx, int64_t n, int64_t k) {
     }
 }
 
-/* Ascending live set of k out of n made of whole 32-neuron groups chosen at
- * random (the last group partial): what a co-activation permutation aims at. */
-static void clustered_live(uint32_t *idx, int64_t n, int64_t k) {
-    const int64_t ng = n / 32, full = k / 32, rest = k % 32;
+/* Ascending live set of k out of n made of whole groups of G neurons chosen
+ * at random (the last group partial): what a co-activation permutation aims
+ * at. Runs of live neurons then average about G / (1 - k/n) neurons. */
+static void clustered_live(uint32_t *idx, int64_t n, int64_t k, int64_t G) {
+    const int64_t ng = n / G, full = k / G, rest = k % G;
     uint32_t *grp = malloc(sizeof(uint32_t) * (size_t)(ng + 1));
     if (!grp) return;
     random_live(grp, ng, full + (rest > 0));
     int64_t m = 0;
     for (int64_t g = 0; g < full + (rest > 0); g++)
-        for (int64_t i = 0; i < (g == full ? rest : 32); i++) idx[m++] = grp[g] * 32 + (uint32_t)i;
+        for (int64_t i = 0; i < (g == full ? rest : G); i++) idx[m++] = grp[g] * (uint32_t)G + (uint32_t)i;
     free(grp);
 }
 
-static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const double *sp, int nsp, bool clustered) {
+static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const double *sp, int nsp, int64_t group) {
     memset(B, 0, sizeof *B);
+    const bool clustered = group > 1;
     B->clustered = clustered;
+    B->group = group;
     B->in = in;
     B->out = out;
     B->nlayers = nlayers;
@@ -318,7 +322,7 @@ static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const doubl
         for (int s = 0; s < nsp && !bad; s++) {
             l->live[s] = malloc(sizeof(uint32_t) * (size_t)B->live[s] + 4);
             if (!l->live[s]) bad = 1;
-            else if (clustered) clustered_live(l->live[s], in, B->live[s]);
+            else if (clustered) clustered_live(l->live[s], in, B->live[s], group);
             else random_live(l->live[s], in, B->live[s]);
         }
     }
@@ -593,7 +597,7 @@ int cmd_bench(int argc, char **argv) {
         {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV", 0, 0},
         {"md", 0, SC_ARG_STR, &md, "FILE", "also write the Markdown tables to FILE", 0, 0},
         {"png", 0, SC_ARG_STR, &png, "FILE", "plot speed-ups against sparsity (gnuplot)", 0, 0},
-        {"live", 0, SC_ARG_STR, &live_kind, "KIND", "random (default) or clustered: whole 32-neuron groups live", 0, 0},
+        {"live", 0, SC_ARG_STR, &live_kind, "KIND", "random (default), clustered (whole 32-neuron groups live) or groups:G", 0, 0},
         {"quick", 0, SC_ARG_FLAG, &quick, NULL, "a smoke run: 1 run of 10 passes after 2 warm-up passes", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print JSON instead of Markdown", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
@@ -626,11 +630,19 @@ int cmd_bench(int argc, char **argv) {
         dd[nd++] = (double)b;
         s = *end ? end + 1 : end;
     }
-    const bool clustered = strcmp(live_kind, "clustered") == 0;
-    if (!clustered && strcmp(live_kind, "random") != 0) {
-        fprintf(stderr, "sparsecal bench: --live must be random or clustered\n");
+    int64_t group = strcmp(live_kind, "clustered") == 0 ? 32 : strcmp(live_kind, "random") == 0 ? 1 : 0;
+    if (!group && strncmp(live_kind, "groups:", 7) == 0) {
+        char *gend;
+        long long g = strtoll(live_kind + 7, &gend, 10);
+        group = *gend || g < 1 || g > 4096 ? 0 : g;
+    }
+    if (!group) {
+        fprintf(stderr, "sparsecal bench: --live must be random, clustered or groups:G (1 <= G <= 4096)\n");
         return 2;
     }
+    const bool clustered = group > 1;
+    char live_desc[96];
+    snprintf(live_desc, sizeof live_desc, "whole %lld-neuron groups%s", (long long)group, group == 32 ? " (clustered)" : "");
     srt_isa isa;
     if (srt_isa_parse(isa_name, &isa) != SRT_OK || srt_isa_resolve(isa, &isa) != SRT_OK) {
         fprintf(stderr, "sparsecal bench: instruction set '%s' not available here\n", isa_name);
@@ -653,7 +665,7 @@ int cmd_bench(int argc, char **argv) {
                     (long long)nl, mem_gib);
         }
         bench *B = calloc(1, sizeof *B);
-        if (!B || setup(B, in, out, nl, sp, nsp, clustered) != 0) {
+        if (!B || setup(B, in, out, nl, sp, nsp, group) != 0) {
             fprintf(stderr, "sparsecal bench: out of memory setting up %lld -> %lld\n", (long long)in, (long long)out);
             if (B) free_bench(B);
             free(B);
@@ -725,7 +737,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(f, "Machine: %s, %ld CPUs online; features: %s; kernels: %s. Settings: %lld warm-up + %lld timed passes, "
                    "%lld run%s (median of run medians; min/max over all timed GEMVs); live sets: %s.\n",
                 cpu, sysconf(_SC_NPROCESSORS_ONLN), feat, srt_isa_name(isa), (long long)warm, (long long)passes,
-                (long long)runs, runs > 1 ? "s" : "", clustered ? "whole 32-neuron groups (clustered)" : "uniformly random per layer");
+                (long long)runs, runs > 1 ? "s" : "", clustered ? live_desc : "uniformly random per layer");
         for (int d = 0; d < nd; d += 2)
             for (int t = 0; t < nth; t++) {
                 print_table(f, R, nres, (int64_t)dd[d], (int64_t)dd[d + 1], th[t], srt_isa_name(isa));
