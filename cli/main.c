@@ -1,8 +1,32 @@
 /* main.c - the sparsecal command line: dispatch to subcommands. */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "srt_container.h"
+
+/* Ctrl-C / kill: remove the temporary files of outputs being written (the
+ * final names only ever appear by rename), then die of the signal. */
+static void on_signal(int sig) {
+    srt_tmp_cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_cleanup(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        /* keep a signal ignored if it was (e.g. SIGINT of a background job) */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+    }
+}
 
 typedef struct command {
     const char *name;
@@ -49,6 +73,7 @@ int main(int argc, char **argv) {
         printf("sparsecal %s\n", SC_VERSION);
         return 0;
     }
+    install_cleanup();
     for (const command *c = commands; c->name; c++)
         if (strcmp(argv[1], c->name) == 0) return c->fn(argc - 1, argv + 1);
     fprintf(stderr, "sparsecal: unknown command '%s' (see sparsecal --help)\n", argv[1]);

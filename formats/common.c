@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "srt_container.h"
 #include <unistd.h>
 
 const char *sc_status_name(sc_status s) {
@@ -131,6 +133,7 @@ sc_status sc_atomic_open(sc_atomic_file *f, const char *path, sc_err *err) {
     FILE *fp = fopen(f->tmp, "wb");
     if (!fp) return sc_errf(err, SC_EIO, "%s: cannot create: %s", f->tmp, strerror(errno));
     f->fp = fp;
+    srt_tmp_register(f->tmp); /* removed if the program is killed (cli/main.c) */
     return SC_OK;
 }
 
@@ -150,6 +153,7 @@ sc_status sc_atomic_commit(sc_atomic_file *f, sc_err *err) {
     int e = errno;
     bad |= fclose(fp) != 0;
     f->fp = NULL;
+    srt_tmp_unregister(f->tmp);
     if (bad) {
         remove(f->tmp);
         return sc_errf(err, SC_EIO, "%s: write failed: %s", f->path, strerror(e ? e : EIO));
@@ -163,6 +167,7 @@ sc_status sc_atomic_commit(sc_atomic_file *f, sc_err *err) {
 }
 
 void sc_atomic_abort(sc_atomic_file *f) {
+    srt_tmp_unregister(f->tmp);
     if (f->fp) {
         fclose((FILE *)f->fp);
         f->fp = NULL;

@@ -167,6 +167,17 @@ void srt_writer_free(srt_writer *w);
 const char *srt_writer_errmsg(const srt_writer *w);
 /* The temp file being written (for a signal handler that wants to unlink it). */
 const char *srt_writer_temp_path(const srt_writer *w);
+
+/* Temporary files being written (by srt_writer and by other atomic writers
+ * that register theirs), so a program can remove them when it is killed:
+ * srt_tmp_cleanup() only calls unlink(2) and is safe in a signal handler
+ * (the CLI calls it on SIGINT, SIGTERM and SIGHUP, then dies of the
+ * signal). At most SRT_TMP_MAX paths at once; beyond that a path is simply
+ * not tracked. The path must stay valid until unregistered. */
+#define SRT_TMP_MAX 16
+void srt_tmp_register(const char *path);
+void srt_tmp_unregister(const char *path);
+void srt_tmp_cleanup(void);
 uint64_t srt_writer_bytes_written(const srt_writer *w);
 
 #endif

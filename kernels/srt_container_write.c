@@ -86,6 +86,30 @@ static srt_ct_status append(srt_writer *w, const void *data, size_t n) {
 
 static srt_ct_status pad(srt_writer *w) { return append(w, zeros, (size_t)(ct_align(w->pos) - w->pos)); }
 
+/* ---- temporary-file registry (see srt_container.h) ---- */
+
+static const char *volatile tmp_slots[SRT_TMP_MAX];
+
+void srt_tmp_register(const char *path) {
+    for (int i = 0; i < SRT_TMP_MAX; i++)
+        if (!tmp_slots[i]) {
+            tmp_slots[i] = path;
+            return;
+        }
+}
+
+void srt_tmp_unregister(const char *path) {
+    for (int i = 0; i < SRT_TMP_MAX; i++)
+        if (tmp_slots[i] == path) tmp_slots[i] = NULL;
+}
+
+void srt_tmp_cleanup(void) {
+    for (int i = 0; i < SRT_TMP_MAX; i++) {
+        const char *p = tmp_slots[i];
+        if (p && p[0]) unlink(p);
+    }
+}
+
 srt_ct_status srt_writer_create(const char *path, srt_ct_kind kind, srt_writer **out, char *err, size_t err_cap) {
     if (err && err_cap) err[0] = '\0';
     if (!out) return SRT_CT_EARG;
@@ -125,6 +149,7 @@ srt_ct_status srt_writer_create(const char *path, srt_ct_kind kind, srt_writer *
         e = errno;
         if (w->fd < 0 && e != EEXIST) break;
     }
+    if (w->fd >= 0) srt_tmp_register(w->tmp);
     if (w->fd < 0) {
         if (err && err_cap) snprintf(err, err_cap, "%s: cannot create %s: %s", path, w->tmp, strerror(e));
         w->tmp[0] = '\0'; /* nothing of ours to remove */
@@ -388,6 +413,7 @@ srt_ct_status srt_writer_finish(srt_writer *w) {
         goto fail;
     }
     w->finished = true;
+    srt_tmp_unregister(w->tmp);
     sync_dir(w->path);
     return SRT_CT_OK;
 fail:
@@ -403,6 +429,7 @@ void srt_writer_free(srt_writer *w) {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
     if (!w->finished && w->tmp && w->tmp[0]) unlink(w->tmp);
+    srt_tmp_unregister(w->tmp);
     ZSTD_freeCCtx(w->cctx);
     XXH3_freeState(w->xxh);
     free(w->zout);
