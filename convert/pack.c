@@ -10,6 +10,7 @@
 #include "permute.h"
 #include "srt.h"
 #include "srt_container.h"
+#include "tok_serial.h"
 
 /* Which runtime layout each linear layer gets under an artifact layout. */
 typedef struct layout_plan {
@@ -138,60 +139,15 @@ static cJSON *config_json(const sc_config *c) {
     return j;
 }
 
-/* The SentencePiece-style vocabulary as sections; other kinds are not embedded. */
+/* The tokenizer's whole state as sections and the manifest's "tokenizer"
+ * object (formats/tok_serial.c); every kind is embedded. */
 static sc_status add_tokenizer(packer *p, const sc_tokenizer *tok, cJSON *man, sc_err *err) {
     cJSON *tj = cJSON_AddObjectToObject(man, "tokenizer");
-    if (!tok || strcmp(sc_tokenizer_kind(tok), "sentencepiece") != 0) {
-        cJSON_AddStringToObject(tj, "kind", "none");
-        cJSON_AddStringToObject(tj, "note", tok ? "only SentencePiece-style vocabularies are embedded; give -t at run time"
-                                                : "the model had no tokenizer");
-        return SC_OK;
-    }
-    int64_t n = sc_tokenizer_vocab_size(tok);
-    size_t total = 0;
-    for (int64_t i = 0; i < n; i++) {
-        size_t l;
-        sc_tokenizer_piece(tok, (int32_t)i, &l);
-        total += l;
-    }
-    uint32_t *off = malloc((size_t)(n + 1) * sizeof *off);
-    float *scores = malloc((size_t)n * sizeof *scores);
-    int32_t *types = malloc((size_t)n * sizeof *types);
-    char *text = malloc(total ? total : 1);
-    sc_status st = SC_OK;
-    if (!off || !scores || !types || !text) {
-        st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the vocabulary");
-        goto done;
-    }
-    size_t o = 0;
-    for (int64_t i = 0; i < n; i++) {
-        size_t l;
-        const char *s = sc_tokenizer_piece(tok, (int32_t)i, &l);
-        off[i] = (uint32_t)o;
-        memcpy(text + o, s, l);
-        o += l;
-        scores[i] = sc_tokenizer_score(tok, (int32_t)i);
-        types[i] = sc_tokenizer_token_type(tok, (int32_t)i);
-    }
-    off[n] = (uint32_t)o;
-    uint64_t d1[1] = {(uint64_t)(n + 1)}, d2[1] = {(uint64_t)n}, d3[1] = {(uint64_t)total};
-    if (srt_writer_add(p->w, "tokenizer.offsets", SRT_CT_U32, 1, d1, off, (size_t)(n + 1) * 4, p->o->compress) ||
-        srt_writer_add(p->w, "tokenizer.scores", SRT_CT_F32, 1, d2, scores, (size_t)n * 4, p->o->compress) ||
-        srt_writer_add(p->w, "tokenizer.types", SRT_CT_I32, 1, d2, types, (size_t)n * 4, p->o->compress) ||
-        srt_writer_add(p->w, "tokenizer.text", SRT_CT_BYTES, 1, d3, text, total, p->o->compress)) {
-        st = wr_fail(p, err);
-        goto done;
-    }
-    cJSON_AddStringToObject(tj, "kind", "sentencepiece");
-    cJSON_AddNumberToObject(tj, "vocab_size", (double)n);
-    cJSON_AddNumberToObject(tj, "bos", sc_tokenizer_bos(tok));
-    cJSON_AddNumberToObject(tj, "eos", sc_tokenizer_eos(tok));
-done:
-    free(off);
-    free(scores);
-    free(types);
-    free(text);
-    return st;
+    sc_status st = tok ? sc_tok_serial_write(tok, p->w, p->o->compress, tj, err) : SC_EUNSUPPORTED;
+    if (st != SC_EUNSUPPORTED) return st;
+    cJSON_AddStringToObject(tj, "kind", "none"); /* nothing was written: say why */
+    cJSON_AddStringToObject(tj, "note", tok ? err->msg : "the model had no tokenizer");
+    return SC_OK;
 }
 
 /* Routing parameters stored with their layer: CLAWS multipliers and CATS thresholds. */

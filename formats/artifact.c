@@ -10,6 +10,7 @@
 #include "model.h"
 #include "srt.h"
 #include "srt_container.h"
+#include "tok_serial.h"
 #include "tokenizer.h"
 
 typedef struct rd {
@@ -70,39 +71,11 @@ static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols,
     return SC_OK;
 }
 
-/* The embedded vocabulary (none: *out stays NULL); vocab bounds its size. */
+/* The embedded tokenizer (none: *out stays NULL); vocab bounds its size.
+ * formats/tok_serial.c reads every kind, and artifacts written before the
+ * tokenizer state existed. */
 static sc_status read_tokenizer(rd *r, const cJSON *tj, int64_t vocab, sc_tokenizer **out, sc_err *err) {
-    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(tj, "kind");
-    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "sentencepiece") != 0) return SC_OK; /* none embedded */
-    int64_t n = jint(tj, "vocab_size");
-    if (n <= 0 || n > vocab)
-        return sc_errf(err, SC_EFORMAT, "%s: tokenizer.vocab_size is invalid", r->path);
-    const void *off_p, *sc_p, *ty_p, *tx_p;
-    uint64_t tx_size;
-    if (srt_container_get_typed(r->ct, "tokenizer.offsets", SRT_CT_U32, (uint64_t)(n + 1), &off_p) ||
-        srt_container_get_typed(r->ct, "tokenizer.scores", SRT_CT_F32, (uint64_t)n, &sc_p) ||
-        srt_container_get_typed(r->ct, "tokenizer.types", SRT_CT_I32, (uint64_t)n, &ty_p) ||
-        srt_container_get(r->ct, "tokenizer.text", &tx_p, &tx_size))
-        return sc_errf(err, SC_EFORMAT, "%s", srt_container_errmsg(r->ct));
-    const uint32_t *off = off_p;
-    const char **pieces = malloc((size_t)n * sizeof *pieces);
-    size_t *lens = malloc((size_t)n * sizeof *lens);
-    sc_status st = SC_OK;
-    if (!pieces || !lens) st = sc_errf(err, SC_ENOMEM, "%s: out of memory", r->path);
-    for (int64_t i = 0; i < n && !st; i++) {
-        if (off[i] > off[i + 1] || off[i + 1] > tx_size) {
-            st = sc_errf(err, SC_EFORMAT, "%s: tokenizer.offsets[%lld] is out of range", r->path, (long long)i);
-            break;
-        }
-        pieces[i] = (const char *)tx_p + off[i];
-        lens[i] = off[i + 1] - off[i];
-    }
-    if (!st)
-        st = sc_tokenizer_from_pieces(r->path, pieces, lens, sc_p, ty_p, n, (int32_t)jint(tj, "bos"),
-                                      (int32_t)jint(tj, "eos"), -1, false, out, err);
-    free(pieces);
-    free(lens);
-    return st;
+    return sc_tok_serial_read(r->ct, r->path, tj, vocab, out, err);
 }
 
 static sc_status load_tokenizer(rd *r, const cJSON *tj, sc_err *err) {
@@ -121,8 +94,12 @@ sc_status sc_artifact_load_tokenizer(const char *path, sc_tokenizer **out, sc_er
     int64_t vocab = jint(cJSON_GetObjectItemCaseSensitive(man, "config"), "vocab_size");
     sc_status st = vocab > 0 ? read_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), vocab, out, err)
                              : sc_errf(err, SC_EFORMAT, "%s: manifest: config.vocab_size is missing", path);
-    if (!st && !*out)
-        st = sc_errf(err, SC_EFORMAT, "%s: the artifact embeds no tokenizer; give one with -t", path);
+    if (!st && !*out) {
+        const cJSON *note = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), "note");
+        st = sc_errf(err, SC_EFORMAT, "%s: the artifact embeds no tokenizer%s%.300s%s; give one with -t", path,
+                     cJSON_IsString(note) ? " (" : "", cJSON_IsString(note) ? note->valuestring : "",
+                     cJSON_IsString(note) ? ")" : "");
+    }
     cJSON_Delete(man);
     srt_container_close(r.ct);
     return st;

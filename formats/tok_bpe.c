@@ -100,6 +100,53 @@ sc_status tok_bpe_add_merge(sc_tokenizer *t, const char *what, size_t rank, cons
     }
 }
 
+const tok_bpe_cfg *tok_bpe_config(const sc_tokenizer *t) {
+    return t->ops == &tok_bpe_ops && t->impl ? &((const tok_bpe *)t->impl)->cfg : NULL;
+}
+
+typedef struct ranked_pair {
+    uint32_t rank;
+    int32_t l, r;
+} ranked_pair;
+
+static int cmp_rank(const void *a, const void *b) {
+    uint32_t x = ((const ranked_pair *)a)->rank, y = ((const ranked_pair *)b)->rank;
+    return x < y ? -1 : x > y;
+}
+
+sc_status tok_bpe_merges(const sc_tokenizer *t, int32_t **pairs, size_t *n, sc_err *err) {
+    *pairs = NULL;
+    *n = 0;
+    const tok_bpe *b = t->ops == &tok_bpe_ops ? t->impl : NULL;
+    if (!b || !b->mkey) return SC_OK;
+    size_t count = 0;
+    for (uint64_t h = 0; h <= b->mmask; h++) count += b->mkey[h] != 0;
+    if (count == 0) return SC_OK;
+    ranked_pair *v = malloc(count * sizeof *v);
+    int32_t *out = malloc(2 * count * sizeof *out);
+    if (!v || !out) {
+        free(v);
+        free(out);
+        return sc_errf(err, SC_ENOMEM, "tokenizer: out of memory for %zu merges", count);
+    }
+    size_t k = 0;
+    for (uint64_t h = 0; h <= b->mmask; h++) {
+        uint64_t key = b->mkey[h];
+        if (key == 0) continue;
+        key -= 1;
+        v[k++] = (ranked_pair){b->mrank[h], (int32_t)(uint32_t)(key >> 32), (int32_t)(uint32_t)key};
+    }
+    qsort(v, count, sizeof *v, cmp_rank); /* ranks are distinct: one pair each */
+    for (size_t i = 0; i < count; i++) {
+        out[2 * i] = v[i].l;
+        out[2 * i + 1] = v[i].r;
+    }
+    free(v);
+    *pairs = out;
+    *n = count;
+    return SC_OK;
+}
+
 /* ---- one word ---- */
 
 typedef struct wsym {

@@ -25,6 +25,8 @@ enum { TOK_PREPEND_NEVER, TOK_PREPEND_FIRST, TOK_PREPEND_ALWAYS };
 typedef struct tok_pre {
     int kind;
     void *re;         /* pcre2_code*: regex Split, ByteLevel with use_regex */
+    char *pat;        /* the source of re (kept so the pipeline can be serialised) */
+    size_t npat;
     char *str;        /* literal Split pattern; Metaspace replacement */
     size_t nstr;
     int behavior;     /* TOK_SPLIT_* */
@@ -51,6 +53,8 @@ void tok_cfg_free(tok_bpe_cfg *c);
 
 /* Compiles a regex (PCRE2, UTF + Unicode properties, JIT when available). */
 sc_status tok_regex_compile(const char *what, const char *pattern, size_t len, void **out, sc_err *err);
+/* Compiles pattern into p->re and keeps a copy of its source in p->pat. */
+sc_status tok_pre_regex(tok_pre *p, const char *what, const char *pattern, size_t len, sc_err *err);
 /* Appends the pre-tokenizer steps llama.cpp uses for GGUF tokenizer.ggml.pre
  * `name` (default, gpt2, llama3/llama-bpe, qwen2, ...). */
 sc_status tok_cfg_add_known_pre(tok_bpe_cfg *c, const char *what, const char *name, sc_err *err);
@@ -80,5 +84,10 @@ sc_status tok_bpe_attach(sc_tokenizer *t, const char *what, tok_bpe_cfg *cfg, si
  * a+b must be tokens. */
 sc_status tok_bpe_add_merge(sc_tokenizer *t, const char *what, size_t rank, const char *a, size_t na, const char *b,
                             size_t nb, sc_err *err);
+/* The pipeline of a merge-rank BPE tokenizer (NULL for other kinds). */
+const tok_bpe_cfg *tok_bpe_config(const sc_tokenizer *t);
+/* Its merges as (left id, right id) pairs in rank order: a malloc'd array of
+ * 2 * *n ids in *pairs (NULL when there are none). */
+sc_status tok_bpe_merges(const sc_tokenizer *t, int32_t **pairs, size_t *n, sc_err *err);
 
 #endif

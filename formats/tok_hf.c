@@ -103,7 +103,7 @@ static sc_status pre_regex(hf *h, const char *re, size_t n, int behavior, bool i
     if (!p) return sc_errf(h->err, SC_EUNSUPPORTED, "%s: too many pre-tokenizers", h->path);
     p->behavior = behavior;
     p->invert = invert;
-    return tok_regex_compile(h->path, re, n, &p->re, h->err);
+    return tok_pre_regex(p, h->path, re, n, h->err);
 }
 
 static sc_status parse_pre(hf *h, const tj_val *v, int depth) {
@@ -141,7 +141,7 @@ static sc_status parse_pre(hf *h, const tj_val *v, int depth) {
         if (!p) return sc_errf(h->err, SC_EUNSUPPORTED, "%s: too many pre-tokenizers", h->path);
         p->add_prefix_space = tj_bool(v, "add_prefix_space", true);
         h->byte_level = true;
-        if (tj_bool(v, "use_regex", true)) return tok_regex_compile(h->path, TOK_RE_GPT2, strlen(TOK_RE_GPT2), &p->re, h->err);
+        if (tj_bool(v, "use_regex", true)) return tok_pre_regex(p, h->path, TOK_RE_GPT2, strlen(TOK_RE_GPT2), h->err);
         return SC_OK;
     }
     if (strcmp(type, "Metaspace") == 0) {

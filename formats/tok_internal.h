@@ -108,6 +108,8 @@ extern const tok_ops tok_bpe_ops; /* tok_bpe.c: merge-rank BPE */
  * puts a dummy-prefix space before each text segment, squash_spaces removes
  * leading/trailing spaces and runs of spaces (SentencePiece options). */
 sc_status tok_spm_attach(sc_tokenizer *t, bool add_prefix, bool squash_spaces, sc_err *err);
+/* The score merger's options; false when t is not a score merger. */
+bool tok_spm_options(const sc_tokenizer *t, bool *add_prefix, bool *squash_spaces);
 
 /* GPT-2 byte-level alphabet: the byte a code point stands for, or -1. */
 int tok_bytelevel_byte(uint32_t cp);

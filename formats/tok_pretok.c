@@ -24,6 +24,7 @@ void tok_cfg_free(tok_bpe_cfg *c) {
     }
     for (int i = 0; i < c->n_pre; i++) {
         pcre2_code_free(c->pre[i].re);
+        free(c->pre[i].pat);
         free(c->pre[i].str);
     }
     c->n_norm = c->n_pre = 0;
@@ -54,15 +55,22 @@ sc_status tok_regex_compile(const char *what, const char *pattern, size_t len, v
     return SC_OK;
 }
 
+sc_status tok_pre_regex(tok_pre *p, const char *what, const char *pattern, size_t len, sc_err *err) {
+    if (!(p->pat = malloc(len + 1))) return sc_errf(err, SC_ENOMEM, "%s: out of memory", what);
+    if (len) memcpy(p->pat, pattern, len);
+    p->pat[len] = '\0';
+    p->npat = len;
+    return tok_regex_compile(what, pattern, len, &p->re, err);
+}
+
 static sc_status add_split(tok_bpe_cfg *c, const char *what, const char *re, int behavior, sc_err *err) {
     if (c->n_pre >= TOK_MAX_STEPS) return sc_errf(err, SC_EUNSUPPORTED, "%s: too many pre-tokenizer steps", what);
     tok_pre *p = &c->pre[c->n_pre];
     memset(p, 0, sizeof *p);
     p->kind = TOK_PRE_SPLIT;
     p->behavior = behavior;
-    SC_TRY(tok_regex_compile(what, re, strlen(re), &p->re, err));
-    c->n_pre++;
-    return SC_OK;
+    c->n_pre++; /* counted first so that tok_cfg_free frees what a failure leaves */
+    return tok_pre_regex(p, what, re, strlen(re), err);
 }
 
 sc_status tok_cfg_add_known_pre(tok_bpe_cfg *c, const char *what, const char *name, sc_err *err) {

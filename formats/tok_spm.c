@@ -218,6 +218,14 @@ sc_status tok_spm_attach(sc_tokenizer *t, bool add_prefix, bool squash_spaces, s
     return SC_OK;
 }
 
+bool tok_spm_options(const sc_tokenizer *t, bool *add_prefix, bool *squash_spaces) {
+    if (t->ops != &tok_spm_ops || !t->impl) return false;
+    const tok_spm *p = t->impl;
+    *add_prefix = p->add_prefix;
+    *squash_spaces = p->squash_spaces;
+    return true;
+}
+
 /* Copies piece with U+2581 replaced by ' ' when sp_space. */
 static size_t unescape_space(const char *piece, size_t len, bool sp_space, char *out) {
     size_t o = 0;
