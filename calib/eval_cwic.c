@@ -246,45 +246,72 @@ static double param_double(const char *params, const char *key, double def, bool
     return v;
 }
 
-sc_status sc_eval_cwic(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
-                       sc_sparse_eval_result *out, sc_err *err) {
-    memset(out, 0, sizeof *out);
+struct sc_cwic_plan {
+    cw_mat *mats; /* [L, 7] (NULL theta: dense) */
+    int64_t L, stripe;
+    double apr;   /* 0 when imported */
+};
+
+void sc_cwic_plan_free(sc_cwic_plan *pl) {
+    if (!pl) return;
+    for (int64_t k = 0; pl->mats && k < pl->L * SC_TEAL_NPROJ; k++) {
+        free(pl->mats[k].theta);
+        free(pl->mats[k].tau);
+        free(pl->mats[k].mean);
+        free(pl->mats[k].std);
+        free(pl->mats[k].wmean);
+    }
+    free(pl->mats);
+    free(pl);
+}
+
+bool sc_cwic_plan_matrix(const sc_cwic_plan *pl, int64_t layer, int proj, sc_cwic_matrix *out) {
+    if (!pl || layer < 0 || layer >= pl->L || proj < 0 || proj >= SC_TEAL_NPROJ) return false;
+    const cw_mat *c = &pl->mats[layer * SC_TEAL_NPROJ + proj];
+    if (!c->theta) return false;
+    *out = (sc_cwic_matrix){c->in, c->out, c->S, c->ns, c->theta, c->mean, c->std};
+    return true;
+}
+
+int64_t sc_cwic_plan_stripe(const sc_cwic_plan *pl) { return pl->stripe; }
+double sc_cwic_plan_apr(const sc_cwic_plan *pl) { return pl->apr; }
+
+sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *params, double density,
+                          sc_cwic_plan **plan, sc_err *err) {
+    *plan = NULL;
     const sc_config *cfg = &m->cfg;
     int64_t L = cfg->n_layers;
     bool bad = false;
     char tpath[1024] = "", xpath[1024] = "", stats[16] = "exact", dist[16] = "gauss";
-    bool have_t = sc_kv_get(o->params, "thresholds", tpath, sizeof tpath);
-    bool have_x = sc_kv_get(o->params, "export", xpath, sizeof xpath);
-    sc_kv_get(o->params, "stats", stats, sizeof stats);
-    sc_kv_get(o->params, "dist", dist, sizeof dist);
+    bool have_t = sc_kv_get(params, "thresholds", tpath, sizeof tpath);
+    bool have_x = sc_kv_get(params, "export", xpath, sizeof xpath);
+    sc_kv_get(params, "stats", stats, sizeof stats);
+    sc_kv_get(params, "dist", dist, sizeof dist);
     bool laplace = !strcmp(dist, "laplace");
     if (!laplace && strcmp(dist, "gauss")) return sc_errf(err, SC_EARG, "eval: cwic: dist must be gauss or laplace, got '%s'", dist);
-    double apr = param_double(o->params, "apr", o->density > 0 ? 1.0 / o->density : INFINITY, &bad);
-    double sd = param_double(o->params, "stripe", 512, &bad);
+    double apr = param_double(params, "apr", density > 0 ? 1.0 / density : INFINITY, &bad);
+    double sd = param_double(params, "stripe", 512, &bad);
     if (bad || !(apr >= 1.0) || isinf(apr) || !(sd >= 1 && sd <= 1e9) || sd != floor(sd))
         return sc_errf(err, SC_EARG, "eval: cwic parameters: apr must be a number >= 1 (or --density > 0), stripe a "
-                                     "positive integer (got '%s')", o->params ? o->params : "");
+                                     "positive integer (got '%s')", params ? params : "");
     if (strcmp(stats, "exact") && strcmp(stats, "ema"))
         return sc_errf(err, SC_EARG, "eval: cwic: stats must be exact or ema, got '%s'", stats);
     int64_t stripe = (int64_t)sd;
-    void *state = o->calib ? sc_calib_state(o->calib, "cwic") : NULL;
+    void *state = calib ? sc_calib_state(calib, "cwic") : NULL;
     if (!state && !have_t)
         return sc_errf(err, SC_EARG, "eval: cwic needs a calibration file with 'cwic' statistics (compute --method cwic) "
                                      "or --params thresholds=FILE.safetensors");
-    cw_eval e = {m, NULL, NULL, NULL, 0, NULL, NULL};
-    e.mats = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof *e.mats);
-    e.dropped = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
-    e.seen = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
+    sc_cwic_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return sc_errf(err, SC_ENOMEM, "cwic: out of memory");
+    pl->L = L;
+    pl->stripe = stripe;
+    pl->apr = have_t ? 0.0 : apr;
+    struct { cw_mat *mats; } e = {calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(cw_mat))};
+    pl->mats = e.mats;
     sc_status st = SC_OK;
-    int64_t longest = 2, wmax = cfg->dim > cfg->ffn_dim ? cfg->dim : cfg->ffn_dim;
-    wmax = wmax > cfg->n_heads * cfg->head_dim ? wmax : cfg->n_heads * cfg->head_dim;
-    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
-    e.cap = (o->ctx < longest ? o->ctx : longest) * wmax;
-    e.z = malloc((size_t)e.cap * sizeof(float));
-    e.zs = malloc((size_t)e.cap * sizeof(float));
     double *u = NULL;
-    if (!e.mats || !e.dropped || !e.seen || !e.z || !e.zs) {
-        st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+    if (!e.mats) {
+        st = sc_errf(err, SC_ENOMEM, "cwic: out of memory");
         goto done;
     }
     for (int64_t l = 0; l < L && !st; l++)
@@ -342,29 +369,48 @@ sc_status sc_eval_cwic(const sc_model *m, const sc_dataset *d, const sc_sparse_e
         }
     }
     if (!st && have_x) st = save_file(xpath, cfg, e.mats, stripe, err);
+done:
+    free(u);
+    if (st) {
+        sc_cwic_plan_free(pl);
+        return st;
+    }
+    *plan = pl;
+    return SC_OK;
+}
+
+sc_status sc_eval_cwic(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                       sc_sparse_eval_result *out, sc_err *err) {
+    memset(out, 0, sizeof *out);
+    const sc_config *cfg = &m->cfg;
+    int64_t L = cfg->n_layers;
+    sc_cwic_plan *pl;
+    SC_TRY(sc_cwic_prepare(m, o->calib, o->params, o->density, &pl, err));
+    cw_eval e = {m, pl->mats, NULL, NULL, 0, NULL, NULL};
+    e.dropped = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
+    e.seen = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
+    int64_t longest = 2, wmax = cfg->dim > cfg->ffn_dim ? cfg->dim : cfg->ffn_dim;
+    wmax = wmax > cfg->n_heads * cfg->head_dim ? wmax : cfg->n_heads * cfg->head_dim;
+    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
+    e.cap = (o->ctx < longest ? o->ctx : longest) * wmax;
+    e.z = malloc((size_t)e.cap * sizeof(float));
+    e.zs = malloc((size_t)e.cap * sizeof(float));
+    sc_status st = SC_OK;
+    if (!e.dropped || !e.seen || !e.z || !e.zs) st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
     if (!st) {
         sc_eval_opts eo = {o->ctx, NULL, install, &e, o->second_half, o->progress};
         st = sc_eval_run(m, d, &eo, &out->ppl, err);
     }
     if (!st) {
         sc_input_result_fill(cfg, e.dropped, e.seen, out);
-        out->in.apr_target = have_t ? 0.0 : apr;
-        out->in.target = have_t ? 0.0 : 1.0 - 1.0 / apr;
-        out->in.stripe = stripe;
+        out->in.apr_target = pl->apr;
+        out->in.target = pl->apr > 0 ? 1.0 - 1.0 / pl->apr : 0.0;
+        out->in.stripe = pl->stripe;
     }
-done:
-    for (int64_t k = 0; e.mats && k < L * SC_TEAL_NPROJ; k++) {
-        free(e.mats[k].theta);
-        free(e.mats[k].tau);
-        free(e.mats[k].mean);
-        free(e.mats[k].std);
-        free(e.mats[k].wmean);
-    }
-    free(e.mats);
+    sc_cwic_plan_free(pl);
     free(e.dropped);
     free(e.seen);
     free(e.z);
     free(e.zs);
-    free(u);
     return st;
 }

@@ -22,7 +22,7 @@ int cmd_pack(int argc, char **argv) {
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, larosa "
                                                 "(folds the calibration's rotations into the weights)", 0, 0},
-        {"params", 0, SC_ARG_STR, &params, "K=V,..", "larosa: sparsity split in=0.8,h=1.2 recorded for the runtime", 0, 0},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats=", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
         {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights first", 0, 0},
         {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that co-live neurons are adjacent (needs --calib with coact, else cats/claws activity)", 0, 0},
@@ -62,12 +62,10 @@ int cmd_pack(int argc, char **argv) {
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
                      !strcmp(method, "claws") ? "claws" : "cats");
     double lin = 0.8, lh = 1.2;
-    if (!st && params && !(method && !strcmp(method, "larosa")))
-        st = sc_errf(&err, SC_EARG, "--params applies to --method larosa only");
     if (!st) st = sc_lc_param(params, "in", 0.8, 0, 10, &lin, "larosa", &err);
     if (!st) st = sc_lc_param(params, "h", 1.2, 0, 10, &lh, "larosa", &err);
     if (!st) {
-        sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh};
+        sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh, params};
         st = sc_pack(in.model, in.tok, &o, out, &res, &err);
     }
     if (!st) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "larosa.h"
+#include "pack_routing.h"
 #include "permute.h"
 #include "srt.h"
 #include "srt_container.h"
@@ -148,53 +149,6 @@ static sc_status add_tokenizer(packer *p, const sc_tokenizer *tok, cJSON *man, s
     cJSON_AddStringToObject(tj, "kind", "none"); /* nothing was written: say why */
     cJSON_AddStringToObject(tj, "note", tok ? err->msg : "the model had no tokenizer");
     return SC_OK;
-}
-
-/* Routing parameters stored with their layer: CLAWS multipliers and CATS thresholds. */
-static sc_status add_routing(packer *p, const sc_model *m, cJSON *man, sc_err *err) {
-    cJSON *r = cJSON_AddObjectToObject(man, "routing");
-    cJSON_AddStringToObject(r, "method", p->o->method ? p->o->method : "dense");
-    cJSON_AddNumberToObject(r, "density", p->o->density);
-    if (p->larosa) {
-        cJSON *lj = cJSON_AddObjectToObject(r, "larosa");
-        cJSON_AddNumberToObject(lj, "in", p->o->larosa_in > 0 ? p->o->larosa_in : 0.8);
-        cJSON_AddNumberToObject(lj, "h", p->o->larosa_h > 0 ? p->o->larosa_h : 1.2);
-        cJSON_AddNumberToObject(lj, "damp", sc_larosa_damp(p->larosa));
-    }
-    if (!p->o->calib) return SC_OK;
-    cJSON_AddStringToObject(r, "calibration_model_id", p->o->calib->model_id);
-    cJSON_AddStringToObject(r, "calibration_data_id", p->o->calib->data_id);
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    float *f = malloc((size_t)m->cfg.ffn_dim * sizeof *f);
-    sc_status st = SC_OK;
-    if (!arr || !f) {
-        st = sc_errf(err, SC_ENOMEM, "pack: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < p->o->calib->n_entries && !st; i++) {
-        const sc_method *me = p->o->calib->entries[i].method;
-        int n = me->arrays(p->o->calib->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n && !st; k++) {
-            long long layer;
-            char what[32], name[96];
-            if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2) continue;
-            if (!strcmp(me->name, "claws") && !strcmp(what, "c")) {
-                const uint32_t *pm = p->perm_all && layer >= 0 && layer < m->cfg.n_layers ? p->perm_all + layer * m->cfg.ffn_dim : NULL;
-                for (int64_t j = 0; j < m->cfg.ffn_dim; j++) f[j] = (float)((double *)arr[k].data)[pm ? pm[j] : (uint32_t)j];
-                snprintf(name, sizeof name, "l%lld.claws_c", layer);
-                st = add_f32(p, name, f, m->cfg.ffn_dim, err);
-            } else if (!strcmp(me->name, "cats") && !strcmp(what, "thresholds")) {
-                float t[19];
-                for (int q = 0; q < 19; q++) t[q] = (float)((double *)arr[k].data)[q];
-                snprintf(name, sizeof name, "l%lld.cats_thresholds", layer);
-                st = add_f32(p, name, t, 19, err);
-            }
-        }
-    }
-done:
-    free(arr);
-    free(f);
-    return st;
 }
 
 /* ---- LaRoSA folding ---- */
@@ -371,7 +325,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     free(pd);
     cJSON_AddBoolToObject(man, "permuted", o->permute);
     if (perm_how) cJSON_AddStringToObject(man, "permutation", perm_how); /* "coact" or "activity" (last layer's) */
-    if (!st) st = add_routing(&p, m, man, err);
+    if (!st) st = sc_pack_routing(m, o, p.w, p.perm_all, p.larosa, cJSON_AddObjectToObject(man, "routing"), err);
     if (!st) st = add_tokenizer(&p, tok, man, err);
     char *text = st ? NULL : cJSON_PrintUnformatted(man);
     if (!st && (!text || srt_writer_set_manifest(p.w, text, strlen(text)) || srt_writer_finish(p.w)))

@@ -28,6 +28,9 @@ typedef struct sc_pack_opts {
      * RMSNorm weight set to one); the sparsity split s_in = in s, s_h = h s
      * is recorded for the runtime (0: the defaults 0.8 and 1.2). */
     double larosa_in, larosa_h;
+    /* method parameters "k=v,..." for the stored routing data (cett target,
+     * clada lambda/gamma/qs/qh, cwic apr/stripe/dist/stats, larosa in/h) */
+    const char *params;
 } sc_pack_opts;
 
 typedef struct sc_pack_result {

@@ -16,6 +16,7 @@
 #ifndef SC_CWIC_H
 #define SC_CWIC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "forward.h"
@@ -38,5 +39,24 @@ int64_t sc_cwic_count(void *state, int64_t layer, int tap);
 double sc_cwic_linear(float *y, const float *x, const float *W, const float *b, const float *mean,
                       const float *wmean, const float *tau, int64_t T, int64_t in, int64_t out, int64_t S,
                       float *z, float *zs);
+
+/* Thresholds for every linear layer, as `eval --method cwic` uses them:
+ * fitted without training for apr (params "apr=", default 1 / density;
+ * "stripe=", "dist=", "stats=") from a calibration with cwic statistics, or
+ * imported ("thresholds=FILE.safetensors"); "export=FILE" writes them. */
+struct sc_calib;
+typedef struct sc_cwic_plan sc_cwic_plan;
+typedef struct sc_cwic_matrix {
+    int64_t in, out, S, ns;      /* stripes of S rows, ns of them */
+    const float *theta;          /* [ns, in]: stripe-column (s, i) active iff |x_i - mean_i| >= theta * std_i */
+    const float *mean, *std;     /* [in] */
+} sc_cwic_matrix;
+sc_status sc_cwic_prepare(const sc_model *m, const struct sc_calib *calib, const char *params, double density,
+                          sc_cwic_plan **plan, sc_err *err);
+/* Projection proj (sc_linear: q k v o gate up down) of layer; false when it stays dense. */
+bool sc_cwic_plan_matrix(const sc_cwic_plan *pl, int64_t layer, int proj, sc_cwic_matrix *out);
+int64_t sc_cwic_plan_stripe(const sc_cwic_plan *pl);
+double sc_cwic_plan_apr(const sc_cwic_plan *pl); /* 0 when imported */
+void sc_cwic_plan_free(sc_cwic_plan *pl);
 
 #endif

@@ -1,0 +1,255 @@
+/* pack_routing.c - routing parameters stored with their layer (see
+ * pack_routing.h and docs/PACK.md). Per method found in the calibration:
+ *
+ *   claws  lN.claws_c [F]             the multipliers c_j
+ *   cats   lN.cats_thresholds [19]    |phi(u)| thresholds at sparsity 0.05 .. 0.95
+ *   teal   lN.teal_thresholds [4, 19] |x| thresholds per tapped input (attn_in,
+ *                                     attn_ctx, mlp_in, h) at sparsity 0.05 .. 0.95;
+ *          lN.teal_curve [rows, 8]    the greedy allocation curve, when computed
+ *   cett   lN.cett_thresholds [F]     live iff |h_j| > thr_j = t / ||W_d[:, j]||
+ *                                     (t from the CETT search at params target=)
+ *   clada  routing.clada              tau_s, tau_H, lambda, gamma (with cett's thresholds)
+ *   cwic   lN.P.cwic_theta [ns, in], lN.P.cwic_mean [in], lN.P.cwic_std [in]
+ *                                     per projection P, fitted as eval does
+ *   larosa routing.larosa             the split (the rotations are folded, pack.c)
+ *
+ * Everything per neuron follows the permutation. GRIFFIN has nothing to
+ * store: its live set is chosen from each prompt at run time. TEAL and CWIC
+ * statistics describe the unrotated inputs, so they are not stored for a
+ * folded LaRoSA artifact; CWIC's stripes are row groups of the original
+ * neuron order, so they are not stored for a permuted one either (both say
+ * so in the manifest). */
+#include "pack_routing.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cett.h"
+#include "cwic.h"
+#include "larosa.h"
+#include "lc_util.h"
+#include "method.h"
+#include "teal.h"
+
+typedef struct rt {
+    const sc_model *m;
+    const sc_pack_opts *o;
+    srt_writer *w;
+    const uint32_t *perm_all;
+    cJSON *r;
+} rt;
+
+static sc_status put(rt *x, const char *name, const float *v, int64_t rows, int64_t cols, sc_err *err) {
+    uint64_t dims[2] = {(uint64_t)rows, (uint64_t)cols};
+    if (srt_writer_add(x->w, name, SRT_CT_F32, cols ? 2 : 1, dims, v, (size_t)(rows * (cols ? cols : 1)) * sizeof(float),
+                       x->o->compress))
+        return sc_errf(err, SC_EIO, "%s", srt_writer_errmsg(x->w));
+    return SC_OK;
+}
+
+/* out[i] = v[perm[i]] for the layer's permutation (identity without one). */
+static void permuted(const rt *x, int64_t layer, const double *v, float *out) {
+    int64_t F = x->m->cfg.ffn_dim;
+    const uint32_t *pm = x->perm_all ? x->perm_all + layer * F : NULL;
+    for (int64_t j = 0; j < F; j++) out[j] = (float)v[pm ? pm[j] : (uint32_t)j];
+}
+
+static sc_status claws_cats(rt *x, const sc_calib *c, float *f, sc_err *err) {
+    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+    if (!arr) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    sc_status st = SC_OK;
+    for (int i = 0; i < c->n_entries && !st; i++) {
+        const sc_method *me = c->entries[i].method;
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
+        for (int k = 0; k < n && !st; k++) {
+            long long layer;
+            char what[32], name[96];
+            if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= x->m->cfg.n_layers) continue;
+            if (!strcmp(me->name, "claws") && !strcmp(what, "c")) {
+                permuted(x, layer, arr[k].data, f);
+                snprintf(name, sizeof name, "l%lld.claws_c", layer);
+                st = put(x, name, f, x->m->cfg.ffn_dim, 0, err);
+            } else if (!strcmp(me->name, "cats") && !strcmp(what, "thresholds")) {
+                float t[19];
+                for (int q = 0; q < 19; q++) t[q] = (float)((double *)arr[k].data)[q];
+                snprintf(name, sizeof name, "l%lld.cats_thresholds", layer);
+                st = put(x, name, t, 19, 0, err);
+            }
+        }
+    }
+    free(arr);
+    return st;
+}
+
+static sc_status teal(rt *x, void *state, sc_err *err) {
+    double *cum = malloc(SC_TEAL_NB * sizeof *cum);
+    float *curve = NULL;
+    sc_status st = cum ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    int64_t stored = 0;
+    for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
+        if (!sc_teal_hist(state, l, 0)) continue;
+        float t[SC_TEAL_NTAPS * 19];
+        for (int tap = 0; tap < SC_TEAL_NTAPS; tap++) {
+            sc_teal_cumulative(sc_teal_hist(state, l, tap), cum);
+            for (int q = 0; q < 19; q++) t[tap * 19 + q] = (float)sc_teal_threshold(cum, 0.05 * (q + 1));
+        }
+        char name[64];
+        snprintf(name, sizeof name, "l%lld.teal_thresholds", (long long)l);
+        if ((st = put(x, name, t, SC_TEAL_NTAPS, 19, err))) break;
+        stored++;
+        int64_t rows = 0;
+        const double *cv = sc_teal_curve(state, l, &rows);
+        if (!cv || rows < 2) continue; /* greedy curves only when computed (teal_greedy=1) */
+        float *g = realloc(curve, (size_t)(rows * SC_TEAL_CURVE_COLS) * sizeof *g);
+        if (!g) {
+            st = sc_errf(err, SC_ENOMEM, "pack: out of memory");
+            break;
+        }
+        curve = g;
+        for (int64_t i = 0; i < rows * SC_TEAL_CURVE_COLS; i++) curve[i] = (float)cv[i];
+        snprintf(name, sizeof name, "l%lld.teal_curve", (long long)l);
+        st = put(x, name, curve, rows, SC_TEAL_CURVE_COLS, err);
+    }
+    if (!st) {
+        cJSON *tj = cJSON_AddObjectToObject(x->r, "teal");
+        cJSON_AddNumberToObject(tj, "layers", (double)stored);
+        cJSON_AddStringToObject(tj, "taps", "attn_in,attn_ctx,mlp_in,h");
+        cJSON_AddStringToObject(tj, "sparsities", "0.05:0.95:0.05");
+    }
+    free(cum);
+    free(curve);
+    return st;
+}
+
+static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *err) {
+    const sc_config *c = &x->m->cfg;
+    int64_t F = c->ffn_dim, L = c->n_layers;
+    double target, lambda, gamma, qs, qh;
+    SC_TRY(sc_lc_param(x->o->params, "target", 0.2, 0, 1, &target, "cett", err));
+    SC_TRY(sc_lc_param(x->o->params, "lambda", 0.8, -100, 100, &lambda, "clada", err));
+    SC_TRY(sc_lc_param(x->o->params, "gamma", 0.12, -100, 100, &gamma, "clada", err));
+    SC_TRY(sc_lc_param(x->o->params, "qs", 0.5, 0, 1, &qs, "clada", err));
+    SC_TRY(sc_lc_param(x->o->params, "qh", 0.5, 0, 1, &qh, "clada", err));
+    double *wn = malloc((size_t)F * sizeof *wn), *thr = malloc((size_t)F * sizeof *thr);
+    sc_status st = wn && thr ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    cJSON *cj = cJSON_AddObjectToObject(x->r, "cett"), *tl = cJSON_AddArrayToObject(cj, "thresholds");
+    cJSON_AddNumberToObject(cj, "target", target);
+    for (int64_t l = 0; l < L && !st; l++) {
+        const float *h;
+        int64_t rows;
+        if (!sc_cett_sample(cs, l, &h, &rows) || rows == 0 || target <= 0) {
+            cJSON_AddItemToArray(tl, cJSON_CreateNull()); /* dense layer */
+            continue;
+        }
+        sc_down_col_norms(x->m, l, wn);
+        sc_cett_fit fit;
+        if ((st = sc_cett_search(h, rows, c->dim, F, x->m->layers[l].wd, wn, target, &fit, err))) break;
+        for (int64_t j = 0; j < F; j++) thr[j] = wn[j] > 0 ? fit.threshold / wn[j] : INFINITY;
+        permuted(x, l, thr, f);
+        char name[64];
+        snprintf(name, sizeof name, "l%lld.cett_thresholds", (long long)l);
+        st = put(x, name, f, F, 0, err);
+        cJSON_AddItemToArray(tl, cJSON_CreateNumber(fit.threshold));
+    }
+    if (!st && ls) {
+        const double *sig;
+        int64_t rows = 0;
+        sc_clada_sample(ls, &sig, &rows);
+        double *tmp = rows > 0 ? malloc((size_t)rows * sizeof *tmp) : NULL;
+        if (rows > 0 && !tmp) st = sc_errf(err, SC_ENOMEM, "pack: out of memory");
+        if (!st && rows > 0) {
+            double tau[2];
+            for (int k = 0; k < 2; k++) {
+                for (int64_t i = 0; i < rows; i++) tmp[i] = sig[2 * i + k];
+                tau[k] = sc_lc_quantile_sorted(tmp, rows, k ? qh : qs);
+            }
+            cJSON *lj = cJSON_AddObjectToObject(x->r, "clada");
+            cJSON_AddNumberToObject(lj, "tau_s", tau[0]);
+            cJSON_AddNumberToObject(lj, "tau_h", tau[1]);
+            cJSON_AddNumberToObject(lj, "lambda", lambda);
+            cJSON_AddNumberToObject(lj, "gamma", gamma);
+            cJSON_AddNumberToObject(lj, "qs", qs);
+            cJSON_AddNumberToObject(lj, "qh", qh);
+        }
+        free(tmp);
+    }
+    free(wn);
+    free(thr);
+    return st;
+}
+
+static sc_status cwic(rt *x, const sc_calib *c, sc_err *err) {
+    sc_cwic_plan *pl;
+    /* the artifact's density sets the APR (1 / density) unless params give apr= or thresholds= */
+    SC_TRY(sc_cwic_prepare(x->m, c, x->o->params, x->o->density, &pl, err));
+    sc_status st = SC_OK;
+    int64_t stored = 0;
+    for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++)
+        for (int p = 0; p < SC_TEAL_NPROJ && !st; p++) {
+            sc_cwic_matrix mx;
+            if (!sc_cwic_plan_matrix(pl, l, p, &mx)) continue;
+            char name[96];
+            const char *pn = sc_linear_name((sc_linear)p);
+            snprintf(name, sizeof name, "l%lld.%s.cwic_theta", (long long)l, pn);
+            if ((st = put(x, name, mx.theta, mx.ns, mx.in, err))) break;
+            snprintf(name, sizeof name, "l%lld.%s.cwic_mean", (long long)l, pn);
+            if ((st = put(x, name, mx.mean, mx.in, 0, err))) break;
+            snprintf(name, sizeof name, "l%lld.%s.cwic_std", (long long)l, pn);
+            st = put(x, name, mx.std, mx.in, 0, err);
+            stored++;
+        }
+    if (!st) {
+        cJSON *cj = cJSON_AddObjectToObject(x->r, "cwic");
+        cJSON_AddNumberToObject(cj, "stripe", (double)sc_cwic_plan_stripe(pl));
+        cJSON_AddNumberToObject(cj, "apr", sc_cwic_plan_apr(pl));
+        cJSON_AddNumberToObject(cj, "matrices", (double)stored);
+    }
+    sc_cwic_plan_free(pl);
+    return st;
+}
+
+static void skipped(cJSON *r, const char *method, const char *why) {
+    cJSON *j = cJSON_AddObjectToObject(r, method);
+    cJSON_AddStringToObject(j, "not_stored", why);
+}
+
+sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *w, const uint32_t *perm_all,
+                          const void *larosa, cJSON *r, sc_err *err) {
+    cJSON_AddStringToObject(r, "method", o->method ? o->method : "dense");
+    cJSON_AddNumberToObject(r, "density", o->density);
+    if (larosa) {
+        cJSON *lj = cJSON_AddObjectToObject(r, "larosa");
+        cJSON_AddNumberToObject(lj, "in", o->larosa_in > 0 ? o->larosa_in : 0.8);
+        cJSON_AddNumberToObject(lj, "h", o->larosa_h > 0 ? o->larosa_h : 1.2);
+        cJSON_AddNumberToObject(lj, "damp", sc_larosa_damp(larosa));
+    }
+    const sc_calib *c = o->calib;
+    if (!c) return SC_OK;
+    cJSON_AddStringToObject(r, "calibration_model_id", c->model_id);
+    cJSON_AddStringToObject(r, "calibration_data_id", c->data_id);
+    rt x = {m, o, w, perm_all, r};
+    float *f = malloc((size_t)m->cfg.ffn_dim * sizeof *f);
+    if (!f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    sc_status st = claws_cats(&x, c, f, err);
+    void *ts = sc_calib_state(c, "teal");
+    if (!st && ts) {
+        if (larosa)
+            skipped(r, "teal", "the calibrated inputs are unrotated; this artifact's are rotated (larosa)");
+        else
+            st = teal(&x, ts, err);
+    }
+    const void *cs = sc_calib_state(c, "cett");
+    if (!st && cs) st = cett(&x, cs, sc_calib_state(c, "clada"), f, err);
+    if (!st && sc_calib_state(c, "cwic")) {
+        if (larosa)
+            skipped(r, "cwic", "the calibrated inputs are unrotated; this artifact's are rotated (larosa)");
+        else if (perm_all)
+            skipped(r, "cwic", "stripes are row groups of the original neuron order; pack without --permute");
+        else
+            st = cwic(&x, c, err);
+    }
+    free(f);
+    return st;
+}
