@@ -20,7 +20,7 @@ int cmd_pack(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, larosa "
+        {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, cett, clada, teal, larosa "
                                                 "(folds the calibration's rotations into the weights)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats=", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
@@ -41,9 +41,12 @@ int cmd_pack(int argc, char **argv) {
         fprintf(stderr, "sparsecal pack: no output file (-o FILE)\n");
         return 2;
     }
-    if (method && strcmp(method, "dense") && strcmp(method, "cats") && strcmp(method, "cats-threshold") &&
-        strcmp(method, "claws") && strcmp(method, "larosa")) {
-        fprintf(stderr, "sparsecal pack: --method must be dense, cats, cats-threshold, claws or larosa, got '%s'\n", method);
+    static const char *const routers[] = {"dense", "cats", "cats-threshold", "claws", "larosa", "cett", "clada", "teal"};
+    bool known = !method;
+    for (size_t i = 0; method && i < sizeof routers / sizeof routers[0]; i++) known = known || !strcmp(method, routers[i]);
+    if (!known) {
+        fprintf(stderr, "sparsecal pack: --method must be dense, cats, cats-threshold, claws, larosa, cett, clada or teal, "
+                        "got '%s'\n", method);
         return 2;
     }
     sc_err err = {{0}};
@@ -57,10 +60,16 @@ int cmd_pack(int argc, char **argv) {
         if (!st && !quiet)
             fprintf(stderr, "fused %d LoRA layers (r %d, scale %g) from %s\n", lr.fused, lr.rank, lr.scale, lora);
     }
-    if (!st && method && (!strcmp(method, "claws") || !strcmp(method, "cats-threshold")) &&
-        !(c && sc_calib_state(c, !strcmp(method, "claws") ? "claws" : "cats")))
+    /* the default router must find its data in the artifact */
+    const char *need = !method ? NULL
+                     : !strcmp(method, "claws") ? "claws"
+                     : !strcmp(method, "cats-threshold") ? "cats"
+                     : !strcmp(method, "clada") ? "clada"
+                     : !strcmp(method, "cett") ? "cett"
+                     : !strcmp(method, "teal") ? "teal" : NULL;
+    if (!st && need && !(c && sc_calib_state(c, need) && (strcmp(need, "clada") || sc_calib_state(c, "cett"))))
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
-                     !strcmp(method, "claws") ? "claws" : "cats");
+                     !strcmp(need, "clada") ? "cett and clada" : need);
     double lin = 0.8, lh = 1.2;
     if (!st) st = sc_lc_param(params, "in", 0.8, 0, 10, &lin, "larosa", &err);
     if (!st) st = sc_lc_param(params, "h", 1.2, 0, 10, &lh, "larosa", &err);

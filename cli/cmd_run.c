@@ -51,7 +51,7 @@ int cmd_run(int argc, char **argv) {
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
         {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
         {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "MLP router: dense, cats, claws, larosa (default: the artifact's)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "router: dense, cats, claws, larosa, cats-threshold, cett, clada, teal (default: the artifact's)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
@@ -119,32 +119,35 @@ int cmd_run(int argc, char **argv) {
     const char *art_method = srt_model_default_method(m);
     double art_density = srt_model_default_density(m);
     if (dense) method = "dense";
+    static const char *const known[] = {"dense", "cats", "claws", "larosa", "cats-threshold", "cett", "clada", "teal"};
+    bool art_known = false;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) art_known = art_known || !strcmp(art_method, known[i]);
     if (!method) {
         method = art_method;
-        if (strcmp(method, "dense") && strcmp(method, "cats") && strcmp(method, "claws") && strcmp(method, "larosa")) {
+        if (!art_known) {
             fprintf(stderr, "note: the artifact's router '%s' is not supported by run; running dense\n", method);
             method = "dense";
         }
     }
     bool larosa = !strcmp(method, "larosa");
-    int kind = larosa ? SRT_ROUTER_DENSE : srt_router_from_name(method);
-    if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) {
-        st = sc_errf(&err, SC_EARG, "unknown or unsupported method '%s' (dense, cats, claws, larosa)", method);
-        goto done;
-    }
     if (density < 0) density = art_density > 0 && art_density <= 1 ? art_density : 0.5;
-    if (kind == SRT_ROUTER_DENSE && !larosa) density = 1.0;
-    srt_status ks = larosa ? srt_model_set_larosa(m, density) : srt_model_set_router(m, (srt_router)kind, density);
+    if (!strcmp(method, "dense")) density = 1.0;
+    srt_status ks = srt_model_set_method(m, method, density);
     if (ks == SRT_ENOTSUP) {
-        st = larosa ? sc_errf(&err, SC_EARG, "%s: method larosa needs an artifact packed with --method larosa "
-                                             "(folded rotations)", path)
-                    : sc_errf(&err, SC_EARG, "%s: method claws needs the CLAWS multipliers (lN.claws_c); pack with --calib", path);
+        st = sc_errf(&err, SC_EARG, "%s: method %s needs routing data the artifact does not hold (%s)", path, method,
+                     larosa ? "pack with --method larosa"
+                     : !strcmp(method, "claws") ? "CLAWS multipliers lN.claws_c: pack with --calib holding claws"
+                     : !strcmp(method, "cats-threshold") ? "lN.cats_thresholds: pack with --calib holding cats"
+                     : !strcmp(method, "teal") ? "lN.teal_thresholds: pack with --calib holding teal"
+                     : !strcmp(method, "clada") ? "cett thresholds and clada quantiles: pack with --calib holding cett,clada"
+                                                : "lN.cett_thresholds: pack with --calib holding cett");
         goto done;
     } else if (ks != SRT_OK) {
-        st = sc_errf(&err, SC_EARG, "bad router settings (%s)", srt_status_str(ks));
+        st = sc_errf(&err, SC_EARG, "unknown method '%s' or bad density (dense, cats, claws, larosa, cats-threshold, "
+                                    "cett, clada, teal)", method);
         goto done;
     }
-    const char *mname = larosa ? "larosa" : srt_router_name((srt_router)kind);
+    const char *mname = srt_model_method(m);
     int64_t k_in, k_h;
     srt_model_larosa_counts(m, &k_in, &k_h);
     /* prompt */
@@ -229,7 +232,8 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "generated_tokens", (double)gen);
         cJSON_AddStringToObject(j, "method", mname);
         cJSON_AddNumberToObject(j, "density", density);
-        cJSON_AddNumberToObject(j, "live_neurons", (double)(larosa ? k_h : srt_model_live_count(m)));
+        if (!strcmp(mname, "dense") || !strcmp(mname, "cats") || !strcmp(mname, "claws") || larosa)
+            cJSON_AddNumberToObject(j, "live_neurons", (double)(larosa ? k_h : srt_model_live_count(m)));
         cJSON_AddNumberToObject(j, "rotated_inputs", (double)srt_model_rotated_inputs(m));
         if (larosa) {
             cJSON_AddNumberToObject(j, "live_input_channels", (double)k_in);
@@ -265,7 +269,8 @@ int cmd_run(int argc, char **argv) {
         fflush(stdout);
         fprintf(stderr, "run: %s, %s density %.3g (%lld of %lld neurons), %s x%lld: prompt %lld tok in %.3f s, "
                         "generated %lld tokens in %.3f s (%.1f tok/s)\n",
-                path, mname, density, (long long)(larosa ? k_h : srt_model_live_count(m)),
+                path, mname, density,
+                (long long)(larosa ? k_h : tm.steps ? tm.live_sum / (tm.steps * c->n_layers) : srt_model_live_count(m)),
                 (long long)c->ffn_dim, srt_isa_name(srt_ctx_isa(ctx)), (long long)threads, (long long)n_prompt,
                 t_prompt, (long long)gen, t_decode, tps);
     }

@@ -129,6 +129,20 @@ static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_liv
     return SRT_OK;
 }
 
+/* TEAL: keeps the entries of x[0..n) with |x_i| > t (others zeroed), their
+ * indices in m->idx; returns the count, or -1 (dense) when t < 0. */
+static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
+    if (!(t >= 0.0f)) return -1;
+    int64_t k = srt_compact(m->ctx, m->idx, x, n, t), next = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (next < k && m->idx[next] == (uint32_t)i)
+            next++;
+        else
+            x[i] = 0.0f;
+    }
+    return k;
+}
+
 static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     const srt_model_config *c = &m->cfg;
     const srt_layer_w *L = &m->layers[l];
@@ -138,6 +152,7 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     stale(m);
     int64_t n_in;
     TRY(rotate_input(m, &L->attn_rot, &n_in));
+    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * 4 + 0]);
     TRY(mv_in(m, &L->wq, m->xn, n_in, m->q));
     TRY(mv_in(m, &L->wk, m->xn, n_in, m->kt));
     TRY(mv_in(m, &L->wv, m->xn, n_in, m->vt));
@@ -183,12 +198,44 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     }
     double t2 = now();
     stale(m);
-    TRY(mv(m, &L->wo, m->att, m->tmp));
+    int64_t n_ctx = m->mode == SRT_MODE_TEAL ? teal_mask(m, m->att, qd, m->thr_l[l * 4 + 1]) : -1;
+    TRY(mv_in(m, &L->wo, m->att, n_ctx, m->tmp));
     for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
     double t3 = now();
     m->tm.attn_proj += (t1 - t0) + (t3 - t2);
     m->tm.attn_core += t2 - t1;
     m->tm.attn += t3 - t0;
+    return SRT_OK;
+}
+
+/* The h-side routers (their live set needs h = phi(u) v, so up runs on
+ * every neuron): LaRoSA's K_h largest |h_j|, TEAL's |h_j| > t, CETT's
+ * |h_j| > thr_j (times CLADA's factor). Dead h_j are zeroed and the live
+ * list is left in m->idx; returns its length (F: dense). */
+static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_t *live) {
+    int64_t F = m->cfg.ffn_dim;
+    *live = F;
+    if (m->larosa) {
+        if (m->K_h < F) {
+            TRY(keep_topk(m, m->h, F, m->K_h));
+            *live = m->K_h;
+        }
+    } else if (m->mode == SRT_MODE_TEAL) {
+        int64_t k = teal_mask(m, m->h, F, m->thr_l[l * 4 + 3]);
+        *live = k < 0 ? F : k;
+    } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_thr && m->factor > 0.0f) {
+        /* |h_j| > f thr_j  <=>  |h_j / f| > thr_j */
+        const float inv = 1.0f / m->factor;
+        for (int64_t j = 0; j < F; j++) m->score[j] = m->h[j] * inv;
+        int64_t k = srt_compact_vec(m->ctx, m->idx, m->score, L->cett_thr, F), next = 0;
+        for (int64_t j = 0; j < F; j++) {
+            if (next < k && m->idx[next] == (uint32_t)j)
+                next++;
+            else
+                m->h[j] = 0.0f;
+        }
+        *live = k;
+    }
     return SRT_OK;
 }
 
@@ -201,18 +248,17 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     stale(m);
     int64_t n_in;
     TRY(rotate_input(m, &L->mlp_rot, &n_in));
+    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * 4 + 2]);
     TRY(mv_in(m, &L->wg, m->xn, n_in, m->u));
     for (int64_t j = 0; j < F; j++) m->a[j] = act_fn(m->u[j], c->gelu);
     double t1 = now();
-    if (m->larosa) { /* up on the kept rotated input, down on the K_h largest |h_j| */
+    if (m->larosa || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) {
         TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
         double t2 = now();
-        int64_t K = m->K_h < F ? m->K_h : F;
-        if (K < F) {
-            TRY(keep_topk(m, m->h, F, K));
-            memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
-        }
+        int64_t K;
+        TRY(select_h(m, L, l, &K));
+        if (K < F) memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
         m->live_n[l] = K;
         double t3 = now();
         stale(m);
@@ -227,13 +273,22 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
         m->tm.live_sum += K;
         return SRT_OK;
     }
-    bool dense = m->router == SRT_ROUTER_DENSE || m->K >= F;
-    int64_t K = dense ? F : m->K;
-    if (!dense) {
-        srt_score_gate(m->score, m->a, m->router == SRT_ROUTER_CLAWS ? L->claws_c : NULL, F);
-        TRY(srt_select_topk(m->idx, m->score, F, K, 0));
-        memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
+    /* neuron routers: the live set comes from the gate, so up reads only live rows */
+    bool dense, thr = m->mode == SRT_MODE_CATS_THR;
+    int64_t K;
+    if (thr) {
+        float t = m->thr_l[l];
+        dense = !(t >= 0.0f);
+        K = dense ? F : srt_compact(m->ctx, m->idx, m->a, F, t);
+    } else {
+        dense = m->router == SRT_ROUTER_DENSE || m->K >= F;
+        K = dense ? F : m->K;
+        if (!dense) {
+            srt_score_gate(m->score, m->a, m->router == SRT_ROUTER_CLAWS ? L->claws_c : NULL, F);
+            TRY(srt_select_topk(m->idx, m->score, F, K, 0));
+        }
     }
+    if (!dense) memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
     m->live_n[l] = K;
     double t2 = now();
     if (dense) {
@@ -267,11 +322,33 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     return SRT_OK;
 }
 
+/* CLADA's threshold multiplier for the token about to run: the surprisal of
+ * `token` under the previous step's logits and that distribution's entropy
+ * (the model's own logits; position 0 and a first step use 1). */
+static void clada_factor(srt_model *m, int32_t token, int64_t pos) {
+    m->factor = 1.0f;
+    if (m->mode != SRT_MODE_CLADA || pos == 0 || m->logits_pos != pos - 1) return;
+    const float *lg = m->logits;
+    int64_t V = m->cfg.vocab_size;
+    double mx = lg[0];
+    for (int64_t v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+    double z = 0.0, ez = 0.0;
+    for (int64_t v = 0; v < V; v++) {
+        double e = exp((double)lg[v] - mx);
+        z += e;
+        ez += e * ((double)lg[v] - mx);
+    }
+    double logz = log(z), surprisal = logz - ((double)lg[token] - mx), entropy = logz - ez / z;
+    m->factor = (float)(1.0 + m->lambda * (surprisal > m->tau_s) + m->gamma * (entropy > m->tau_h));
+}
+
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits) {
     if (!m || !logits || token < 0 || token >= m->cfg.vocab_size || pos < 0 || pos >= m->max_ctx) return SRT_EINVAL;
     const srt_model_config *c = &m->cfg;
     int64_t D = c->dim;
     double t0 = now();
+    clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
+    m->logits_pos = -1;
     memcpy(m->x, m->tok_emb + (int64_t)token * D, (size_t)D * sizeof(float));
     if (c->embed_scale) {
         float sc = sqrtf((float)D);
@@ -288,6 +365,7 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     TRY(mv(m, &m->classifier, m->xn, m->logits));
     m->tm.head += now() - t1;
     m->tm.steps++;
+    m->logits_pos = pos;
     *logits = m->logits;
     return SRT_OK;
 }

@@ -145,6 +145,7 @@ static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, in
 void srt_model_close(srt_model *m) {
     if (!m) return;
     srt_free(m->arena);
+    free(m->thr_l);
     free(m->layers);
     srt_container_close(m->ct);
     free(m->path);
@@ -190,6 +191,14 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     const srt_json *routing = srt_json_get(man, "routing");
     m->def_method = srt_json_str(srt_json_get(routing, "method"), "dense");
     m->def_density = srt_json_num(srt_json_get(routing, "density"), 1.0);
+    const srt_json *cl = srt_json_get(routing, "clada");
+    if (cl) {
+        m->tau_s = srt_json_num(srt_json_get(cl, "tau_s"), NAN);
+        m->tau_h = srt_json_num(srt_json_get(cl, "tau_h"), NAN);
+        m->lambda = srt_json_num(srt_json_get(cl, "lambda"), NAN);
+        m->gamma = srt_json_num(srt_json_get(cl, "gamma"), NAN);
+        m->has_clada = isfinite(m->tau_s) && isfinite(m->tau_h) && isfinite(m->lambda) && isfinite(m->gamma);
+    }
     const srt_json *lrj = srt_json_get(routing, "larosa");
     m->lr_in = srt_json_num(srt_json_get(lrj, "in"), 0.8);
     m->lr_h = srt_json_num(srt_json_get(lrj, "h"), 1.2);
@@ -254,6 +263,19 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
             if ((st = get_matrix(m, nm, D, D, &Lw->mlp_rot, err, err_cap))) goto bad;
             m->n_rot++;
         }
+        /* stored routing data (convert/pack_routing.c) */
+        if (srt_container_find(m->ct, NAME("cats_thresholds")) >= 0) {
+            if ((st = get_f32(m, nm, 19, &Lw->cats_thr, err, err_cap))) goto bad;
+            m->n_cats_thr++;
+        }
+        if (srt_container_find(m->ct, NAME("cett_thresholds")) >= 0) {
+            if ((st = get_f32(m, nm, F, &Lw->cett_thr, err, err_cap))) goto bad;
+            m->n_cett_thr++;
+        }
+        if (srt_container_find(m->ct, NAME("teal_thresholds")) >= 0) {
+            if ((st = get_f32(m, nm, 4 * 19, &Lw->teal_thr, err, err_cap))) goto bad;
+            m->n_teal_thr++;
+        }
         if (srt_container_find(m->ct, NAME("claws_c")) >= 0) {
             if ((st = get_f32(m, nm, F, &Lw->claws_c, err, err_cap))) goto bad;
             n_claws++;
@@ -305,10 +327,17 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
             m->sin_t[p * half + i] = sinf(ang);
         }
     }
+    m->thr_l = malloc((size_t)(L * 4) * sizeof *m->thr_l);
+    if (!m->thr_l) {
+        st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
+        goto bad;
+    }
     m->router = SRT_ROUTER_DENSE;
     m->K = F;
     m->K_in = D;
     m->K_h = F;
+    m->factor = 1.0f;
+    m->logits_pos = -1;
     *out = m;
     return SRT_CT_OK;
 bad:
@@ -336,6 +365,7 @@ srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
     m->router = kind;
     m->K = kind == SRT_ROUTER_DENSE ? m->cfg.ffn_dim : srt_topk_count(density, m->cfg.ffn_dim);
     m->larosa = false;
+    m->mode = SRT_MODE_NONE;
     m->K_in = m->cfg.dim;
     m->K_h = m->cfg.ffn_dim;
     return SRT_OK;
@@ -348,6 +378,7 @@ srt_status srt_model_set_larosa(srt_model *m, double density) {
     m->router = SRT_ROUTER_DENSE;
     m->K = m->cfg.ffn_dim;
     m->larosa = true;
+    m->mode = SRT_MODE_NONE;
     m->K_in = srt_topk_count(1.0 - fmin(1.0, m->lr_in * s), m->cfg.dim);
     m->K_h = srt_topk_count(1.0 - fmin(1.0, m->lr_h * s), m->cfg.ffn_dim);
     return SRT_OK;
@@ -370,3 +401,57 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
 
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out) { *out = m->tm; }
 void srt_model_reset_timing(srt_model *m) { memset(&m->tm, 0, sizeof m->tm); }
+
+/* Threshold at sparsity s from a table at s = 0.05, 0.10, ..., 0.95: the
+ * entry itself on the grid, geometric interpolation between entries, linear
+ * from 0 below 0.05, the last entry above 0.95; -1 (dense) at s <= 0. */
+static float table_threshold(const float *t, double s) {
+    if (!(s > 1e-12)) return -1.0f;
+    double q = s / 0.05 - 1.0;
+    if (q <= 1e-9) return q >= -1e-9 ? t[0] : (float)((double)t[0] * s / 0.05);
+    if (q >= 18.0 - 1e-9) return t[18];
+    int i = (int)floor(q);
+    double f = q - (double)i;
+    if (f < 1e-9) return t[i];
+    if (f > 1.0 - 1e-9) return t[i + 1];
+    if (t[i] > 0.0f && t[i + 1] > 0.0f) return (float)exp((1.0 - f) * log((double)t[i]) + f * log((double)t[i + 1]));
+    return (float)((1.0 - f) * (double)t[i] + f * (double)t[i + 1]);
+}
+
+srt_status srt_model_set_method(srt_model *m, const char *name, double density) {
+    if (!m || !name || !(density >= 0.0 && density <= 1.0)) return SRT_EINVAL;
+    int64_t L = m->cfg.n_layers;
+    if (!strcmp(name, "larosa")) return srt_model_set_larosa(m, density);
+    if (!strcmp(name, "dense")) return srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
+    if (!strcmp(name, "cats")) return srt_model_set_router(m, SRT_ROUTER_CATS, density);
+    if (!strcmp(name, "claws")) return srt_model_set_router(m, SRT_ROUTER_CLAWS, density);
+    int mode = !strcmp(name, "cats-threshold") ? SRT_MODE_CATS_THR
+             : !strcmp(name, "cett")           ? SRT_MODE_CETT
+             : !strcmp(name, "clada")          ? SRT_MODE_CLADA
+             : !strcmp(name, "teal")           ? SRT_MODE_TEAL
+                                               : SRT_MODE_NONE;
+    if (mode == SRT_MODE_NONE) return SRT_EINVAL;
+    if ((mode == SRT_MODE_CATS_THR && m->n_cats_thr != L) || (mode == SRT_MODE_TEAL && m->n_teal_thr == 0) ||
+        ((mode == SRT_MODE_CETT || mode == SRT_MODE_CLADA) && m->n_cett_thr == 0) ||
+        (mode == SRT_MODE_CLADA && !m->has_clada))
+        return SRT_ENOTSUP;
+    srt_status st = srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
+    if (st != SRT_OK) return st;
+    double s = 1.0 - density;
+    for (int64_t l = 0; l < L; l++) {
+        const srt_layer_w *Lw = &m->layers[l];
+        if (mode == SRT_MODE_CATS_THR) m->thr_l[l] = density >= 1.0 ? -1.0f : table_threshold(Lw->cats_thr, s);
+        for (int tap = 0; mode == SRT_MODE_TEAL && tap < 4; tap++)
+            m->thr_l[l * 4 + tap] = Lw->teal_thr ? table_threshold(Lw->teal_thr + tap * 19, s) : -1.0f;
+    }
+    m->mode = mode;
+    m->factor = 1.0f;
+    return SRT_OK;
+}
+
+const char *srt_model_method(const srt_model *m) {
+    static const char *const names[] = {"", "cats-threshold", "cett", "clada", "teal"};
+    if (m->larosa) return "larosa";
+    if (m->mode != SRT_MODE_NONE) return names[m->mode];
+    return srt_router_name(m->router);
+}

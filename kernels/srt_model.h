@@ -83,6 +83,25 @@ int64_t srt_model_live_count(const srt_model *m); /* K (ffn_dim when dense) */
  * The rotations are applied at density 1 too: they are part of the weights. */
 srt_status srt_model_set_larosa(srt_model *m, double density);
 int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a folded rotation */
+
+/* Chooses the router by name: dense, cats, claws, larosa (as above) and the
+ * threshold routers that read the routing data stored in the artifact
+ * (convert/pack_routing.c), with the same rules as `sparsecal eval`:
+ *   cats-threshold  live iff |phi(u_j)| > t_l, t_l at sparsity 1 - density
+ *                   from lN.cats_thresholds (table at 0.05 steps; between
+ *                   steps, geometric interpolation);
+ *   cett            live iff |h_j| > thr_j (lN.cett_thresholds, fitted at
+ *                   pack time for the CETT target; density is not used);
+ *   clada           cett's thresholds times 1 + lambda [s > tau_s] +
+ *                   gamma [H > tau_H], s and H the surprisal of the token and
+ *                   the entropy of the previous step's own logits;
+ *   teal            every linear input keeps |x_i| > t_tap (tap thresholds at
+ *                   sparsity 1 - density from lN.teal_thresholds), column-
+ *                   sparse layouts read only those columns.
+ * The live neuron count then varies per token. SRT_ENOTSUP when the
+ * artifact lacks the data, SRT_EINVAL for an unknown name or density. */
+srt_status srt_model_set_method(srt_model *m, const char *name, double density);
+const char *srt_model_method(const srt_model *m); /* the current router's name */
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
 /* The live neurons layer used in the last step (ascending; *idx = NULL and

@@ -5,6 +5,10 @@
 
 #include "srt_model.h"
 
+/* Threshold routers of srt_model_set_method (0: none; the top-K routers
+ * and LaRoSA use router / larosa). */
+enum { SRT_MODE_NONE = 0, SRT_MODE_CATS_THR, SRT_MODE_CETT, SRT_MODE_CLADA, SRT_MODE_TEAL };
+
 typedef struct srt_weight {
     srt_matrix m;           /* stored (padded) view */
     int64_t rows, cols;     /* logical shape */
@@ -13,6 +17,9 @@ typedef struct srt_weight {
 
 typedef struct srt_layer_w {
     const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *claws_c;
+    const float *cats_thr; /* [19] |phi(u)| thresholds at sparsity 0.05..0.95 (NULL: none) */
+    const float *cett_thr; /* [ffn_dim] per-neuron |h_j| thresholds (NULL: dense layer under cett) */
+    const float *teal_thr; /* [4, 19] per tapped input (attn_in, attn_ctx, mlp_in, h) */
     srt_weight wq, wk, wv, wo, wg, wu, wd;
     srt_weight attn_rot, mlp_rot; /* folded LaRoSA rotations R [dim, dim] (tr NULL: none) */
 } srt_layer_w;
@@ -38,6 +45,14 @@ struct srt_model {
     int64_t K;
     bool larosa;            /* rotated-input top-K instead of a neuron router */
     int64_t K_in, K_h;
+    /* threshold routers (srt_model_set_method) */
+    int mode;               /* SRT_MODE_* (srt_decode.c) */
+    float *thr_l;           /* [n_layers]: cats-threshold per layer; teal [n_layers, 4] */
+    int n_cats_thr, n_cett_thr, n_teal_thr; /* layers holding each */
+    bool has_clada;
+    double tau_s, tau_h, lambda, gamma;
+    float factor;           /* clada: this step's threshold multiplier */
+    int64_t logits_pos;     /* position whose logits m->logits holds (-1: none) */
     /* buffers (one arena) */
     void *arena;
     float *x, *xn, *q, *kt, *vt, *att, *tmp, *u, *a, *v, *h, *score, *s, *cos_t, *sin_t, *kc, *vc, *logits;

@@ -1,0 +1,169 @@
+/* test_run_routers.c - the runtime's threshold routers (srt_model_set_method:
+ * cats-threshold, cett, clada, teal) read the routing data pack stored and
+ * give the same teacher-forced NLL and density as `sparsecal eval` with the
+ * same method on the same artifact (stories260K): f32 differs by summation
+ * order and float thresholds only; zigzag (TEAL reads only live columns)
+ * also quantises activations. CLADA's runtime signals come from its own
+ * sparse logits where eval uses a dense pre-pass, so it is compared loosely.
+ * Missing routing data and bad names are refused. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "engine.h"
+#include "pack.h"
+#include "sparse_eval.h"
+#include "srt_model.h"
+#include "testing.h"
+
+static sc_err err;
+
+static double rt_nll(srt_model *rt, const sc_dataset *d, double *density) {
+    const srt_model_config *c = srt_model_get_config(rt);
+    double nll = 0.0;
+    srt_model_reset_timing(rt);
+    for (size_t s = 0; s < d->n_seqs; s++) {
+        const sc_tokens *t = &d->seqs[s];
+        for (size_t i = 0; i + 1 < t->n; i++) {
+            const float *lg;
+            if (srt_model_step(rt, t->ids[i], (int64_t)i, &lg) != SRT_OK) return NAN;
+            double mx = lg[0], z = 0.0;
+            for (int64_t v = 1; v < c->vocab_size; v++) mx = lg[v] > mx ? lg[v] : mx;
+            for (int64_t v = 0; v < c->vocab_size; v++) z += exp((double)lg[v] - mx);
+            nll += log(z) + mx - (double)lg[t->ids[i + 1]];
+        }
+    }
+    srt_model_timing tm;
+    srt_model_get_timing(rt, &tm);
+    *density = (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim);
+    return nll;
+}
+
+static double rel(double a, double b) { return fabs(a - b) / fabs(b); }
+
+int main(void) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_valid_a.txt");
+    if (!bin || !tokp || !text) return sc_test_finish();
+    sc_model *m;
+    sc_tokenizer *tok;
+    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
+    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
+    sc_data_opts dopt;
+    sc_data_opts_default(&dopt);
+    dopt.max_docs = 60;
+    sc_dataset d;
+    CHECK(sc_data_load_text(text, tok, &dopt, &d, &err) == SC_OK);
+    sc_dataset cal = {d.seqs, 40, 0};
+    sc_tokens evs[10];
+    size_t ne = 0;
+    for (size_t i = 40; i < d.n_seqs && ne < 10; i++)
+        if ((int64_t)d.seqs[i].n <= m->cfg.max_seq_len) evs[ne++] = d.seqs[i];
+    sc_dataset ev = {evs, ne, 0};
+    sc_compute_opts co;
+    sc_compute_opts_default(&co);
+    const char *methods[] = {"cats", "teal", "cett", "clada"};
+    for (int i = 0; i < 4; i++) co.methods[i] = methods[i];
+    co.n_methods = 4;
+    co.params = "teal_greedy=0";
+    sc_calib *c;
+    CHECK_MSG(sc_calib_compute(m, &cal, &co, &c, &err) == SC_OK, "%s", err.msg);
+    const char *params = "target=0.3,lambda=0.6,gamma=0.2";
+
+    const char *layouts[] = {"f32", "zigzag"};
+    for (int li = 0; li < 2; li++) {
+        char name[64];
+        snprintf(name, sizeof name, "rr_%s.spk", layouts[li]);
+        const char *p = sc_tmp_path(name);
+        sc_pack_opts po = {.layout = layouts[li], .calib = c, .method = "cett", .density = 0.5, .params = params};
+        sc_pack_result pr;
+        CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s", err.msg);
+        sc_model *a;
+        CHECK(sc_model_load(p, &a, &err) == SC_OK);
+        srt_ctx *ctx;
+        CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
+        srt_model_opts mo = {0, ctx};
+        srt_model *rt;
+        char emsg[512];
+        CHECK_MSG(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK, "%s", emsg);
+        CHECK(strcmp(srt_model_default_method(rt), "cett") == 0);
+        const char *names[] = {"cats-threshold", "cett", "teal", "clada"};
+        const double dens[] = {0.5, 1.0, 0.6, 1.0};
+        for (int k = 0; k < 4; k++) {
+            if (li == 1 && k != 2) continue; /* zigzag: the column-sparse TEAL path */
+            sc_sparse_eval_opts eo = {names[k], dens[k], c, 512, false, params, NULL};
+            sc_sparse_eval_result er;
+            CHECK_MSG(sc_eval_sparse(a, &ev, &eo, &er, &err) == SC_OK, "%s", err.msg);
+            CHECK(srt_model_set_method(rt, names[k], dens[k]) == SRT_OK && !strcmp(srt_model_method(rt), names[k]));
+            double dr, nr = rt_nll(rt, &ev, &dr);
+            /* eval's density: MLP neurons for the neuron routers; TEAL reports input sparsity */
+            double de = k == 2 ? 1.0 - er.in.effective_sparsity : er.stats.density_mean;
+            printf("%-6s %-14s runtime nll %.6f (eval %.6f, rel %.2e); MLP density %.4f (eval %s %.4f)\n", layouts[li],
+                   names[k], nr, er.ppl.nll_sum, rel(nr, er.ppl.nll_sum), dr, k == 2 ? "input" : "MLP", de);
+            /* clada: sparse logits are less certain than eval's dense pre-pass, so more tokens
+             * pass tau and thresholds rise (measured 3% NLL, 0.02 density) */
+            double tol = k == 3 ? 0.06 : li == 1 ? 0.03 : 2e-3;
+            CHECK_MSG(rel(nr, er.ppl.nll_sum) < tol, "%s %s: %.3g", layouts[li], names[k], rel(nr, er.ppl.nll_sum));
+            if (k < 2) CHECK_MSG(fabs(dr - de) < 0.01, "%s density %.4f vs %.4f", names[k], dr, de);
+            if (k == 3) CHECK_MSG(fabs(dr - de) < 0.05, "%s density %.4f vs %.4f", names[k], dr, de);
+            CHECK(dr < 0.95);
+        }
+        /* clada's multiplier moves the density away from cett's */
+        double d_cett, d_clada;
+        CHECK(srt_model_set_method(rt, "cett", 1.0) == SRT_OK);
+        rt_nll(rt, &ev, &d_cett);
+        CHECK(srt_model_set_method(rt, "clada", 1.0) == SRT_OK);
+        rt_nll(rt, &ev, &d_clada);
+        CHECK(d_clada < d_cett); /* lambda, gamma > 0 raise thresholds on hard tokens */
+        CHECK(srt_model_set_method(rt, "griffin", 0.5) == SRT_EINVAL);
+        CHECK(srt_model_set_method(rt, "teal", 1.5) == SRT_EINVAL);
+        srt_model_close(rt);
+        srt_ctx_free(ctx);
+        sc_model_free(a);
+    }
+    /* lambda = gamma = 0: clada is cett exactly */
+    {
+        const char *p = sc_tmp_path("rr_clada0.spk");
+        sc_pack_opts po = {.layout = "f32", .calib = c, .method = "clada", .density = 1.0, .params = "target=0.3,lambda=0,gamma=0"};
+        sc_pack_result pr;
+        CHECK(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK);
+        srt_ctx *ctx;
+        CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
+        srt_model_opts mo = {0, ctx};
+        srt_model *rt;
+        char emsg[512];
+        CHECK(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK);
+        double d1, d2;
+        CHECK(srt_model_set_method(rt, "cett", 1.0) == SRT_OK);
+        double n1 = rt_nll(rt, &ev, &d1);
+        CHECK(srt_model_set_method(rt, "clada", 1.0) == SRT_OK);
+        double n2 = rt_nll(rt, &ev, &d2);
+        CHECK_MSG(n1 == n2 && d1 == d2, "clada(0, 0) %.9g vs cett %.9g", n2, n1);
+        srt_model_close(rt);
+        srt_ctx_free(ctx);
+    }
+    /* an artifact without routing data refuses the threshold routers */
+    {
+        const char *p = sc_tmp_path("rr_plain.spk");
+        sc_pack_opts po = {.layout = "f32", .density = 1.0};
+        sc_pack_result pr;
+        CHECK(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK);
+        srt_ctx *ctx;
+        CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
+        srt_model_opts mo = {0, ctx};
+        srt_model *rt;
+        char emsg[512];
+        CHECK(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK);
+        const char *names[] = {"cats-threshold", "cett", "teal", "clada", "claws", "larosa"};
+        for (int k = 0; k < 6; k++) CHECK_MSG(srt_model_set_method(rt, names[k], 0.5) == SRT_ENOTSUP, "%s", names[k]);
+        CHECK(srt_model_set_method(rt, "cats", 0.5) == SRT_OK);
+        srt_model_close(rt);
+        srt_ctx_free(ctx);
+    }
+    sc_calib_free(c);
+    sc_dataset_free(&d);
+    sc_tokenizer_free(tok);
+    sc_model_free(m);
+    return sc_test_finish();
+}
