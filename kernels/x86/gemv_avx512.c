@@ -174,7 +174,10 @@ static void zz_chunk(const srt_zz_job *j, const uint32_t *idx, int64_t first, in
     const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
     __m512 acc[16];
     for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
-    const __m512i m15 = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    /* nibble -> weight by table lookup: vpermps reads bits 3:0 of each lane */
+    const __m512 lut = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512i lane[8];
+    for (int g = 0; g < 8; g++) lane[g] = _mm512_set1_epi32(g);
     const __mmask8 gm = (__mmask8)((1u << G8) - 1);
     for (int64_t p = 0; p < n; p++) {
         const int64_t ch = idx ? idx[first + p] : first + p;
@@ -186,16 +189,15 @@ static void zz_chunk(const srt_zz_job *j, const uint32_t *idx, int64_t first, in
             _mm_prefetch((const char *)(sc + 2 * (nx * G + ck * 8)), _MM_HINT_T0);
         }
         const __m128i s16 = _mm_maskz_loadu_epi16(gm, sc + 2 * (ch * G + ck * 8));
-        const __m256 c8 = _mm256_mul_ps(_mm256_cvtph_ps(s16), _mm256_set1_ps(j->x[ch]));
-        _Alignas(32) float cs[8];
-        _mm256_store_ps(cs, c8);
+        /* the 8 group scales times x[ch], in lanes 0..7 */
+        const __m512 c16 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(s16), _mm256_set1_ps(j->x[ch])));
         for (int g = 0; g < G8; g++) {
             const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(nib + 16 * g)));
-            const __m512 cg = _mm512_set1_ps(cs[g]);
-            const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(v, m15), eight);
-            const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight);
-            acc[2 * g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), cg, acc[2 * g]);
-            acc[2 * g + 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), cg, acc[2 * g + 1]);
+            const __m512 cg = _mm512_permutexvar_ps(lane[g], c16);
+            const __m512 lo = _mm512_permutexvar_ps(v, lut);
+            const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut);
+            acc[2 * g] = _mm512_fmadd_ps(lo, cg, acc[2 * g]);
+            acc[2 * g + 1] = _mm512_fmadd_ps(hi, cg, acc[2 * g + 1]);
         }
     }
     for (int g = 0; g < G8; g++) {
