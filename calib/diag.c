@@ -38,6 +38,10 @@ typedef struct dg {
     scored *s0, *s1;
     float *rb;         /* ranks before */
     unsigned char *mark;
+    FILE *dump;        /* rank dump (may be NULL) */
+    int64_t dump_tokens;
+    int64_t *dumped;   /* [2, L] tokens dumped per family and layer */
+    bool dump_failed;
 } dg;
 
 static void push(vbuf *b, double x) {
@@ -51,7 +55,8 @@ static int cmp_scored(const void *p, const void *q) {
 }
 
 /* ranks of a (0 = highest, normalised by n - 1) before and after multiplying by c */
-static void rank_token(dg *g, const double *a, const double *c, int64_t n, int64_t K, rank_acc *acc) {
+static void rank_token(dg *g, const double *a, const double *c, int64_t n, int64_t K, rank_acc *acc, int family,
+                       int64_t layer) {
     for (int64_t i = 0; i < n; i++) {
         g->s0[i] = (scored){(float)a[i], (int32_t)i};
         g->s1[i] = (scored){(float)(a[i] * c[i]), (int32_t)i};
@@ -60,6 +65,16 @@ static void rank_token(dg *g, const double *a, const double *c, int64_t n, int64
     qsort(g->s1, (size_t)n, sizeof *g->s1, cmp_scored);
     double norm = n > 1 ? (double)(n - 1) : 1.0;
     for (int64_t p = 0; p < n; p++) g->rb[g->s0[p].i] = (float)((double)p / norm);
+    int64_t *nd = g->dumped ? &g->dumped[family * g->L + layer] : NULL;
+    if (g->dump && nd && *nd < g->dump_tokens) {
+        for (int64_t p = 0; p < n; p++) /* by coordinate: rank before, rank after */
+            g->c[g->s1[p].i] = (double)p / norm;
+        for (int64_t i = 0; i < n; i++)
+            if (fprintf(g->dump, "%s,%lld,%lld,%lld,%.6f,%.6f\n", family ? "native" : "rotated", (long long)layer,
+                        (long long)*nd, (long long)i, (double)g->rb[i], g->c[i]) < 0)
+                g->dump_failed = true;
+        (*nd)++;
+    }
     for (int64_t p = 0; p < n; p++) {
         double dlt = (double)p / norm - (double)g->rb[g->s1[p].i];
         acc->sum += dlt;
@@ -108,7 +123,7 @@ static sc_status stat_hook(void *user, const sc_tap_event *ev, sc_err *err) {
                 push(&g->val[SC_DIAG_Z], g->a[k]);
                 push(&g->val[SC_DIAG_ZC], g->a[k] * cr[k]);
             }
-            rank_token(g, g->a, cr, D, g->K_rot, &g->acc[0]);
+            rank_token(g, g->a, cr, D, g->K_rot, &g->acc[0], 0, l);
         } else if (ev->tap == SC_TAP_GATE) {
             for (int64_t j = 0; j < F; j++) push(&g->val[SC_DIAG_U], fabs((double)row[j]));
         } else if (ev->tap == SC_TAP_GATE_ACT) {
@@ -117,7 +132,7 @@ static sc_status stat_hook(void *user, const sc_tap_event *ev, sc_err *err) {
                 push(&g->val[SC_DIAG_PHI], g->a[j]);
                 push(&g->val[SC_DIAG_PHIC], g->a[j] * g->cj[l][j]);
             }
-            rank_token(g, g->a, g->cj[l], F, g->K_nat, &g->acc[1]);
+            rank_token(g, g->a, g->cj[l], F, g->K_nat, &g->acc[1], 1, l);
         }
     }
     return SC_OK;
@@ -159,6 +174,7 @@ static void dg_free(dg *g) {
     free(g->s1);
     free(g->rb);
     free(g->mark);
+    free(g->dumped);
 }
 
 static bool vb_alloc(vbuf *b, int64_t cap) {
@@ -197,6 +213,10 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     g.s1 = malloc((size_t)W * sizeof(scored));
     g.rb = malloc((size_t)W * sizeof(float));
     g.mark = malloc((size_t)W);
+    g.dump = o->dump;
+    g.dump_tokens = o->dump_tokens > 0 ? o->dump_tokens : 64;
+    g.dumped = o->dump ? calloc((size_t)(2 * L), sizeof *g.dumped) : NULL;
+    if (o->dump && (!g.dumped || fprintf(o->dump, "family,layer,token,coord,rank_before,rank_after\n") < 0)) g.dump_failed = true;
     int64_t caps[SC_DIAG_NQ] = {g.budget * L * D, L * D, g.budget * L * D, g.budget * L * F,
                                 g.budget * L * F, L * F, g.budget * L * F};
     bool ok = g.Q && g.cj && g.crot_sum && g.crot_n && g.crot && g.a && g.c && g.s0 && g.s1 && g.rb && g.mark &&
@@ -299,6 +319,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     out->stat_tokens = g.taken;
     out->layers = L;
     out->density = dens;
+    if (g.dump_failed) st = sc_errf(err, SC_EIO, "diag: writing the rank dump failed");
 done:
     free(dl);
     sc_forward_free(f);

@@ -26,6 +26,11 @@ typedef struct sc_diag_opts {
     int64_t max_tokens;    /* tokens for the statistics (0: 2048) */
     double density;        /* selected-set change at this density (0.5) */
     FILE *progress;
+    /* when set: CSV rows "family,layer,token,coord,rank_before,rank_after" for the first
+     * dump_tokens statistics tokens of every layer (family rotated: |z| and |z| c_rot;
+     * native: |phi(u)| and |phi(u)| c_j; ranks normalised to [0, 1], 0 = highest) */
+    FILE *dump;
+    int64_t dump_tokens;
 } sc_diag_opts;
 
 enum {

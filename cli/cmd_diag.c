@@ -79,7 +79,8 @@ static void print_json(const sc_diag_result *r) {
 int cmd_diag(int argc, char **argv) {
     cli_inputs in = {0};
     const char *calib = NULL;
-    int64_t ctx = 0, crot = 0, max_tokens = 2048;
+    int64_t ctx = 0, crot = 0, max_tokens = 2048, dump_tokens = 64;
+    const char *dump = NULL;
     double density = 0.5;
     bool json = false, quiet = false;
     const sc_opt opts[] = {
@@ -90,6 +91,8 @@ int cmd_diag(int argc, char **argv) {
         {"crot-seqs", 0, SC_ARG_INT, &crot, "N", "sequences used for c_rot = E|Q^T dL/dx| (default: half)", 0, 1e15},
         {"max-tokens", 0, SC_ARG_INT, &max_tokens, "N", "tokens of the later sequences for the statistics (default 2048)", 1, 1e9},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "density of the selected-set change (default 0.5)", 0, 1},
+        {"dump-ranks", 0, SC_ARG_STR, &dump, "FILE", "write per-coordinate ranks before/after the modifier as CSV (Figure 3)", 0, 0},
+        {"dump-tokens", 0, SC_ARG_INT, &dump_tokens, "N", "tokens per layer and family in the dump (default 64)", 1, 1e9},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object instead of Markdown", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
@@ -112,9 +115,22 @@ int cmd_diag(int argc, char **argv) {
     sc_status st = cli_load(&in, false, &err);
     if (!st) st = sc_calib_load(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
+    sc_atomic_file af;
+    bool dumping = false;
+    if (!st && dump) {
+        st = sc_atomic_open(&af, dump, &err);
+        dumping = !st;
+    }
     if (!st) {
-        sc_diag_opts o = {c, ctx ? ctx : in.model->cfg.max_seq_len, crot, max_tokens, density, quiet ? NULL : stderr};
+        sc_diag_opts o = {c, ctx ? ctx : in.model->cfg.max_seq_len, crot, max_tokens, density, quiet ? NULL : stderr,
+                          dumping ? (FILE *)af.fp : NULL, dump_tokens};
         st = sc_diag_run(in.model, &d, &o, &res, &err);
+    }
+    if (dumping) {
+        if (!st)
+            st = sc_atomic_commit(&af, &err);
+        else
+            sc_atomic_abort(&af);
     }
     if (!st) {
         if (json)

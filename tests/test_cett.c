@@ -250,6 +250,42 @@ int main(void) {
             CHECK(sc > 0 && sc < 1 && cJSON_GetObjectItem(o, "leverage")->valuedouble > 0);
         }
         cJSON_Delete(j);
+        /* --dump-ranks: per (family, layer, token) both rank columns are permutations of k / (n - 1) */
+        const char *dp = sc_tmp_path("ranks.csv");
+        snprintf(cmd, sizeof cmd, "%s diag -m %s -t %s -f %s --calib %s --crot-seqs 10 --max-tokens 300 -q "
+                                  "--dump-ranks %s --dump-tokens 3 > /dev/null",
+                 SC_CLI_PATH, bin, tokp, text, pc, dp);
+        CHECK(sc_run(cmd, out, sizeof out) == 0);
+        {
+            FILE *f = fopen(dp, "r");
+            char line[256], fam[16], last[64] = "";
+            long long ly, tk, coord, rows = 0, groups = 0, n = 0;
+            double rb, ra, sb = 0, sa = 0, moved = 0;
+            bool ok = f && fgets(line, sizeof line, f) && !strncmp(line, "family,layer,token,coord,rank_before,rank_after", 47);
+            /* a group's ranks k/(n-1) sum to n/2; checked on every group when the key changes */
+            while (ok && fgets(line, sizeof line, f)) {
+                ok = sscanf(line, "%15[a-z],%lld,%lld,%lld,%lf,%lf", fam, &ly, &tk, &coord, &rb, &ra) == 6;
+                char key[64];
+                snprintf(key, sizeof key, "%s/%lld/%lld", fam, ly, tk);
+                if (strcmp(key, last)) {
+                    if (n) ok = ok && fabs(sb - n / 2.0) < 1e-3 * n && fabs(sa - n / 2.0) < 1e-3 * n;
+                    snprintf(last, sizeof last, "%s", key);
+                    sb = sa = 0;
+                    n = 0;
+                    groups++;
+                }
+                ok = ok && coord == n && rb >= 0 && rb <= 1 && ra >= 0 && ra <= 1;
+                sb += rb;
+                sa += ra;
+                moved += fabs(ra - rb);
+                n++;
+                rows++;
+            }
+            if (f) fclose(f);
+            ok = ok && n && fabs(sb - n / 2.0) < 1e-3 * n;
+            CHECK_MSG(ok && groups == 2 * 3 * m->cfg.n_layers && rows == 3 * m->cfg.n_layers * (m->cfg.dim + m->cfg.ffn_dim) &&
+                      moved > 0, "%lld groups, %lld rows", groups, rows);
+        }
         snprintf(cmd, sizeof cmd, "%s diag -m %s -t %s -f %s --calib %s 2>&1", SC_CLI_PATH, bin, tokp, text,
                  sc_tmp_path("ca.scal"));
         CHECK(sc_run(cmd, out, sizeof out) == 2 && strstr(out, "claws"));
