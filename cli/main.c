@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("sparsecal %s\n", SC_VERSION);
+        printf("sparsecal %s (configured at commit %s)\n", SC_VERSION, SC_GIT_COMMIT);
         return 0;
     }
     install_cleanup();
