@@ -130,10 +130,14 @@ sc_status sc_atomic_open(sc_atomic_file *f, const char *path, sc_err *err) {
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
         snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof f->tmp)
         return sc_errf(err, SC_EARG, "%s: path too long", path);
+    srt_tmp_register(f->tmp); /* before it exists: removed if the program is killed (cli/main.c) */
     FILE *fp = fopen(f->tmp, "wb");
-    if (!fp) return sc_errf(err, SC_EIO, "%s: cannot create: %s", f->tmp, strerror(errno));
+    if (!fp) {
+        int e = errno;
+        srt_tmp_unregister(f->tmp);
+        return sc_errf(err, SC_EIO, "%s: cannot create: %s", f->tmp, strerror(e));
+    }
     f->fp = fp;
-    srt_tmp_register(f->tmp); /* removed if the program is killed (cli/main.c) */
     return SC_OK;
 }
 

@@ -144,12 +144,15 @@ srt_ct_status srt_writer_create(const char *path, srt_ct_kind kind, srt_writer *
     /* O_EXCL with 0666 (less umask), so the final file gets the usual mode */
     int e = 0;
     for (int attempt = 0; attempt < 1000 && w->fd < 0; attempt++) {
+        srt_tmp_unregister(w->tmp);
         snprintf(w->tmp, plen + 48, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
+        /* registered before the file exists, so a signal can never find it unregistered */
+        srt_tmp_register(w->tmp);
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         e = errno;
         if (w->fd < 0 && e != EEXIST) break;
     }
-    if (w->fd >= 0) srt_tmp_register(w->tmp);
+    if (w->fd < 0) srt_tmp_unregister(w->tmp); /* nothing of ours to remove (EEXIST: someone else's) */
     if (w->fd < 0) {
         if (err && err_cap) snprintf(err, err_cap, "%s: cannot create %s: %s", path, w->tmp, strerror(e));
         w->tmp[0] = '\0'; /* nothing of ours to remove */
