@@ -22,6 +22,9 @@ import sys
 # ----------------------------------------------------------------------------------
 # small helpers
 
+# points per family kept in rank_scatter.csv (and plotted): enough to see the shape, small enough to commit
+RANK_SAMPLE = 4000
+
 
 def load(path):
     with open(path) as f:
@@ -686,14 +689,14 @@ to [0, 1] as in the statistics).
     for fam, v in sorted(pts.items()):
         cross = sum(1 for b, c in v if (b < dens) != (c < dens)) / len(v)
         rows.append([fam, len(v), cross])
-        step = max(1, len(v) // 20000)
-        sample += [(fam, b, c) for b, c in v[::step]]
+        step = max(1, -(-len(v) // RANK_SAMPLE))
+        sample += [(fam, f"{b:.4f}", f"{c:.4f}") for b, c in v[::step]]
     write_csv(os.path.join(a.out, "rank_scatter.csv"), ["family", "rank_before", "rank_after"], sample)
     write_text(out_md, f"""# Rank before vs after the static modifier (seed 000 Figure 3)
 
 Normalised rank (0 = highest) of every coordinate before and after multiplying by the static
 modifier (rotated basis: c_rot; native gate basis: c_j); dashed lines: the top-K boundary at
-density {dens:g}. rank_scatter.csv holds an evenly spaced sample of at most 20,000 points per family.
+density {dens:g}. rank_scatter.csv holds an evenly spaced sample of at most {RANK_SAMPLE:,} points per family.
 
 {md_table(["family", "coordinates", "crossing the boundary"], [[r[0], r[1], f"{100 * r[2]:.2f}%"] for r in rows])}
 
@@ -704,7 +707,7 @@ density {dens:g}. rank_scatter.csv holds an evenly spaced sample of at most 20,0
     body = ""
     fams = sorted(pts)
     for i, fam in enumerate(fams):
-        body += f"$D{i} << EOD\n" + "\n".join(f"{b!r} {c!r}" for f_, b, c in sample if f_ == fam) + "\nEOD\n"
+        body += f"$D{i} << EOD\n" + "\n".join(f"{b} {c}" for f_, b, c in sample if f_ == fam) + "\nEOD\n"
     body += f"set multiplot layout 1,{len(fams)}\nset size ratio 1\nunset key\n"
     body += f"set arrow 1 from {dens},0 to {dens},1 nohead dashtype 2\nset arrow 2 from 0,{dens} to 1,{dens} nohead dashtype 2\n"
     for i, fam in enumerate(fams):
