@@ -21,30 +21,10 @@
 #include "pack.h"
 #include "sparse_eval.h"
 #include "srt_model.h"
+#include "rt_support.h"
 #include "testing.h"
 
 static sc_err err;
-
-/* Teacher-forced NLL (sum over every position after the first) of the
- * runtime on seqs; NAN on a failed step. */
-static double rt_nll(srt_model *rt, const sc_dataset *d, int64_t *n_scored) {
-    const srt_model_config *c = srt_model_get_config(rt);
-    double nll = 0.0;
-    *n_scored = 0;
-    for (size_t s = 0; s < d->n_seqs; s++) {
-        const sc_tokens *t = &d->seqs[s];
-        for (size_t i = 0; i + 1 < t->n; i++) {
-            const float *lg;
-            if (srt_model_step(rt, t->ids[i], (int64_t)i, &lg) != SRT_OK) return NAN;
-            double mx = lg[0], z = 0.0;
-            for (int64_t v = 1; v < c->vocab_size; v++) mx = lg[v] > mx ? lg[v] : mx;
-            for (int64_t v = 0; v < c->vocab_size; v++) z += exp((double)lg[v] - mx);
-            nll += log(z) + mx - (double)lg[t->ids[i + 1]];
-            (*n_scored)++;
-        }
-    }
-    return nll;
-}
 
 static double eval_nll(const sc_model *m, const sc_dataset *d, const char *method, double density, const sc_calib *c,
                        sc_sparse_eval_result *res) {
@@ -163,11 +143,11 @@ int main(void) {
         CHECK(strcmp(srt_model_default_method(rt), "larosa") == 0);
         int64_t n1, n2, kin, kh;
         CHECK(srt_model_set_larosa(rt, 1.0) == SRT_OK);
-        double rd = rt_nll(rt, &ev, &n1);
+        double rd = sc_test_rt_nll(rt, &ev, &n1, NULL);
         CHECK(srt_model_set_larosa(rt, d_eval) == SRT_OK);
         srt_model_larosa_counts(rt, &kin, &kh);
         CHECK(kin == (int64_t)llround(rb.lc.in_density * (double)D) && kh == (int64_t)llround(rb.lc.h_density * (double)F));
-        double rl = rt_nll(rt, &ev, &n2);
+        double rl = sc_test_rt_nll(rt, &ev, &n2, NULL);
         printf("%-6s runtime: dense nll %.6f (reference %.6f, rel %.2e), larosa nll %.6f (reference %.6f, rel %.2e), "
                "K_in %lld/%lld K_h %lld/%lld\n",
                layouts[li], rd, dense_a, rel(rd, dense_a), rl, lr_a, rel(rl, lr_a), (long long)kin, (long long)D,

@@ -15,30 +15,10 @@
 #include "pack.h"
 #include "sparse_eval.h"
 #include "srt_model.h"
+#include "rt_support.h"
 #include "testing.h"
 
 static sc_err err;
-
-static double rt_nll(srt_model *rt, const sc_dataset *d, double *density) {
-    const srt_model_config *c = srt_model_get_config(rt);
-    double nll = 0.0;
-    srt_model_reset_timing(rt);
-    for (size_t s = 0; s < d->n_seqs; s++) {
-        const sc_tokens *t = &d->seqs[s];
-        for (size_t i = 0; i + 1 < t->n; i++) {
-            const float *lg;
-            if (srt_model_step(rt, t->ids[i], (int64_t)i, &lg) != SRT_OK) return NAN;
-            double mx = lg[0], z = 0.0;
-            for (int64_t v = 1; v < c->vocab_size; v++) mx = lg[v] > mx ? lg[v] : mx;
-            for (int64_t v = 0; v < c->vocab_size; v++) z += exp((double)lg[v] - mx);
-            nll += log(z) + mx - (double)lg[t->ids[i + 1]];
-        }
-    }
-    srt_model_timing tm;
-    srt_model_get_timing(rt, &tm);
-    *density = (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim);
-    return nll;
-}
 
 static double rel(double a, double b) { return fabs(a - b) / fabs(b); }
 
@@ -96,7 +76,7 @@ int main(void) {
             sc_sparse_eval_result er;
             CHECK_MSG(sc_eval_sparse(a, &ev, &eo, &er, &err) == SC_OK, "%s", err.msg);
             CHECK(srt_model_set_method(rt, names[k], dens[k]) == SRT_OK && !strcmp(srt_model_method(rt), names[k]));
-            double dr, nr = rt_nll(rt, &ev, &dr);
+            double dr, nr = sc_test_rt_nll(rt, &ev, NULL, &dr);
             /* eval's density: MLP neurons for the neuron routers; TEAL reports input sparsity */
             double de = k == 2 ? 1.0 - er.in.effective_sparsity : er.stats.density_mean;
             printf("%-6s %-14s runtime nll %.6f (eval %.6f, rel %.2e); MLP density %.4f (eval %s %.4f)\n", layouts[li],
@@ -112,9 +92,9 @@ int main(void) {
         /* clada's multiplier moves the density away from cett's */
         double d_cett, d_clada;
         CHECK(srt_model_set_method(rt, "cett", 1.0) == SRT_OK);
-        rt_nll(rt, &ev, &d_cett);
+        sc_test_rt_nll(rt, &ev, NULL, &d_cett);
         CHECK(srt_model_set_method(rt, "clada", 1.0) == SRT_OK);
-        rt_nll(rt, &ev, &d_clada);
+        sc_test_rt_nll(rt, &ev, NULL, &d_clada);
         CHECK(d_clada < d_cett); /* lambda, gamma > 0 raise thresholds on hard tokens */
         CHECK(srt_model_set_method(rt, "griffin", 0.5) == SRT_EINVAL);
         CHECK(srt_model_set_method(rt, "teal", 1.5) == SRT_EINVAL);
@@ -136,9 +116,9 @@ int main(void) {
         CHECK(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK);
         double d1, d2;
         CHECK(srt_model_set_method(rt, "cett", 1.0) == SRT_OK);
-        double n1 = rt_nll(rt, &ev, &d1);
+        double n1 = sc_test_rt_nll(rt, &ev, NULL, &d1);
         CHECK(srt_model_set_method(rt, "clada", 1.0) == SRT_OK);
-        double n2 = rt_nll(rt, &ev, &d2);
+        double n2 = sc_test_rt_nll(rt, &ev, NULL, &d2);
         CHECK_MSG(n1 == n2 && d1 == d2, "clada(0, 0) %.9g vs cett %.9g", n2, n1);
         srt_model_close(rt);
         srt_ctx_free(ctx);
