@@ -1,5 +1,6 @@
 /* scal.c - saving and loading calibrations (see scal.h). */
 #include "scal.h"
+#include "json_out.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -38,7 +39,7 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     if (opt) cJSON_AddItemToObject(j, "options", opt);
     cJSON *ms = cJSON_AddArrayToObject(j, "methods");
     for (int i = 0; i < c->n_entries; i++) cJSON_AddItemToArray(ms, cJSON_CreateString(c->entries[i].method->name));
-    char *text = cJSON_PrintUnformatted(j);
+    char *text = sc_json_print(j, false);
     cJSON_Delete(j);
     if (!text) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
 
@@ -153,7 +154,7 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
     snprintf(c->model_id, sizeof c->model_id, "%s", mid);
     snprintf(c->data_id, sizeof c->data_id, "%s", did);
     snprintf(c->shards, sizeof c->shards, "%s", shards);
-    char *ot = cJSON_PrintUnformatted(opt);
+    char *ot = sc_json_print(opt, false);
     if (!ot || strlen(ot) >= sizeof c->options) {
         free(ot);
         st = sc_errf(err, SC_EFORMAT, "%s: options too long", path);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json_out.h"
 #include "cli.h"
 #include "srt.h"
 
@@ -720,7 +721,7 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "gbps", x->bytes / x->med / 1e3);
             cJSON_AddItemToArray(res, o);
         }
-        char *s = cJSON_Print(root);
+        char *s = sc_json_print(root, true);
         if (s) puts(s);
         free(s);
         cJSON_Delete(root);

@@ -1,5 +1,6 @@
 /* pack.c - packing a model into an artifact (see pack.h). */
 #include "pack.h"
+#include "json_out.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -330,7 +331,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     if (perm_how) cJSON_AddStringToObject(man, "permutation", perm_how); /* "coact" or "activity" (last layer's) */
     if (!st) st = sc_pack_routing(m, o, p.w, p.perm_all, p.larosa, cJSON_AddObjectToObject(man, "routing"), err);
     if (!st) st = add_tokenizer(&p, tok, man, err);
-    char *text = st ? NULL : cJSON_PrintUnformatted(man);
+    char *text = st ? NULL : sc_json_print(man, false);
     if (!st && (!text || srt_writer_set_manifest(p.w, text, strlen(text)) || srt_writer_finish(p.w)))
         st = text ? wr_fail(&p, err) : sc_errf(err, SC_ENOMEM, "pack: out of memory");
     if (!st) res->bytes_out = srt_writer_bytes_written(p.w);

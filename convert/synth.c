@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "synth.h"
+#include "json_out.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -233,7 +234,7 @@ static sc_status write_config(const sc_config *c, sc_dtype dt, const char *path,
     if (c->bos_id >= 0) cJSON_AddNumberToObject(j, "bos_token_id", c->bos_id);
     if (c->eos_id >= 0) cJSON_AddNumberToObject(j, "eos_token_id", c->eos_id);
     cJSON_AddStringToObject(j, "torch_dtype", dt == SC_DT_BF16 ? "bfloat16" : dt == SC_DT_F16 ? "float16" : "float32");
-    char *text = cJSON_Print(j);
+    char *text = sc_json_print(j, true);
     cJSON_Delete(j);
     if (!text) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
     sc_atomic_file f;

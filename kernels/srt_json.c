@@ -582,14 +582,13 @@ static void put_quoted(sbuf *b, const char *s, size_t n) {
     put(b, "\"", 1);
 }
 
-static void put_double(sbuf *b, double d) {
+size_t srt_json_format_double(double d, char buf[SRT_JSON_DOUBLE_CHARS]) {
     if (!isfinite(d)) {
-        puts_(b, "null");
-        return;
+        snprintf(buf, SRT_JSON_DOUBLE_CHARS, "null");
+        return 4;
     }
-    char buf[64];
     for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, d);
+        snprintf(buf, SRT_JSON_DOUBLE_CHARS, "%.*g", prec, d);
         if (strtod(buf, NULL) == d) break;
     }
     const char *dp = localeconv()->decimal_point;
@@ -597,8 +596,14 @@ static void put_double(sbuf *b, double d) {
         char *q = strchr(buf, dp[0]);
         if (q) *q = '.';
     }
-    if (!strpbrk(buf, ".eE")) strncat(buf, ".0", sizeof buf - strlen(buf) - 1);
-    puts_(b, buf);
+    if (!strpbrk(buf, ".eE")) strncat(buf, ".0", SRT_JSON_DOUBLE_CHARS - strlen(buf) - 1);
+    return strlen(buf);
+}
+
+static void put_double(sbuf *b, double d) {
+    char buf[SRT_JSON_DOUBLE_CHARS];
+    size_t n = srt_json_format_double(d, buf);
+    put(b, buf, n);
 }
 
 static void newline(sbuf *b, int indent, int level) {

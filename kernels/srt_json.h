@@ -85,5 +85,10 @@ char *srt_json_print(const srt_json *v, int indent, size_t *len_out);
 /* n bytes of s as a quoted JSON string literal (malloc'd): control
  * characters escaped, invalid UTF-8 bytes replaced by \ufffd. */
 char *srt_json_quote(const char *s, size_t n, size_t *len_out);
+/* d as JSON into buf: the shortest "%.Ng" that reads back as exactly d (a
+ * '.0' appended to integral values so the type survives), "null" when d is
+ * not finite. Returns the length. */
+#define SRT_JSON_DOUBLE_CHARS 40
+size_t srt_json_format_double(double d, char buf[SRT_JSON_DOUBLE_CHARS]);
 
 #endif
