@@ -38,6 +38,26 @@ static double eval_nll(const sc_model *m, const sc_dataset *d, const char *metho
 
 static double rel(double a, double b) { return fabs(a - b) / fabs(b); }
 
+/* Per-token NLL difference runtime - reference, sequence by sequence: its
+ * mean over the sequences and the standard error of that mean. */
+static void seq_deltas(srt_model *rt, const sc_model *a, const sc_dataset *ev, double density, double *mean, double *se) {
+    double s1 = 0.0, s2 = 0.0;
+    size_t S = ev->n_seqs;
+    for (size_t s = 0; s < S; s++) {
+        sc_dataset one = {ev->seqs + s, 1, 0};
+        sc_sparse_eval_result r;
+        int64_t n;
+        double ref = eval_nll(a, &one, "larosa", density, NULL, &r);
+        double run = sc_test_rt_nll(rt, &one, &n, NULL);
+        double dl = (run - ref) / (double)n;
+        s1 += dl;
+        s2 += dl * dl;
+    }
+    *mean = s1 / (double)S;
+    double var = (s2 - s1 * s1 / (double)S) / (double)(S - 1);
+    *se = sqrt(var > 0 ? var : 0) / sqrt((double)S);
+}
+
 int main(void) {
     const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
                *text = sc_asset("text/tinystories_valid_a.txt");
@@ -94,10 +114,14 @@ int main(void) {
     CHECK(isfinite(dense0) && isfinite(lr0) && lr0 > dense0);
 
     const char *layouts[] = {"f32", "q8_0", "zigzag"};
-    /* runtime vs reference on the same artifact: f32 differs by summation
-     * order (top-K near-ties may flip); the quantised kernels also quantise
-     * activations to int8, which the dequantised reference does not */
-    const double tol_rt_dense[] = {1e-5, 0.01, 0.01}, tol_rt_lr[] = {2e-3, 0.03, 0.03};
+    /* runtime vs reference on the same artifact, dense: f32 differs by
+     * summation order only (measured 2e-8..5e-8); the quantised kernels also
+     * quantise activations to int8 blocks of 32 (relative step 1/254 of the
+     * block's largest value), which the dequantised reference does not:
+     * measured 7e-4..1.4e-3 over OpenBLAS core types and SPARSECAL_ISA
+     * values; the bound is that step (~0.4%) times the 2-3x that five layers
+     * and the classifier amplify it, not a tuned number. */
+    const double tol_rt_dense[] = {1e-5, 0.01, 0.01};
     for (int li = 0; li < 3; li++) {
         char name[64];
         snprintf(name, sizeof name, "lr_%s.spk", layouts[li]);
@@ -154,7 +178,29 @@ int main(void) {
                (long long)kh, (long long)F);
         CHECK(n1 == ra.ppl.n_scored && n2 == rb.ppl.n_scored);
         CHECK_MSG(rel(rd, dense_a) < tol_rt_dense[li], "%s runtime dense: %.3g", layouts[li], rel(rd, dense_a));
-        CHECK_MSG(rel(rl, lr_a) < tol_rt_lr[li], "%s runtime larosa: %.3g", layouts[li], rel(rl, lr_a));
+        if (li == 0) { /* f32: summation order only; a top-K near-tie may flip a coordinate now and then */
+            CHECK_MSG(rel(rl, lr_a) < 2e-3, "%s runtime larosa: %.3g", layouts[li], rel(rl, lr_a));
+        } else {
+            double mean, se;
+            seq_deltas(rt, a, &ev, d_eval, &mean, &se);
+            printf("%-6s runtime - reference larosa NLL per token over %zu sequences: mean %+.4f, standard error %.4f\n",
+                   layouts[li], ev.n_seqs, mean, se);
+            /* With int8 activations the rotated coordinates move by up to a
+             * quantisation step, so top-K decisions near the K-th value flip
+             * and the runtime's NLL leaves the reference's by several percent
+             * on one sequence, up or down (measured -0.11..+0.25 nats per
+             * token) and by 1-3% in total depending on which OpenBLAS kernels
+             * computed the rotation. No fixed relative bound is honest here,
+             * so compare per sequence: the mean difference must lie within 4
+             * standard errors of the per-sequence differences plus the dense
+             * int8 cost per token (what activation rounding costs without any
+             * routing). A wrong rotation, split or K moves every sequence the
+             * same way by tenths of a nat per token and fails this. */
+            double dense_cost = fabs(rd - dense_a) / (double)n1;
+            CHECK_MSG(fabs(mean) <= 4.0 * se + dense_cost, "%s runtime larosa: mean %+.4f vs 4 SE %.4f + %.4f",
+                      layouts[li], mean, 4.0 * se, dense_cost);
+            CHECK_MSG(rel(rl, lr_a) < 0.1, "%s runtime larosa: %.3g", layouts[li], rel(rl, lr_a)); /* a gross sanity bound */
+        }
         /* back to a neuron router: LaRoSA off, the rotations still applied */
         CHECK(srt_model_set_router(rt, SRT_ROUTER_DENSE, 1.0) == SRT_OK);
         srt_model_larosa_counts(rt, &kin, &kh);
