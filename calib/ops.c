@@ -2,7 +2,9 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void sc_rmsnorm_forward(float *out, float *r_out, const float *x, const float *w, int64_t T, int64_t C, float eps) {
     for (int64_t t = 0; t < T; t++) {
@@ -133,4 +135,19 @@ void sc_blas_configure(const sc_config *c) {
     if (env && *env) return;
     double layer_params = (double)c->dim * (double)(3 * c->ffn_dim + 2 * c->n_heads * c->head_dim);
     openblas_set_num_threads(layer_params < 4e6 ? 1 : openblas_get_num_procs());
+}
+
+void sc_blas_describe(sc_blas_desc *out) {
+    memset(out, 0, sizeof *out);
+    const char *cfg = openblas_get_config(), *core = openblas_get_corename();
+    snprintf(out->config, sizeof out->config, "%s", cfg ? cfg : "");
+    snprintf(out->core, sizeof out->core, "%s", core ? core : "unknown");
+    /* the build description starts "OpenBLAS 0.3.21 ..." */
+    if (sscanf(out->config, "%31s %31s", out->library, out->version) != 2) {
+        snprintf(out->library, sizeof out->library, "OpenBLAS");
+        snprintf(out->version, sizeof out->version, "unknown");
+    }
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    snprintf(out->coretype_env, sizeof out->coretype_env, "%s", env ? env : "");
+    out->threads = openblas_get_num_threads();
 }

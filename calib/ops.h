@@ -41,6 +41,19 @@ float sc_act_deriv(float u, sc_act act);
  * set, always wins. */
 void sc_blas_configure(const sc_config *c);
 
+/* Which BLAS computes the matrix products, so a number can be traced to the
+ * kernels that produced it: OpenBLAS picks its kernel set from the CPU at
+ * start-up (or from OPENBLAS_CORETYPE), and different sets round differently. */
+typedef struct sc_blas_desc {
+    char library[32];  /* "OpenBLAS" */
+    char version[32];  /* "0.3.21" */
+    char config[160];  /* the library's build description */
+    char core[32];     /* the kernel set it chose, e.g. "Haswell", "SkylakeX", "Cooperlake" */
+    char coretype_env[32]; /* OPENBLAS_CORETYPE as set ("" when unset) */
+    int threads;       /* threads it will use now */
+} sc_blas_desc;
+void sc_blas_describe(sc_blas_desc *out);
+
 /* y[T, out] = x[T, in] W^T (+ b), W [out, in] (cblas_sgemm) */
 void sc_linear_forward(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t in, int64_t out);
 

@@ -1,5 +1,9 @@
 #include "cli.h"
 
+#include "json_out.h"
+#include "ops.h"
+#include "srt.h"
+
 #include <cjson/cJSON.h>
 
 #include <stdio.h>
@@ -90,11 +94,61 @@ static uint64_t status_kb(const char *key) {
     return kb * 1024;
 }
 
+/* the available runtime ISAs as "scalar avx2 avx512", and the selected one
+ * (or the reason SPARSECAL_ISA cannot be honoured) */
+static void isa_lists(char *avail, size_t cap, char *chosen, size_t ccap) {
+    avail[0] = '\0';
+    for (int i = 0; i < SRT_ISA_COUNT; i++) {
+        if (!srt_isa_available((srt_isa)i)) continue;
+        size_t n = strlen(avail);
+        snprintf(avail + n, cap - n, "%s%s", n ? " " : "", srt_isa_name((srt_isa)i));
+    }
+    srt_isa isa;
+    if (srt_isa_resolve(SRT_ISA_AUTO, &isa) == SRT_OK)
+        snprintf(chosen, ccap, "%s", srt_isa_name(isa));
+    else
+        snprintf(chosen, ccap, "none (SPARSECAL_ISA=%s is not available here)", getenv("SPARSECAL_ISA"));
+}
+
+void cli_print_provenance(FILE *f) {
+    char avail[128], chosen[128];
+    isa_lists(avail, sizeof avail, chosen, sizeof chosen);
+    const char *env = getenv("SPARSECAL_ISA");
+    fprintf(f, "kernels     %s available; using %s (SPARSECAL_ISA%s%s)\n", avail, chosen, env && *env ? "=" : " unset",
+            env && *env ? env : "");
+    sc_blas_desc b;
+    sc_blas_describe(&b);
+    fprintf(f, "blas        %s %s, %s kernels (OPENBLAS_CORETYPE%s%s), %d threads\n", b.library, b.version, b.core,
+            b.coretype_env[0] ? "=" : " unset", b.coretype_env, b.threads);
+}
+
+void cli_provenance_json(cJSON *j) {
+    char avail[128], chosen[128];
+    isa_lists(avail, sizeof avail, chosen, sizeof chosen);
+    cJSON *k = cJSON_AddObjectToObject(j, "kernels");
+    cJSON *arr = cJSON_AddArrayToObject(k, "available");
+    for (int i = 0; i < SRT_ISA_COUNT; i++)
+        if (srt_isa_available((srt_isa)i)) cJSON_AddItemToArray(arr, cJSON_CreateString(srt_isa_name((srt_isa)i)));
+    cJSON_AddStringToObject(k, "selected", chosen);
+    sc_blas_desc b;
+    sc_blas_describe(&b);
+    cJSON *o = cJSON_AddObjectToObject(j, "blas");
+    cJSON_AddStringToObject(o, "library", b.library);
+    cJSON_AddStringToObject(o, "version", b.version);
+    cJSON_AddStringToObject(o, "core", b.core);
+    if (b.coretype_env[0])
+        cJSON_AddStringToObject(o, "openblas_coretype", b.coretype_env);
+    else
+        cJSON_AddNullToObject(o, "openblas_coretype");
+    cJSON_AddNumberToObject(o, "threads", b.threads);
+    cJSON_AddStringToObject(o, "config", b.config);
+}
+
 uint64_t cli_rss_bytes(void) { return status_kb("VmRSS:"); }
 uint64_t cli_peak_rss_bytes(void) { return status_kb("VmHWM:"); }
 
 void cli_print_json(cJSON *j) {
-    char *s = cJSON_PrintUnformatted(j);
+    char *s = sc_json_print(j, false);
     if (s) puts(s);
     free(s);
     cJSON_Delete(j);

@@ -63,6 +63,14 @@ void cli_inputs_free(cli_inputs *in);
 struct cJSON;
 void cli_print_json(struct cJSON *j);
 
+/* What computes the numbers: the runtime kernel sets this CPU can run (and
+ * the one SPARSECAL_ISA / the CPU selects) and the BLAS library with the
+ * kernel set it chose. As text lines ("kernels ...", "blas ...") or as the
+ * "kernels" and "blas" members of a JSON object. */
+#include <stdio.h>
+void cli_print_provenance(FILE *f);
+void cli_provenance_json(struct cJSON *j);
+
 /* Resident set size of this process in bytes (0 if unknown). */
 uint64_t cli_rss_bytes(void);
 uint64_t cli_peak_rss_bytes(void);

@@ -68,6 +68,7 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "weights_converted_bytes", (double)m->owned_bytes);
         cJSON_AddNumberToObject(j, "rss_bytes", (double)rss);
         cJSON_AddStringToObject(j, "cpu_features", feats);
+        cli_provenance_json(j);
         cli_print_json(j);
     } else {
         printf("model       %s (%s, %s weights)\n", m->path, m->format, m->src_dtype);
@@ -89,6 +90,7 @@ int cmd_info(int argc, char **argv) {
         printf("memory      %.2f MiB weights mapped in place, %.2f MiB converted to f32, RSS %.2f MiB\n",
                (double)m->mapped_bytes / 1048576.0, (double)m->owned_bytes / 1048576.0, (double)rss / 1048576.0);
         printf("cpu         %s\n", feats);
+        cli_print_provenance(stdout);
     }
     cli_inputs_free(&in);
     return 0;
