@@ -13,7 +13,7 @@ SEQS      ?= 400
 # TUNE_DOCS documents of the calibration text, never on the evaluation text.
 TUNE_DOCS ?= 100
 
-# --- density sweep (seed 000 Table 6, Figure 2) ----------------------------------
+# --- density sweep (the CLAWS paper Table 6, Figure 2) ----------------------------------
 DENSITIES ?= 0.3 0.4 0.5 0.6 0.7
 # MLP neuron routers: --density is the fraction of MLP neurons kept per token
 NEURON_METHODS ?= cats cats-threshold griffin-prefill claws oracle
@@ -42,18 +42,18 @@ TEAL_DENSITIES ?= 0.75 0.6 0.5 0.4
 CWIC_RUNS ?= apr=1.33 apr=1.67 apr=2 apr=2.5 apr=1.33,dist=laplace apr=1.67,dist=laplace \
   apr=2,dist=laplace apr=2.5,dist=laplace apr=2,stripe=16 apr=2,stripe=16,dist=laplace apr=2,stats=ema
 
-# --- diagnostics (seed 000 Tables 5, 7) --------------------------------------------
+# --- diagnostics (the CLAWS paper Tables 5, 7) --------------------------------------------
 DIAG_DOCS ?= 200
 
 # --- kernels (timings; not deterministic) ------------------------------------------
-# seed 000 Tables 3, 9-11: the Gemma-4-E2B down projection, random and clustered live sets
+# the CLAWS paper Tables 3, 9-11: the Gemma-4-E2B down projection, random and clustered live sets
 BENCH_DIMS     ?= 6144:1536
 BENCH_SPARSITY ?= 0.3,0.5,0.6,0.7
 BENCH_THREADS  ?= 1,2
 BENCH_RUNS     ?= 1
 BENCH_PASSES   ?= 20
 BENCH_WARMUP   ?= 3
-# seed 003 Figures 8-9: down projections (ffn -> dim) of Llama-3-8B, Llama-2-13B, Llama-2-70B
+# the SpQt paper Figures 8-9: down projections (ffn -> dim) of Llama-3-8B, Llama-2-13B, Llama-2-70B
 LLAMA_DIMS     ?= 14336:4096 13824:5120 28672:8192
 LLAMA_SPARSITY ?= 0.25,0.4,0.5
 LLAMA_LAYERS   ?= 8

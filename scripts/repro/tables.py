@@ -334,7 +334,7 @@ def cmd_sweep(a):
     tuned = [m for m in methods if R[m, dens[0]][3]]
     short = lambda x: re.sub(r"\d+\.\d{5,}", lambda mm: f"{float(mm.group()):.4g}", x)
     t_set = md_table(["method"] + [f"d={d}" for d in dens], [[m] + [f"`{short(R[m, d][3])}`" for d in dens] for m in tuned])
-    md = f"""# Density sweep on {os.path.basename(a.model)} (seed 000 Table 6 and Figure 2)
+    md = f"""# Density sweep on {os.path.basename(a.model)} (the CLAWS paper Table 6 and Figure 2)
 
 Perplexity on the evaluation text with every token of every layer sparsified (no dense prefix) at target
 densities {", ".join(dens)}. Dense: **{dense['ppl']:.4f}** ({dense['tokens']} scored tokens).
@@ -436,7 +436,7 @@ def cmd_cett(a):
         if m != "dense":
             j = load(f)
             ref.setdefault(m, []).append((j["density_mean"], j["ppl"]))
-    md = f"""# CETT: target vs achieved sparsity and perplexity (seed 004, Eq. 10)
+    md = f"""# CETT: target vs achieved sparsity and perplexity (the CLADA paper, Eq. 10)
 
 Per layer, the base threshold is the largest whose CETT (the norm of the MLP output of the
 neurons cut, relative to the full output) stays at or below the target on the calibration sample
@@ -483,7 +483,7 @@ def cmd_clada(a):
               ["lambda", "gamma", "target", "density", "ppl", "cett_ppl_same_density", "difference", "tau_s", "tau_h",
                "frac_surprisal_high", "frac_entropy_high"], rows)
     r0 = rows[0]
-    md = f"""# CLADA: both signs of lambda and gamma (seed 004, Eq. 6, 7, 11)
+    md = f"""# CLADA: both signs of lambda and gamma (the CLADA paper, Eq. 6, 7, 11)
 
 Base thresholds from CETT target {r0[2]:g}; tau_s = {r0[7]:.3f} and tau_H = {r0[8]:.3f} nats (medians of
 the calibration signals); {100 * r0[9]:.0f}% / {100 * r0[10]:.0f}% of evaluation tokens lie above them.
@@ -567,7 +567,7 @@ def cmd_cwic(a):
     md = f"""# CWIC: APR vs perplexity (training-free stripe thresholds)
 
 Thresholds fitted without training (docs/INPUT_SPARSITY.md): APR = dense / active parameters over
-the seven linears of every layer (seed 001, Eq. 9-10), achieved on the evaluation text. The default
+the seven linears of every layer (the CWIC paper, Eq. 9-10), achieved on the evaluation text. The default
 stripe (512 rows) is column sparsity on this model; stripe=16 gives real stripes. Dense perplexity
 {dense['ppl']:.4f}.
 
@@ -596,7 +596,7 @@ set title 'CWIC (fitted stripe thresholds) and TEAL'
 
 
 # ----------------------------------------------------------------------------------
-# diagnostics: seed 000 Tables 5, 7, Appendix G, Figure 3
+# diagnostics: the CLAWS paper Tables 5, 7, Appendix G, Figure 3
 
 PAPER_T5 = [("|z| = |Q^T x|", 0.3507, 5.6140), ("c_rot", 8.997e-04, 2.9601), ("|z| * c_rot", 6.395e-04, 6.4518),
             ("|W_g x|", 0.6495, 5.0794), ("|phi(W_g x)|", 0.1831, 2.8340), ("c_j", 0.3062, 2.9527),
@@ -630,7 +630,7 @@ def cmd_diag(a):
                    "paper λ", "paper std(Δ)", "paper p95", "paper set change"],
                   [[r[0], r[2], f"{r[3]:.3f}", f"{r[4]:.4f}", f"{r[5]:.4f}", f"{100 * r[6]:.2f}%", f"{r[7]:g}",
                     f"{r[8]:g}", f"{r[9]:g}", f"{100 * r[10]:.2f}%"] for r in rk])
-    md = f"""# Score spread, leverage and rank movement (seed 000 Tables 5 and 7, Appendix G)
+    md = f"""# Score spread, leverage and rank movement (the CLAWS paper Tables 5 and 7, Appendix G)
 
 `sparsecal diag` on the evaluation text: c_rot is estimated on the first {j['crot_tokens']} tokens, the
 statistics on the following {j['stat_tokens']} tokens x {j['layers']} layers. Ranks are normalised to [0, 1]
@@ -669,7 +669,7 @@ def cmd_ranks(a):
     with open(a.file) as f:
         first = f.readline()
     if first.startswith("missing"):
-        write_text(out_md, f"""# Rank before vs after the static modifier (seed 000 Figure 3)
+        write_text(out_md, f"""# Rank before vs after the static modifier (the CLAWS paper Figure 3)
 
 **Not produced**: `sparsecal diag` cannot write the per-coordinate ranks this figure plots (it
 reports only their summary statistics, diagnostics.md). The target draws the figure as soon as
@@ -692,7 +692,7 @@ to [0, 1] as in the statistics).
         step = max(1, -(-len(v) // RANK_SAMPLE))
         sample += [(fam, f"{b:.4f}", f"{c:.4f}") for b, c in v[::step]]
     write_csv(os.path.join(a.out, "rank_scatter.csv"), ["family", "rank_before", "rank_after"], sample)
-    write_text(out_md, f"""# Rank before vs after the static modifier (seed 000 Figure 3)
+    write_text(out_md, f"""# Rank before vs after the static modifier (the CLAWS paper Figure 3)
 
 Normalised rank (0 = highest) of every coordinate before and after multiplying by the static
 modifier (rotated basis: c_rot; native gate basis: c_j); dashed lines: the top-K boundary at
@@ -722,9 +722,9 @@ density {dens:g}. rank_scatter.csv holds an evenly spaced sample of at most {RAN
 KNAME = {"floor": "stream floor (q4_0 bytes)", "f32_sgemv": "f32 cblas_sgemv", "q4_0": "q4_0 rows (GGML-style)",
          "q4_0t_scatter": "q4_0t scatter (PowerInfer-style)", "kmi4": "kmi4 (row-sparse W_d)", "zigzag": "zigzag",
          "kmi4r_up": "kmi4r rows (up proj.)", "mlp": "MLP block (kmi4)"}
-# seed 000 Table 9 (µs, ×GGML dense) and Table 3 at sparsity 0.3 / 0.5 / 0.6
+# the CLAWS paper Table 9 (µs, ×GGML dense) and Table 3 at sparsity 0.3 / 0.5 / 0.6
 PAPER_T9 = {0.3: (206.2, 1.33, 2.20), 0.5: (208.5, 1.81, 3.15), 0.6: (206.0, 2.17, 3.88)}
-# seed 000 Table 11: dense µs (35 layers), spDn ×, spUpDn ×
+# the CLAWS paper Table 11: dense µs (35 layers), spDn ×, spUpDn ×
 PAPER_T11 = {0.3: (12872, 1.07, 1.13), 0.5: (12786, 1.14, 1.24), 0.6: (12850, 1.28, 1.30), 0.7: (12733, 1.28, 1.41)}
 SHAPES = {(14336, 4096): "Llama-3-8B down", (4096, 14336): "Llama-3-8B gate/up", (13824, 5120): "Llama-2-13B down",
           (5120, 13824): "Llama-2-13B gate/up", (28672, 8192): "Llama-2-70B down", (8192, 28672): "Llama-2-70B gate/up",
@@ -779,7 +779,7 @@ def cmd_bench_down(a):
                  [f"×{PAPER_T9[s][2]:.2f}" if s in PAPER_T9 else "—" for s in sps])
         tabs.append(f"### {th} thread{'s' if th > 1 else ''}\n\n" +
                     md_table(["kernel", "live sets", "dense"] + [f"sparsity {s:g}" for s in sps], t))
-    md = f"""# Down-projection GEMV vs sparsity (seed 000 Tables 3 and 9)
+    md = f"""# Down-projection GEMV vs sparsity (the CLAWS paper Tables 3 and 9)
 
 `sparsecal bench`, {shape} (Gemma-4-E2B-IT down projection), q4_0-class int4 weights, cold cache
 ({int(rows[0]['layers'])} distinct matrices cycled), per-layer median µs; "×" is the speed-up over our q4_0
@@ -850,7 +850,7 @@ def cmd_bench_mlp(a):
     series.append(("paper spUpDn (Table 11)", [(s, v[2]) for s, v in sorted(PAPER_T11.items())],
                    "using 1:2 with points pt 5 ps 2"))
     shape = f"{int(rows[0]['in'])} -> {int(rows[0]['out'])}"
-    md = f"""# Full MLP block vs sparsity (seed 000 Tables 10 and 11)
+    md = f"""# Full MLP block vs sparsity (the CLAWS paper Tables 10 and 11)
 
 `sparsecal bench` MLP block at the Gemma-4-E2B-IT shape (D_ffn x d_model from {shape}): x -> int8 ->
 gate (kmi4r, dense) -> activation -> exact top-K -> up (kmi4r, live rows) -> down (kmi4, live
@@ -898,11 +898,11 @@ def cmd_bench_llama(a):
                 t.append([f"{name(sh)} ({sh[0]} -> {sh[1]}, {int(sub[0]['layers'])} matrices)", th, KNAME[k],
                           "—" if d is None else f"{d['median_us']:.0f}", f"{q['median_us']:.0f}"] + cells +
                          [f"×{bget(sub, k, max(sps), th)['x_q4_0_dense']:.2f}"])
-    md = f"""# Sparse GEMV across Llama shapes (seed 003 Figures 8 and 9)
+    md = f"""# Sparse GEMV across Llama shapes (the SpQt paper Figures 8 and 9)
 
-`sparsecal bench` at the down-projection shapes (D_ffn -> d_model) of the models of seed 003's
+`sparsecal bench` at the down-projection shapes (D_ffn -> d_model) of the models of the SpQt paper's
 Figures 8-9, input (activation) sparsity {", ".join(f"{s:g}" for s in sps)}. zigzag is our column-grouped layout
-(seed 003's zigzag idea on CPU) and kmi4 our neuron-major row-sparse W_d, both shown as speed-up over
+(the SpQt paper's zigzag idea on CPU) and kmi4 our neuron-major row-sparse W_d, both shown as speed-up over
 their own dense run (the paper's Figure 8 measure); the PowerInfer-style scatter is over q4_0 dense
 (it has no dense form). Last column: speed-up over q4_0 dense at the highest sparsity. Paper (Apple
 GPUs, Q4_K): zigzag + load balancing up to ×1.22 at 25%, ×1.51 at 40%, ×1.78 at 50% (Figure 8),
