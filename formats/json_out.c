@@ -1,6 +1,7 @@
 /* json_out.c - see json_out.h. */
 #include "json_out.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,8 +12,13 @@ static bool exact_numbers(cJSON *j) {
     for (; j; j = j->next) {
         if (cJSON_IsNumber(j)) {
             char buf[SRT_JSON_DOUBLE_CHARS];
-            size_t n = srt_json_format_double(j->valuedouble, buf);
-            if (n > 2 && strcmp(buf + n - 2, ".0") == 0) buf[n - 2] = '\0'; /* integral: print as an integer */
+            double d = j->valuedouble;
+            if (d == floor(d) && fabs(d) < 9007199254740992.0 && !(d == 0 && signbit(d))) {
+                snprintf(buf, sizeof buf, "%.0f", d); /* integers as integers (counts, sizes, ids) */
+            } else {
+                size_t n = srt_json_format_double(d, buf);
+                if (n > 2 && strcmp(buf + n - 2, ".0") == 0) buf[n - 2] = '\0';
+            }
             char *raw = cJSON_malloc(strlen(buf) + 1);
             if (!raw) return false;
             memcpy(raw, buf, strlen(buf) + 1);

@@ -59,8 +59,17 @@ int main(void) {
         exact_s += srt_json_num(srt_json_at(sj, (size_t)i), NAN) == v[i];
     }
     CHECK_MSG(exact_c == N && exact_s == N, "exact: cJSON %d, srt_json %d of %d", exact_c, exact_s, N);
-    /* integral values stay integers */
+    /* integral values stay integers, as cJSON prints them (no ".0", no exponent below 2^53) */
     CHECK(strstr(txt, ".0,") == NULL && strstr(txt, ".0\n") == NULL);
+    cJSON *ints = cJSON_CreateArray();
+    cJSON_AddItemToArray(ints, cJSON_CreateNumber(130240));
+    cJSON_AddItemToArray(ints, cJSON_CreateNumber(-7));
+    cJSON_AddItemToArray(ints, cJSON_CreateNumber(4503599627370496.0));
+    char *ti = sc_json_print(ints, false), *tc = cJSON_PrintUnformatted(ints);
+    CHECK_MSG(strcmp(ti, "[130240,-7,4503599627370496]") == 0 && strcmp(ti, tc) == 0, "%s vs cJSON %s", ti, tc);
+    cJSON_free(ti);
+    cJSON_free(tc);
+    cJSON_Delete(ints);
     cJSON_Delete(rb);
     srt_json_free(sj);
     cJSON_free(txt);
