@@ -48,12 +48,11 @@ sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err) {
 sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err) {
     if (in->data_path && in->tokens_path) return sc_errf(err, SC_EARG, "give either -f or --tokens, not both");
     if (in->tokens_path) {
-        SC_TRY(sc_data_load_tokens(in->tokens_path, in->model->cfg.vocab_size, in->seed > 0 ? 0 : in->max_docs, d, err));
-        if (in->seed > 0) {
-            sc_dataset_shuffle(d, (uint64_t)in->seed);
-            sc_dataset_truncate(d, in->max_docs);
-        }
-        sc_status st = in->pack > 0 ? sc_dataset_pack(d, in->pack, in->tokens_path, err) : SC_OK;
+        int64_t limit = in->seed > 0 || in->max_docs == 0 ? 0 : in->max_docs + in->skip_docs;
+        SC_TRY(sc_data_load_tokens(in->tokens_path, in->model->cfg.vocab_size, limit, d, err));
+        if (in->seed > 0) sc_dataset_shuffle(d, (uint64_t)in->seed);
+        sc_status st = sc_dataset_window(d, in->skip_docs, in->max_docs, in->tokens_path, err);
+        if (!st && in->pack > 0) st = sc_dataset_pack(d, in->pack, in->tokens_path, err);
         if (st) sc_dataset_free(d);
         return st;
     }
@@ -65,6 +64,7 @@ sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err) {
     sc_data_opts_default(&o);
     o.separator = in->separator;
     o.max_docs = in->max_docs;
+    o.skip_docs = in->skip_docs;
     o.add_bos = !in->no_bos;
     o.add_eos = in->add_eos;
     o.parse_special = in->parse_special;

@@ -18,6 +18,7 @@ int cli_fail(const char *cmd, sc_status st, const sc_err *err);
 typedef struct cli_inputs {
     const char *model_path, *tok_path, *data_path, *tokens_path, *separator;
     int64_t max_docs;
+    int64_t skip_docs;
     bool no_bos;
     bool add_eos;           /* --eos: append EOS to every document */
     bool parse_special;     /* --parse-special: special tokens written in text are recognised */
@@ -41,7 +42,8 @@ typedef struct cli_inputs {
      "text (documents split on blank lines) or JSONL with \"text\" or chat \"messages\"", 0, 0},                      \
     {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS", "pre-tokenized file: one sequence of ids per line, used as given", 0, 0}, \
     {"sep", 0, SC_ARG_STR, &(in).separator, "STR", "document separator instead of blank lines (e.g. '<|endoftext|>')", 0, 0}, \
-    {"max-docs", 0, SC_ARG_INT, &(in).max_docs, "N", "use at most N documents (after --seed shuffling)", 0, 1e15},    \
+    {"max-docs", 0, SC_ARG_INT, &(in).max_docs, "N", "use at most N documents (after --seed shuffling and --skip-docs)", 0, 1e15}, \
+    {"skip-docs", 0, SC_ARG_INT, &(in).skip_docs, "N", "leave out the first N documents (e.g. a held-out split: calibrate with --max-docs N, evaluate with --skip-docs N)", 0, 1e15}, \
     {"no-bos", 0, SC_ARG_FLAG, &(in).no_bos, NULL, "do not prepend BOS to text documents", 0, 0},                     \
     {"eos", 0, SC_ARG_FLAG, &(in).add_eos, NULL, "append EOS to every text document", 0, 0},                          \
     {"parse-special", 0, SC_ARG_FLAG, &(in).parse_special, NULL, "recognise special tokens written in text", 0, 0},   \

@@ -241,6 +241,22 @@ void sc_dataset_truncate(sc_dataset *d, int64_t n) {
     d->n_seqs = (size_t)n;
 }
 
+sc_status sc_dataset_window(sc_dataset *d, int64_t skip, int64_t max, const char *what, sc_err *err) {
+    if (skip < 0 || max < 0) return sc_errf(err, SC_EARG, "%s: negative document counts", what);
+    if ((uint64_t)skip >= d->n_seqs && skip > 0)
+        return sc_errf(err, SC_EFORMAT, "%s: --skip-docs %lld leaves none of its %zu documents", what, (long long)skip,
+                       d->n_seqs);
+    size_t k = (size_t)skip;
+    for (size_t i = 0; i < k; i++) {
+        d->n_tokens -= d->seqs[i].n;
+        sc_tokens_free(&d->seqs[i]);
+    }
+    memmove(d->seqs, d->seqs + k, (d->n_seqs - k) * sizeof *d->seqs);
+    d->n_seqs -= k;
+    sc_dataset_truncate(d, max);
+    return SC_OK;
+}
+
 sc_status sc_dataset_pack(sc_dataset *d, int64_t n, const char *what, sc_err *err) {
     if (n < 2) return sc_errf(err, SC_EARG, "--pack %lld: sequences need at least 2 tokens", (long long)n);
     size_t un = (size_t)n, k = d->n_tokens / un;
@@ -345,6 +361,11 @@ sc_status sc_data_load_text(const char *path, const sc_tokenizer *tok, const sc_
     SC_TRY(sc_read_file(path, SC_MAX_DATA_FILE, &text, &len, err));
     sc_data_opts oo = *o;
     if (oo.chat == SC_CHAT_AUTO) oo.chat = sc_chat_detect(sc_tokenizer_chat_template(tok));
+    if (oo.skip_docs < 0 || oo.max_docs < 0 || oo.skip_docs > INT64_MAX / 2 || oo.max_docs > INT64_MAX / 2) {
+        free(text);
+        return sc_errf(err, SC_EARG, "%s: bad document counts", path);
+    }
+    if (oo.max_docs > 0) oo.max_docs += oo.skip_docs; /* read through the skipped ones; the window cuts them */
     enc_ctx c = {tok, &oo, out, path, NULL, 0, 0};
     sc_status st = split_docs(path, text, len, &oo, oo.shuffle ? 0 : oo.max_docs, encode_doc, &c, err);
     if (st == SC_OK && oo.shuffle) st = encode_shuffled(&c, err);
@@ -352,6 +373,7 @@ sc_status sc_data_load_text(const char *path, const sc_tokenizer *tok, const sc_
     free(c.items);
     free(text);
     if (st == SC_OK && out->n_seqs == 0) st = sc_errf(err, SC_EFORMAT, "%s: no documents found (empty data)", path);
+    if (st == SC_OK) st = sc_dataset_window(out, o->skip_docs, o->max_docs, path, err);
     if (st == SC_OK && oo.pack > 0) st = sc_dataset_pack(out, oo.pack, path, err);
     if (st) sc_dataset_free(out);
     return st;

@@ -37,6 +37,7 @@ typedef struct sc_data_opts {
     bool add_bos;          /* prepend BOS to every document (default true) */
     bool add_eos;
     int64_t max_docs;      /* 0: all */
+    int64_t skip_docs;     /* leave out the first N documents (after shuffling, before max_docs) */
     bool shuffle;          /* shuffle documents (before max_docs) with seed */
     uint64_t seed;
     int64_t pack;          /* 0: one document per sequence; N: sequences of exactly N tokens */
@@ -77,6 +78,9 @@ void sc_dataset_free(sc_dataset *d);
 void sc_dataset_shuffle(sc_dataset *d, uint64_t seed);
 /* Keeps the first n sequences (n <= 0: all). */
 void sc_dataset_truncate(sc_dataset *d, int64_t n);
+/* Keeps sequences [skip, skip + max) (max 0: all after skip); SC_EFORMAT
+ * naming `what` when nothing is left. */
+sc_status sc_dataset_window(sc_dataset *d, int64_t skip, int64_t max, const char *what, sc_err *err);
 /* Concatenates all sequences and cuts them into sequences of exactly n
  * tokens, dropping the incomplete tail; fails when not one fits. */
 sc_status sc_dataset_pack(sc_dataset *d, int64_t n, const char *what, sc_err *err);

@@ -67,6 +67,30 @@ int main(void) {
     CHECK(sc_data_load_text(valid, tok, &o, &d, &err) == SC_OK);
     CHECK(d.n_seqs == 3010); /* MANIFEST: the first 3,010 validation stories */
     for (size_t i = 0; i < d.n_seqs; i++) CHECK(d.seqs[i].ids[0] == 1);
+    /* --skip-docs / --max-docs select a window of documents: a held-out split,
+     * in file order and after --seed shuffling alike */
+    for (int shuffled = 0; shuffled < 2; shuffled++) {
+        sc_data_opts w = o;
+        sc_dataset all, part, tail;
+        w.shuffle = shuffled;
+        w.seed = 7;
+        CHECK(sc_data_load_text(valid, tok, &w, &all, &err) == SC_OK);
+        w.skip_docs = 2000;
+        w.max_docs = 5;
+        CHECK(sc_data_load_text(valid, tok, &w, &part, &err) == SC_OK);
+        bool same = part.n_seqs == 5;
+        for (size_t i = 0; same && i < 5; i++)
+            same = part.seqs[i].n == all.seqs[2000 + i].n &&
+                   memcmp(part.seqs[i].ids, all.seqs[2000 + i].ids, part.seqs[i].n * sizeof(int32_t)) == 0;
+        CHECK_MSG(same, "skip 2000, max 5 (shuffled %d)", shuffled);
+        sc_dataset_free(&part);
+        w.max_docs = 0;
+        CHECK(sc_data_load_text(valid, tok, &w, &tail, &err) == SC_OK && tail.n_seqs == 1010);
+        w.skip_docs = 3010;
+        CHECK(sc_data_load_text(valid, tok, &w, &part, &err) == SC_EFORMAT && strstr(err.msg, "skip"));
+        sc_dataset_free(&all);
+        sc_dataset_free(&tail);
+    }
     sc_dataset_free(&d);
     o.separator = "<|endoftext|>";
     o.max_docs = 3;
