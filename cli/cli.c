@@ -16,6 +16,18 @@ int cli_fail(const char *cmd, sc_status st, const sc_err *err) {
     return (st == SC_EARG || st == SC_EIO) ? 2 : 1;
 }
 
+sc_status cli_check_output(const cli_inputs *in, const char *out, const char *const *more, sc_err *err) {
+    if (in) {
+        const char *named[] = {in->model_path, in->tok_path, in->data_path, in->tokens_path};
+        for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) srt_input_note_path(named[i]);
+    }
+    for (size_t i = 0; more && more[i]; i++) srt_input_note_path(more[i]);
+    if (!out) return SC_OK;
+    char msg[sizeof err->msg];
+    if (srt_output_check(out, msg, sizeof msg)) return sc_errf(err, SC_EARG, "%s", msg);
+    return SC_OK;
+}
+
 /* tokenizer.json (else tokenizer.model) beside a Hugging Face model, or NULL. */
 static const char *hf_tokenizer_file(const char *model_path, char *buf, size_t cap) {
     if (!sc_is_dir(model_path)) return NULL;

@@ -60,6 +60,12 @@ sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err);
  * (--max-docs) and packs (--pack). */
 sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err);
 void cli_inputs_free(cli_inputs *in);
+/* Refuses an output (-o) that is the same file as an input: notes the named
+ * inputs of in (may be NULL) and the NULL-terminated list more (may be NULL)
+ * beside every file read so far (srt_file.h), then checks out (may be NULL).
+ * Commands call it before loading (a quick refusal) and again before long
+ * work; the writers check once more when they create and commit the file. */
+sc_status cli_check_output(const cli_inputs *in, const char *out, const char *const *more, sc_err *err);
 
 /* Prints j on one line to stdout and frees it (the --json output of every command). */
 struct cJSON;

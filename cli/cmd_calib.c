@@ -110,8 +110,10 @@ int cmd_compute(int argc, char **argv) {
     sc_err err = {{0}};
     sc_dataset d = {0};
     sc_calib *c = NULL;
-    sc_status st = cli_load(&in, false, &err);
+    sc_status st = cli_check_output(&in, out, NULL, &err);
+    if (!st) st = cli_load(&in, false, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
+    if (!st) st = cli_check_output(&in, out, NULL, &err); /* every file read, e.g. inside a model directory */
     if (!st && co.layer_end > in.model->cfg.n_layers)
         st = sc_errf(&err, SC_EARG, "--layers %s: the model has %lld layers", layers, (long long)in.model->cfg.n_layers);
     if (!st) st = sc_calib_compute(in.model, &d, &co, &c, &err);
@@ -150,11 +152,12 @@ int cmd_merge(int argc, char **argv) {
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
-    const char *inputs[256];
+    const char *inputs[257];
     int n_in = 0;
     int r = sc_parse_args("merge", "Sum compatible calibration files (shards of one run) into one:\n"
                                    "  sparsecal merge A.scal B.scal ... -o C.scal",
                           opts, argc, argv, inputs, 256, &n_in);
+    inputs[n_in] = NULL;
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     compress = (int)level;
     if (!out || n_in < 1) {
@@ -163,7 +166,8 @@ int cmd_merge(int argc, char **argv) {
     }
     sc_err err = {{0}};
     sc_calib *acc = NULL;
-    sc_status st = sc_calib_load(inputs[0], NULL, &acc, &err);
+    sc_status st = cli_check_output(NULL, out, inputs, &err);
+    if (!st) st = sc_calib_load(inputs[0], NULL, &acc, &err);
     for (int i = 1; i < n_in && !st; i++) {
         sc_calib *c;
         if ((st = sc_calib_load(inputs[i], NULL, &c, &err))) break;

@@ -52,7 +52,10 @@ int cmd_pack(int argc, char **argv) {
     sc_err err = {{0}};
     sc_calib *c = NULL;
     sc_pack_result res;
-    sc_status st = cli_load(&in, false, &err);
+    const char *more[] = {calib, lora, NULL};
+    if (!calib) more[0] = lora, more[1] = NULL;
+    sc_status st = cli_check_output(&in, out, more, &err);
+    if (!st) st = cli_load(&in, false, &err);
     if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err); /* statistics of the base model */
     if (!st && lora) {
         sc_lora_result lr;

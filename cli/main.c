@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "srt_container.h"
+#include "srt_file.h"
 
 /* Ctrl-C / kill: remove the temporary files of outputs being written (the
  * final names only ever appear by rename), then die of the signal. */
@@ -75,6 +76,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     install_cleanup();
+    srt_inputs_track(true); /* no command may overwrite a file it reads (srt_file.h) */
     for (const command *c = commands; c->name; c++)
         if (strcmp(argv[1], c->name) == 0) return c->fn(argc - 1, argv + 1);
     fprintf(stderr, "sparsecal: unknown command '%s' (see sparsecal --help)\n", argv[1]);

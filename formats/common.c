@@ -74,6 +74,7 @@ sc_status sc_map_file(const char *path, sc_file_map *out, sc_err *err) {
         close(fd);
         return sc_errf(err, SC_EFORMAT, "%s: file is empty", path);
     }
+    srt_input_note_fd(fd, path);
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
@@ -101,6 +102,7 @@ sc_status sc_read_file(const char *path, size_t max_size, char **out, size_t *le
         fclose(f);
         return sc_errf(err, SC_EIO, "%s: not a regular file", path);
     }
+    srt_input_note_fd(fileno(f), path);
     if ((uint64_t)st.st_size > (uint64_t)max_size) {
         fclose(f);
         return sc_errf(err, SC_ENOMEM, "%s: file is %lld bytes, larger than the %zu-byte limit", path,
@@ -127,16 +129,19 @@ sc_status sc_read_file(const char *path, size_t max_size, char **out, size_t *le
 
 sc_status sc_atomic_open(sc_atomic_file *f, const char *path, sc_err *err) {
     memset(f, 0, sizeof *f);
-    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
-        snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof f->tmp)
+    f->out.fd = -1;
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return sc_errf(err, SC_EARG, "%s: path too long", path);
-    srt_tmp_register(f->tmp); /* before it exists: removed if the program is killed (cli/main.c) */
-    FILE *fp = fopen(f->tmp, "wb");
+    char msg[sizeof err->msg];
+    srt_ct_status cs = srt_out_open(&f->out, path, msg, sizeof msg);
+    if (cs) return sc_errf(err, cs == SRT_CT_EARG ? SC_EARG : SC_EIO, "%s", msg);
+    FILE *fp = fdopen(f->out.fd, "wb");
     if (!fp) {
         int e = errno;
-        srt_tmp_unregister(f->tmp);
-        return sc_errf(err, SC_EIO, "%s: cannot create: %s", f->tmp, strerror(e));
+        srt_out_abort(&f->out);
+        return sc_errf(err, SC_EIO, "%s: cannot create: %s", path, strerror(e));
     }
+    f->out.borrowed = true; /* fclose closes it */
     f->fp = fp;
     return SC_OK;
 }
@@ -153,29 +158,25 @@ sc_status sc_atomic_write(sc_atomic_file *f, const void *data, size_t n, sc_err 
 sc_status sc_atomic_commit(sc_atomic_file *f, sc_err *err) {
     FILE *fp = (FILE *)f->fp;
     if (!fp) return sc_errf(err, SC_EIO, "%s: not open", f->path);
-    int bad = f->failed || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
-    int e = errno;
-    bad |= fclose(fp) != 0;
     f->fp = NULL;
-    srt_tmp_unregister(f->tmp);
-    if (bad) {
-        remove(f->tmp);
+    if (f->failed || fflush(fp) != 0) {
+        int e = errno;
+        srt_out_abort(&f->out);
+        fclose(fp);
         return sc_errf(err, SC_EIO, "%s: write failed: %s", f->path, strerror(e ? e : EIO));
     }
-    if (rename(f->tmp, f->path) != 0) {
-        e = errno;
-        remove(f->tmp);
-        return sc_errf(err, SC_EIO, "%s: cannot rename into place: %s", f->path, strerror(e));
-    }
+    char msg[sizeof err->msg];
+    srt_ct_status cs = srt_out_commit(&f->out, msg, sizeof msg);
+    fclose(fp); /* flushed and synced: nothing left to fail */
+    if (cs) return sc_errf(err, cs == SRT_CT_EARG ? SC_EARG : SC_EIO, "%s", msg);
     return SC_OK;
 }
 
 void sc_atomic_abort(sc_atomic_file *f) {
-    srt_tmp_unregister(f->tmp);
+    srt_out_abort(&f->out);
     if (f->fp) {
         fclose((FILE *)f->fp);
         f->fp = NULL;
-        remove(f->tmp);
     }
 }
 

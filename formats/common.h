@@ -66,12 +66,15 @@ void sc_unmap_file(sc_file_map *m);
  * than max_size are rejected (SC_ENOMEM) before any allocation. */
 sc_status sc_read_file(const char *path, size_t max_size, char **out, size_t *len, sc_err *err);
 
-/* Atomic writes: open a temp file beside `path`, write, then commit renames it
- * over `path` (after fsync). abort removes the temp file. */
+/* Atomic writes (srt_file.h): open refuses a path that is one of this
+ * process's inputs and creates a temp file beside `path` (symlinks followed),
+ * commit puts it in place after fsync, abort removes it. Every file the
+ * readers below open is noted as an input. */
+#include "srt_file.h"
 typedef struct sc_atomic_file {
-    void *fp; /* FILE* */
+    void *fp; /* FILE* over out.fd */
+    srt_out_file out;
     char path[4096];
-    char tmp[4096];
     bool failed;
 } sc_atomic_file;
 

@@ -1,7 +1,8 @@
 /* srt_container_write.c - the container writer. Sections are written to a
  * temp file beside the target as they are added (only their 256-byte table
  * entries stay in memory); finish appends the table and the manifest, writes
- * the header at offset 0 last, fsyncs and renames the temp file into place.
+ * the header at offset 0 last, fsyncs and puts the file in place (srt_file.h:
+ * an unnamed O_TMPFILE linked in on Linux, a named temp file elsewhere).
  * The output depends only on the inputs (no timestamps, zero padding), so the
  * same calls give a bit-identical file. */
 #define _POSIX_C_SOURCE 200809L
@@ -22,10 +23,11 @@
 #include <xxhash.h>
 
 #include "srt_container_fmt.h"
+#include "srt_file.h"
 
 struct srt_writer {
-    char *path, *tmp;
-    int fd;
+    char *path;
+    srt_out_file out; /* out.fd: the file being written */
     srt_ct_kind kind;
     uint64_t pos;          /* next byte to write */
     uint8_t *table;        /* encoded entries */
@@ -68,7 +70,7 @@ static srt_ct_status write_at(srt_writer *w, const void *data, size_t n, uint64_
     const uint8_t *p = data;
     while (n > 0) {
         size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t r = pwrite(w->fd, p, chunk, (off_t)off);
+        ssize_t r = pwrite(w->out.fd, p, chunk, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) return io_fail(w, "write", r < 0 ? errno : EIO);
         p += r;
@@ -125,39 +127,24 @@ srt_ct_status srt_writer_create(const char *path, srt_ct_kind kind, srt_writer *
     srt_writer *w = calloc(1, sizeof *w);
     size_t plen = strlen(path);
     if (w) {
-        w->fd = -1;
+        w->out.fd = -1;
         w->kind = kind;
         w->path = malloc(plen + 1);
-        w->tmp = malloc(plen + 48);
-        if (w->tmp) w->tmp[0] = '\0'; /* nothing to remove until the temp file exists */
         w->cctx = ZSTD_createCCtx();
         w->zout_cap = ZSTD_CStreamOutSize();
         w->zout = malloc(w->zout_cap);
         w->xxh = XXH3_createState();
     }
-    if (!w || !w->path || !w->tmp || !w->cctx || !w->zout || !w->xxh) {
+    if (!w || !w->path || !w->cctx || !w->zout || !w->xxh) {
         srt_writer_free(w);
         if (err && err_cap) snprintf(err, err_cap, "%s: out of memory", path);
         return SRT_CT_ENOMEM;
     }
     memcpy(w->path, path, plen + 1);
-    /* O_EXCL with 0666 (less umask), so the final file gets the usual mode */
-    int e = 0;
-    for (int attempt = 0; attempt < 1000 && w->fd < 0; attempt++) {
-        srt_tmp_unregister(w->tmp);
-        snprintf(w->tmp, plen + 48, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
-        /* registered before the file exists, so a signal can never find it unregistered */
-        srt_tmp_register(w->tmp);
-        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        e = errno;
-        if (w->fd < 0 && e != EEXIST) break;
-    }
-    if (w->fd < 0) srt_tmp_unregister(w->tmp); /* nothing of ours to remove (EEXIST: someone else's) */
-    if (w->fd < 0) {
-        if (err && err_cap) snprintf(err, err_cap, "%s: cannot create %s: %s", path, w->tmp, strerror(e));
-        w->tmp[0] = '\0'; /* nothing of ours to remove */
+    srt_ct_status cst = srt_out_open(&w->out, path, err, err_cap);
+    if (cst) {
         srt_writer_free(w);
-        return SRT_CT_EIO;
+        return cst;
     }
     /* the header is written last; reserve its bytes */
     srt_ct_status st = append(w, zeros, SRT_CT_HEADER_SIZE / 2);
@@ -280,7 +267,7 @@ static srt_ct_status write_zstd(srt_writer *w, const char *name, const void *dat
     } while (r != 0);
     if (!*kept) {
         w->pos = start;
-        if (ftruncate(w->fd, (off_t)start) != 0) return io_fail(w, "truncate", errno);
+        if (ftruncate(w->out.fd, (off_t)start) != 0) return io_fail(w, "truncate", errno);
         return SRT_CT_OK;
     }
     *stored = total;
@@ -350,24 +337,6 @@ srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype
     return SRT_CT_OK;
 }
 
-static void sync_dir(const char *path) {
-    /* best effort: make the rename itself durable */
-    size_t n = strlen(path);
-    char *dir = malloc(n + 2);
-    if (!dir) return;
-    memcpy(dir, path, n + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 srt_ct_status srt_writer_finish(srt_writer *w) {
     if (!w) return SRT_CT_EARG;
     srt_ct_status st = usable(w, "finish");
@@ -397,53 +366,35 @@ srt_ct_status srt_writer_finish(srt_writer *w) {
     ct_header_encode(&h, hb);
     ct_put64(hb + CT_HEADER_CHECKED_BYTES, XXH3_64bits(hb, CT_HEADER_CHECKED_BYTES));
     if ((st = write_at(w, hb, sizeof hb, 0))) goto fail;
-    if (ftruncate(w->fd, (off_t)w->pos) != 0) {
+    if (ftruncate(w->out.fd, (off_t)w->pos) != 0) {
         st = io_fail(w, "truncate", errno);
         goto fail;
     }
-    if (fsync(w->fd) != 0) {
-        st = io_fail(w, "fsync", errno);
-        goto fail;
-    }
-    int rc = close(w->fd);
-    w->fd = -1;
-    if (rc != 0) {
-        st = io_fail(w, "close", errno);
-        goto fail;
-    }
-    if (rename(w->tmp, w->path) != 0) {
-        st = io_fail(w, "rename into place", errno);
-        goto fail;
+    if ((st = srt_out_commit(&w->out, w->err, sizeof w->err))) {
+        w->failed = true;
+        return st;
     }
     w->finished = true;
-    srt_tmp_unregister(w->tmp);
-    sync_dir(w->path);
     return SRT_CT_OK;
 fail:
     w->failed = true;
-    if (w->fd >= 0) close(w->fd);
-    w->fd = -1;
-    unlink(w->tmp);
-    w->tmp[0] = '\0';
+    srt_out_abort(&w->out);
     return st;
 }
 
 void srt_writer_free(srt_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    if (!w->finished && w->tmp && w->tmp[0]) unlink(w->tmp);
-    srt_tmp_unregister(w->tmp);
+    srt_out_abort(&w->out); /* nothing to do after a successful finish */
     ZSTD_freeCCtx(w->cctx);
     XXH3_freeState(w->xxh);
     free(w->zout);
     free(w->slots);
     free(w->table);
     free(w->manifest);
-    free(w->tmp);
     free(w->path);
     free(w);
 }
 
 const char *srt_writer_errmsg(const srt_writer *w) { return w ? w->err : "no writer"; }
-const char *srt_writer_temp_path(const srt_writer *w) { return w && w->tmp ? w->tmp : ""; }
+const char *srt_writer_temp_path(const srt_writer *w) { return w ? w->out.tmp : ""; }
 uint64_t srt_writer_bytes_written(const srt_writer *w) { return w ? w->pos : 0; }
