@@ -1,5 +1,7 @@
 #include "eval.h"
 
+#include "finite.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,13 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
             const float *logits;
             st = sc_forward_run(f, s->ids + start, n, 0, o->hooks, &logits, err);
             if (st) break;
+            if (sc_first_nonfinite(logits + from * V, (n - 1 - from) * V) >= 0) {
+                /* with hooks (a router) the pass is not the model's own: name the sequence only */
+                st = !o->hooks && !o->before_window
+                         ? sc_explain_nonfinite(m, s->ids + start, n, m->path, err)
+                         : sc_errf(err, SC_EFORMAT, "ppl: non-finite logits in sequence %zu", i);
+                break;
+            }
             for (int64_t t = from; t + 1 < n; t++) {
                 const float *row = logits + t * V;
                 out->nll_sum += sc_logsumexp(row, V) - (double)row[s->ids[start + t + 1]];
@@ -109,8 +118,11 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratch) {
-    if (s->temperature == 0.0f) return argmax(logits, n);
+    if (n <= 0 || sc_first_nonfinite(logits, n) >= 0) return -1;
+    int32_t best = argmax(logits, n);
+    if (s->temperature == 0.0f) return best;
     for (int64_t i = 0; i < n; i++) logits[i] /= s->temperature;
+    if (!isfinite(logits[best])) return best; /* a temperature so small the scaled logits overflow: greedy */
     softmax(logits, n);
     float coin = random_f32(&s->state);
     if (s->top_p <= 0.0f || s->top_p >= 1.0f) {
@@ -127,6 +139,9 @@ int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratc
     const float cutoff = (1.0f - s->top_p) / (float)(n - 1);
     for (int64_t i = 0; i < n; i++)
         if (logits[i] >= cutoff) pi[n0++] = (prob_idx){logits[i], (int32_t)i};
+    /* top_p <= 1/n can put the cutoff above every probability (uniform logits): the nucleus is never empty,
+       it holds at least the most probable token */
+    if (n0 == 0) return best;
     qsort(pi, (size_t)n0, sizeof *pi, cmp_desc);
     float cum = 0.0f;
     int64_t last = n0 - 1;
@@ -190,6 +205,10 @@ sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_token
     while (st == SC_OK) {
         memcpy(row, last, (size_t)c->vocab_size * sizeof(float));
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
+        if (next < 0) {
+            st = sc_explain_nonfinite(m, res->tokens.ids, pos, m->path, err);
+            break;
+        }
         if (next == bos || next == eos) break;
         if (sc_tokens_push(&res->tokens, next)) {
             st = sc_errf(err, SC_ENOMEM, "generate: out of memory");

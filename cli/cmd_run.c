@@ -37,6 +37,12 @@ static void emit(FILE *out, const sc_tokenizer *tok, int32_t prev, int32_t id, c
     }
 }
 
+static sc_status step_failed(const srt_model *m, const char *path, srt_status ks, int64_t pos, sc_err *err) {
+    if (ks == SRT_ENONFINITE)
+        return sc_errf(err, SC_EFORMAT, "%s: position %lld: %s", path, (long long)pos, srt_model_fault(m));
+    return sc_errf(err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)pos, srt_status_str(ks));
+}
+
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL;
     int64_t steps = 256, threads = 1;
@@ -194,7 +200,7 @@ int cmd_run(int argc, char **argv) {
     double t0 = sc_now();
     for (int64_t i = 0; i < n_prompt && !st; i++) {
         ks = srt_model_step(m, toks.ids[i], i, &logits);
-        if (ks != SRT_OK) st = sc_errf(&err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)i, srt_status_str(ks));
+        if (ks != SRT_OK) st = step_failed(m, path, ks, i, &err);
     }
     double t_prompt = sc_now() - t0;
     srt_model_timing tm_prompt;
@@ -205,6 +211,10 @@ int cmd_run(int argc, char **argv) {
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
+        if (next < 0) { /* the step checks its logits; this cannot happen unless that check is gone */
+            st = sc_errf(&err, SC_EFORMAT, "%s: non-finite logits at position %lld", path, (long long)(pos - 1));
+            break;
+        }
         if (next == bos || next == eos) break;
         if (sc_tokens_push(&toks, next)) {
             st = sc_errf(&err, SC_ENOMEM, "out of memory");
@@ -213,7 +223,7 @@ int cmd_run(int argc, char **argv) {
         emit(out, tok, toks.ids[pos - 1], next, &text, &tn, &tcap);
         if (pos >= steps) break;
         ks = srt_model_step(m, next, pos, &logits);
-        if (ks != SRT_OK) st = sc_errf(&err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)pos, srt_status_str(ks));
+        if (ks != SRT_OK) st = step_failed(m, path, ks, pos, &err);
         pos++;
     }
     double t_decode = sc_now() - t1;

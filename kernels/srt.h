@@ -46,7 +46,8 @@ typedef enum srt_status {
     SRT_EISA,     /* the requested ISA is unknown or not available here */
     SRT_ETHREAD,  /* a worker thread could not be started */
     SRT_ESCRATCH, /* the context's scratch is too small: srt_ctx_reserve */
-    SRT_ENOTSUP   /* the layout has no kernel for this operation */
+    SRT_ENOTSUP,  /* the layout has no kernel for this operation */
+    SRT_ENONFINITE /* the model produced NaN or inf (srt_model_fault says where) */
 } srt_status;
 
 const char *srt_status_str(srt_status st);

@@ -20,6 +20,7 @@ const char *srt_status_str(srt_status st) {
     case SRT_ETHREAD: return "could not start a thread";
     case SRT_ESCRATCH: return "context scratch too small";
     case SRT_ENOTSUP: return "operation not supported by this layout";
+    case SRT_ENONFINITE: return "non-finite values";
     }
     return "unknown status";
 }

@@ -357,12 +357,15 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     m->tm.embed += now() - t0;
     for (int64_t l = 0; l < c->n_layers; l++) {
         TRY(attention_block(m, l, pos));
+        if (!srt_vec_finite(m->x, D)) return srt_model_nonfinite(m, l, 0);
         TRY(mlp_block(m, l));
+        if (!srt_vec_finite(m->x, D)) return srt_model_nonfinite(m, l, 1);
     }
     double t1 = now();
     rmsnorm(m->xn, m->x, m->final_norm, D, c->norm_eps);
     stale(m);
     TRY(mv(m, &m->classifier, m->xn, m->logits));
+    if (!srt_vec_finite(m->logits, c->vocab_size)) return srt_model_nonfinite(m, c->n_layers, 2);
     m->tm.head += now() - t1;
     m->tm.steps++;
     m->logits_pos = pos;

@@ -113,6 +113,10 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
  * *logits at vocab_size floats owned by the model (valid until the next
  * step). */
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits);
+/* After a step returned SRT_ENONFINITE (a NaN or inf in the residual stream
+ * or the logits: corrupt weights, or an overflow): one line naming the
+ * layer, the block and the tensor whose output first held it; else "". */
+const char *srt_model_fault(const srt_model *m);
 int64_t srt_model_max_ctx(const srt_model *m);
 
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out);

@@ -65,6 +65,13 @@ struct srt_model {
     const float *act_src[2]; /* what act[i] holds (NULL: stale) */
     int64_t act_n[2];
     srt_model_timing tm;
+    char fault[256];        /* srt_model_fault (srt_model_fault.c) */
 };
+
+/* Called when the residual stream (block 0 attention, 1 MLP of layer l) or
+ * the logits (block 2) of a step hold a non-finite value: finds the first
+ * intermediate that does, writes m->fault, returns SRT_ENONFINITE. */
+srt_status srt_model_nonfinite(srt_model *m, int64_t l, int block);
+bool srt_vec_finite(const float *x, int64_t n);
 
 #endif

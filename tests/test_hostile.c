@@ -5,7 +5,10 @@
  *   - an output naming an input (path, symlink, hard link, a file inside a
  *     model directory) is refused for every command and input kind, and the
  *     input is intact; a symlinked output is written through to its target,
- *     which keeps its mode; an existing FIFO is never replaced. */
+ *     which keeps its mode; an existing FIFO is never replaced;
+ *   - a NaN or inf in a weight is reported by generate, ppl and run with the
+ *     layer and tensor that first produced it, never sampled; the sampler
+ *     itself refuses non-finite logits and never reads outside its nucleus. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +16,18 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "eval.h"
+#include "model.h"
 #include "safetensors.h"
 #include "testing.h"
 
 static char out[1 << 16];
 static const char *cli_path = SC_CLI_PATH;
 
-/* Runs "sparsecal <args>" with stderr captured; returns the exit status. */
+/* Runs "sparsecal <args>" with stderr captured (stdout discarded); returns the exit status. */
 static int cli(const char *args) {
     char cmd[20000];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli_path, args);
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", cli_path, args);
     return sc_run(cmd, out, sizeof out);
 }
 
@@ -176,7 +181,108 @@ static void test_output_is_input(void) {
     CHECK(stat(fresh, &st) == 0 && (st.st_mode & 0777) == 0644);
 }
 
+/* ---- item 1: non-finite weights ---- */
+
+/* Offset of the n bytes at p inside buf[len] (-1 if absent or not unique). */
+static long find_bytes(const uint8_t *buf, size_t len, const void *p, size_t n) {
+    long at = -1;
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(buf + i, p, n) == 0) {
+            if (at >= 0) return -1;
+            at = (long)i;
+        }
+    return at;
+}
+
+/* Copies the llama2.c model to `to` with value v at element k of the tensor
+ * whose first 64 floats are `first` (located by content, not by layout). */
+static bool poison(const char *from, const char *to, const float *first, size_t k, float v) {
+    char *x = NULL;
+    size_t n = 0;
+    sc_err err;
+    if (sc_read_file(from, (size_t)1 << 28, &x, &n, &err) != SC_OK) return false;
+    long at = find_bytes((const uint8_t *)x, n, first, 64 * sizeof(float));
+    bool ok = at >= 0 && (size_t)at + (k + 1) * sizeof(float) <= n;
+    if (ok) memcpy(x + at + k * sizeof(float), &v, sizeof v);
+    ok = ok && sc_write_bytes(to, x, n);
+    free(x);
+    return ok;
+}
+
+static void test_nonfinite_weights(void) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tok = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_sample.txt");
+    if (!bin || !tok || !text) return;
+    sc_model *m = NULL;
+    sc_err err;
+    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
+    if (!m) return;
+    char nan_final[1024], inf_wg[1024], a[16384];
+    snprintf(nan_final, sizeof nan_final, "%s", sc_tmp_path("nan_final.bin"));
+    snprintf(inf_wg, sizeof inf_wg, "%s", sc_tmp_path("inf_wg.bin"));
+    CHECK(poison(bin, nan_final, m->final_norm, 5, NAN));            /* one NaN in the final-norm weight */
+    CHECK(poison(bin, inf_wg, m->layers[2].wg, 17, INFINITY));      /* one inf in layer 2's gate */
+    sc_model_free(m);
+    /* the reference path: generate (sampled and greedy) and ppl */
+    snprintf(a, sizeof a, "generate -m %s -t %s -n 16 --seed 1", nan_final, tok);
+    CHECK_REFUSED(cli(a), "NaN at position 0) first in the final RMSNorm (final_norm)");
+    snprintf(a, sizeof a, "generate -m %s -t %s -n 16 --temperature 0", nan_final, tok);
+    CHECK_REFUSED(cli(a), "final_norm");
+    snprintf(a, sizeof a, "generate -m %s -t %s -n 16 --seed 1", inf_wg, tok);
+    CHECK_REFUSED(cli(a), "+inf at position 0) first in layer 2, the gate projection (wg)");
+    snprintf(a, sizeof a, "ppl -m %s -t %s -f %s -q", nan_final, tok, text);
+    CHECK_REFUSED(cli(a), "final_norm");
+    snprintf(a, sizeof a, "ppl -m %s -t %s -f %s -q", inf_wg, tok, text);
+    CHECK_REFUSED(cli(a), "layer 2, the gate projection (wg)");
+    /* the runtime: an f32 artifact carries the values as they are */
+    const char *spk_nan = sc_tmp_path("nan_final.spk"), *spk_inf = sc_tmp_path("inf_wg.spk");
+    snprintf(a, sizeof a, "pack -m %s -t %s --layout f32 -o %s -q", nan_final, tok, spk_nan);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "pack -m %s -t %s --layout f32 -o %s -q", inf_wg, tok, spk_inf);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "run -m %s -n 8 --seed 1", spk_nan);
+    CHECK_REFUSED(cli(a), "position 0: non-finite values first in the final RMSNorm (tensor final_norm)");
+    snprintf(a, sizeof a, "run -m %s -n 8 --temperature 0 -p 'Once upon'", spk_inf);
+    CHECK_REFUSED(cli(a), "position 0: non-finite values first in layer 2 MLP: the gate projection (tensor l2.wg)");
+    /* a quantised artifact's final norm stays f32 */
+    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", nan_final, tok, spk_nan);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "run -m %s -n 8 --method cats --density 0.5", spk_nan);
+    CHECK_REFUSED(cli(a), "final_norm");
+}
+
+static void test_sampler(void) {
+    float scratch[2 * 64], x[32];
+    sc_sampler s;
+    /* non-finite logits: nothing to sample from, whatever the settings */
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++)
+        for (int mode = 0; mode < 3; mode++) {
+            for (int i = 0; i < 32; i++) x[i] = b == 2 ? -INFINITY : (float)i * 0.1f;
+            x[b == 2 ? 0 : 7] = bad[b];
+            sc_sampler_init(&s, mode == 0 ? 0.0f : 1.0f, mode == 2 ? 0.9f : 1.0f, 1);
+            CHECK(sc_sampler_sample(&s, x, 32, scratch) == -1);
+        }
+    /* top_p <= 1/n with uniform logits: the cutoff lies above every probability; the nucleus keeps the most
+       probable token (the first of the ties) instead of reading before its buffer */
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        float u[2] = {0.5f, 0.5f};
+        sc_sampler_init(&s, 1.0f, 0.4f, seed);
+        CHECK(sc_sampler_sample(&s, u, 2, scratch) == 0);
+    }
+    /* a temperature so small that the scaled logits overflow: the greedy limit */
+    float big[3] = {1.0f, 3e38f, 2.0f};
+    sc_sampler_init(&s, 1e-30f, 0.9f, 3);
+    CHECK(sc_sampler_sample(&s, big, 3, scratch) == 1);
+    /* finite logits still sample: every draw is a valid id, and a dominant logit is drawn */
+    for (int i = 0; i < 32; i++) x[i] = i == 9 ? 30.0f : 0.0f;
+    sc_sampler_init(&s, 1.0f, 0.9f, 5);
+    CHECK(sc_sampler_sample(&s, x, 32, scratch) == 9);
+}
+
 int main(void) {
     test_output_is_input();
+    test_nonfinite_weights();
+    test_sampler();
     return sc_test_finish();
 }
