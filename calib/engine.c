@@ -284,6 +284,13 @@ static bool shards_compatible(const char *a, const char *b, char *why, size_t ca
     return true;
 }
 
+static bool sums_finite(const sc_array *a, int64_t n) {
+    for (int64_t j = 0; j < n; j++)
+        if (!isfinite(a->type == SC_ARR_F64 ? ((const double *)a->data)[j] : (double)((const float *)a->data)[j]))
+            return false;
+    return true;
+}
+
 sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
     if (strcmp(dst->model_id, src->model_id) != 0)
         return sc_errf(err, SC_EARG, "merge: different models (%s vs %s)", dst->model_id, src->model_id);
@@ -330,16 +337,30 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
             }
             if (a[k].kind != SC_ARR_SUM) continue;
             int64_t n = a[k].shape[0] * (a[k].shape[1] ? a[k].shape[1] : 1);
-            if (a[k].type == SC_ARR_F64)
+            if (a[k].type == SC_ARR_I64) { /* counts: checked, so that no sum of shards wraps */
+                int64_t *x = a[k].data;
+                const int64_t *y = b[k].data;
+                for (int64_t j = 0; j < n && !st; j++)
+                    if (y[j] < 0 || x[j] < 0 || __builtin_add_overflow(x[j], y[j], &x[j]) || x[j] > SC_COUNT_MAX)
+                        st = sc_errf(err, SC_ERANGE, "merge: %s: array %s: counts overflow (more than 2^62)", me->name,
+                                     a[k].name);
+                if (st) break;
+            } else if (a[k].type == SC_ARR_F64) {
                 for (int64_t j = 0; j < n; j++) ((double *)a[k].data)[j] += ((const double *)b[k].data)[j];
-            else if (a[k].type == SC_ARR_I64)
-                for (int64_t j = 0; j < n; j++) ((int64_t *)a[k].data)[j] += ((const int64_t *)b[k].data)[j];
-            else
+            } else {
                 for (int64_t j = 0; j < n; j++) ((float *)a[k].data)[j] += ((const float *)b[k].data)[j];
+            }
+            if (a[k].type != SC_ARR_I64 && !sums_finite(&a[k], n)) {
+                st = sc_errf(err, SC_ERANGE, "merge: %s: array %s: the sum overflows to infinity", me->name, a[k].name);
+                break;
+            }
         }
     }
     free(a);
     if (st) return st;
+    if (src->n_seqs < 0 || src->n_tokens < 0 || dst->n_seqs > INT64_MAX / 2 - src->n_seqs ||
+        dst->n_tokens > INT64_MAX / 2 - src->n_tokens)
+        return sc_errf(err, SC_ERANGE, "merge: the sequence or token counts overflow");
     size_t used = strlen(dst->shards);
     snprintf(dst->shards + used, sizeof dst->shards - used, ",%s", src->shards);
     dst->n_seqs += src->n_seqs;

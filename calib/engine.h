@@ -44,6 +44,7 @@ typedef struct sc_calib {
     char data_id[17];     /* xxh64 of the token ids of the selected sequences (before sharding), hex */
     char options[1024];   /* canonical JSON of the options that must match to merge */
     char shards[512];     /* comma-separated "i/n" shards included */
+    char model_family[16], model_format[16]; /* as loaded from a file ("" unknown); saving with a model uses its own */
     int64_t n_seqs, n_tokens; /* sequences and scored positions observed */
     double seconds;
     sc_calib_entry entries[SC_MAX_METHODS];

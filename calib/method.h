@@ -60,7 +60,16 @@ typedef struct sc_method {
     /* Lists the arrays (pointers stay valid for the state's lifetime). */
     int (*arrays)(void *state, sc_array *out, int cap);
     void (*free)(void *state);
+    /* Optional: checks what a file loaded into the state against the method's
+     * invariants (n_tokens: the calibration's scored positions), beyond the
+     * checks every file gets (scal.c: counts non-negative and bounded, sums
+     * and samples finite). NULL: none. */
+    sc_status (*validate)(void *state, int64_t n_tokens, sc_err *err);
 } sc_method;
+
+/* Bound on any count a calibration holds (and on the sum of two, so merging
+ * shards never overflows int64). */
+#define SC_COUNT_MAX ((int64_t)1 << 62)
 
 const sc_method *sc_method_find(const char *name);
 /* The registry, NULL-terminated. */

@@ -3,6 +3,7 @@
 #include "json_out.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +24,10 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     cJSON_AddStringToObject(j, "tool", "sparsecal " SC_VERSION);
     cJSON *mo = cJSON_AddObjectToObject(j, "model");
     cJSON_AddStringToObject(mo, "id", c->model_id);
-    if (m) {
-        cJSON_AddStringToObject(mo, "family", sc_family_name(m->cfg.family));
-        cJSON_AddStringToObject(mo, "format", m->format);
-    }
+    /* a merge saves without a model: the shards' own record carries over */
+    const char *family = m ? sc_family_name(m->cfg.family) : c->model_family, *format = m ? m->format : c->model_format;
+    if (family[0]) cJSON_AddStringToObject(mo, "family", family);
+    if (format[0]) cJSON_AddStringToObject(mo, "format", format);
     cJSON_AddNumberToObject(mo, "dim", (double)c->dim);
     cJSON_AddNumberToObject(mo, "ffn_dim", (double)c->ffn_dim);
     cJSON_AddNumberToObject(mo, "n_layers", (double)c->n_layers);
@@ -80,13 +81,45 @@ static const char *jstr(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static bool jint(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(v) || v->valuedouble < (double)lo || v->valuedouble > (double)hi ||
-        v->valuedouble != (double)(int64_t)v->valuedouble)
+/* An integral JSON number within [lo, hi]; the range is checked before any
+ * conversion (a double beyond int64 must never reach the cast). */
+static bool jnum_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo) || !(v->valuedouble <= (double)hi) ||
+        v->valuedouble != floor(v->valuedouble))
         return false;
     *out = (int64_t)v->valuedouble;
-    return true;
+    return *out >= lo && *out <= hi; /* (double)hi may round up past hi */
+}
+
+static bool jint(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
+    return jnum_int(cJSON_GetObjectItemCaseSensitive(o, k), lo, hi, out);
+}
+
+/* What every loaded array must satisfy whatever its method, as if the file
+ * had no checksum (a checksum catches corruption, not a crafted file): SUM
+ * counts are non-negative and bounded (so merging shards cannot overflow),
+ * sums and stored samples are finite. DERIVED arrays are recomputed. */
+static sc_status check_array(const char *path, const char *name, const sc_array *a, sc_err *err) {
+    if (a->kind == SC_ARR_DERIVED) return SC_OK;
+    int64_t n = a->shape[0] * (a->shape[1] ? a->shape[1] : 1);
+    if (a->type == SC_ARR_I64) {
+        if (a->kind != SC_ARR_SUM) return SC_OK; /* stored samples of ids or bits: their method checks them */
+        const int64_t *x = a->data;
+        int64_t total = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (x[i] < 0 || x[i] > SC_COUNT_MAX - total)
+                return sc_errf(err, SC_EFORMAT, "%s: section '%s' holds count %lld at %lld (counts are 0..2^62 in total)",
+                               path, name, (long long)x[i], (long long)i);
+            total += x[i];
+        }
+        return SC_OK;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double v = a->type == SC_ARR_F64 ? ((const double *)a->data)[i] : (double)((const float *)a->data)[i];
+        if (!isfinite(v))
+            return sc_errf(err, SC_EFORMAT, "%s: section '%s' holds a non-finite value at %lld", path, name, (long long)i);
+    }
+    return SC_OK;
 }
 
 sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
@@ -119,11 +152,15 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
         st = sc_errf(err, SC_EFORMAT, "%s: the manifest is not a valid sparsecal calibration manifest", path);
         goto done;
     }
-    lb = (int64_t)cJSON_GetArrayItem(layers, 0)->valuedouble;
-    le = (int64_t)cJSON_GetArrayItem(layers, 1)->valuedouble;
-    if (lb < 0 || le > nl || lb >= le) {
-        st = sc_errf(err, SC_EFORMAT, "%s: options.layers [%lld, %lld] do not fit %lld layers", path, (long long)lb,
-                     (long long)le, (long long)nl);
+    if (!jnum_int(cJSON_GetArrayItem(layers, 0), 0, nl - 1, &lb) || !jnum_int(cJSON_GetArrayItem(layers, 1), 1, nl, &le) ||
+        lb >= le) {
+        st = sc_errf(err, SC_EFORMAT, "%s: options.layers must be two integers 0 <= begin < end <= %lld", path,
+                     (long long)nl);
+        goto done;
+    }
+    const char *family = jstr(mo, "family"), *format = jstr(mo, "format");
+    if ((family && strlen(family) >= sizeof c->model_family) || (format && strlen(format) >= sizeof c->model_format)) {
+        st = sc_errf(err, SC_EFORMAT, "%s: model.family or model.format is too long", path);
         goto done;
     }
     if (m) {
@@ -154,6 +191,8 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
     snprintf(c->model_id, sizeof c->model_id, "%s", mid);
     snprintf(c->data_id, sizeof c->data_id, "%s", did);
     snprintf(c->shards, sizeof c->shards, "%s", shards);
+    snprintf(c->model_family, sizeof c->model_family, "%s", family ? family : "");
+    snprintf(c->model_format, sizeof c->model_format, "%s", format ? format : "");
     char *ot = sc_json_print(opt, false);
     if (!ot || strlen(ot) >= sizeof c->options) {
         free(ot);
@@ -203,12 +242,21 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
             }
             if (arr[k].kind == SC_ARR_CONCAT && (st = sc_array_concat_resize(&arr[k], rows, err))) break;
             if (count) memcpy(arr[k].data, data, count * elem_size(arr[k].type));
+            if ((st = check_array(path, name, &arr[k], err))) break;
             expected_sections++;
         }
     }
     if (!st && expected_sections != srt_container_section_count(ct))
         st = sc_errf(err, SC_EFORMAT, "%s: %zu sections, expected %zu", path, srt_container_section_count(ct),
                      expected_sections);
+    for (int i = 0; i < c->n_entries && !st; i++) {
+        const sc_method *me = c->entries[i].method;
+        if (me->validate && (st = me->validate(c->entries[i].state, c->n_tokens, err))) {
+            char m2[sizeof err->msg];
+            snprintf(m2, sizeof m2, "%s", err->msg);
+            st = sc_errf(err, st, "%s: %s", path, m2);
+        }
+    }
     if (!st) st = sc_calib_finalize(c, err);
 done:
     free(arr);

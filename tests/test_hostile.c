@@ -8,7 +8,11 @@
  *     which keeps its mode; an existing FIFO is never replaced;
  *   - a NaN or inf in a weight is reported by generate, ppl and run with the
  *     layer and tensor that first produced it, never sampled; the sampler
- *     itself refuses non-finite logits and never reads outside its nucleus. */
+ *     itself refuses non-finite logits and never reads outside its nucleus;
+ *   - every number of a calibration file is range-checked as if there were no
+ *     checksum (files rewritten here with valid checksums): histogram counts,
+ *     counts that would overflow a merge, non-finite sums, options.layers
+ *     beyond int64; merged shards keep model.family and model.format. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +22,8 @@
 #include "common.h"
 #include "eval.h"
 #include "model.h"
+#include "srt_container.h"
+#include <cjson/cJSON.h>
 #include "safetensors.h"
 #include "testing.h"
 
@@ -280,9 +286,168 @@ static void test_sampler(void) {
     CHECK(sc_sampler_sample(&s, x, 32, scratch) == 9);
 }
 
+/* ---- items 3 and 7: calibration files ---- */
+
+/* Copies container src to dst (same kind) through the writer, so every
+ * checksum is valid: manifest replaced when `manifest` is non-NULL, and each
+ * section's raw bytes passed to edit (may be NULL) before they are written. */
+typedef void (*edit_fn)(const char *name, void *data, uint64_t size, void *user);
+static bool rewrite(const char *src, const char *dst, srt_ct_kind kind, const char *manifest, edit_fn edit, void *user) {
+    srt_container *c = NULL;
+    srt_writer *w = NULL;
+    char msg[768];
+    if (srt_container_open(src, kind, &c, msg, sizeof msg)) return false;
+    bool ok = srt_writer_create(dst, kind, &w, msg, sizeof msg) == SRT_CT_OK;
+    size_t mlen = 0;
+    const char *mt = manifest ? manifest : srt_container_manifest_text(c, &mlen);
+    ok = ok && srt_writer_set_manifest(w, mt, manifest ? strlen(manifest) : mlen) == SRT_CT_OK;
+    for (size_t i = 0; ok && i < srt_container_section_count(c); i++) {
+        const srt_ct_section *sec = srt_container_section_at(c, i);
+        const void *data;
+        uint64_t size;
+        ok = srt_container_data(c, i, &data, &size) == SRT_CT_OK;
+        void *copy = ok ? malloc(size ? size : 1) : NULL;
+        ok = ok && copy;
+        if (ok) {
+            memcpy(copy, data, size);
+            if (edit) edit(sec->name, copy, size, user);
+            ok = srt_writer_add(w, sec->name, sec->dtype, sec->ndim, sec->dims, copy, size, 0) == SRT_CT_OK;
+        }
+        free(copy);
+    }
+    ok = ok && srt_writer_finish(w) == SRT_CT_OK;
+    srt_writer_free(w);
+    srt_container_close(c);
+    return ok;
+}
+
+/* The manifest of a container as cJSON (caller deletes), or NULL. */
+static cJSON *manifest_of(const char *path) {
+    srt_container *c = NULL;
+    char msg[768];
+    if (srt_container_open(path, SRT_CT_ANY, &c, msg, sizeof msg)) return NULL;
+    size_t n = 0;
+    const char *t = srt_container_manifest_text(c, &n);
+    cJSON *j = cJSON_ParseWithLength(t, n);
+    srt_container_close(c);
+    return j;
+}
+
+typedef struct hist_edit {
+    const char *section; /* e.g. "cats/layer1.hist" */
+    int64_t bin, value;  /* set hist[bin] = value */
+    bool all_layers_bin0; /* instead: every hist becomes {value, 0, 0, ...} */
+    bool nan_activity;    /* cats/layer0.activity[3] = NaN */
+} hist_edit;
+
+static void edit_hist(const char *name, void *data, uint64_t size, void *user) {
+    const hist_edit *e = user;
+    int64_t *h = data;
+    if (e->all_layers_bin0 && strstr(name, ".hist")) {
+        memset(h, 0, size);
+        h[0] = e->value;
+    }
+    if (e->section && strcmp(name, e->section) == 0 && (uint64_t)(e->bin + 1) * 8 <= size) h[e->bin] = e->value;
+    if (e->nan_activity && strcmp(name, "cats/layer0.activity") == 0 && size >= 32) ((double *)data)[3] = NAN;
+}
+
+static void test_calibration_files(void) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tok = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_sample.txt");
+    if (!bin || !tok || !text) return;
+    char a[16384], good[1024], s0[1024], s1[1024], merged[1024], bad[1024], bad2[1024];
+    snprintf(good, sizeof good, "%s", sc_tmp_path("good.scal"));
+    snprintf(s0, sizeof s0, "%s", sc_tmp_path("s0.scal"));
+    snprintf(s1, sizeof s1, "%s", sc_tmp_path("s1.scal"));
+    snprintf(merged, sizeof merged, "%s", sc_tmp_path("merged.scal"));
+    snprintf(bad, sizeof bad, "%s", sc_tmp_path("bad.scal"));
+    snprintf(bad2, sizeof bad2, "%s", sc_tmp_path("bad2.scal"));
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats -o %s -q", bin, tok, text, good);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats --shard %d/2 -o %s -q", bin, tok, text, i,
+                 i ? s1 : s0);
+        CHECK_MSG(cli(a) == 0, "%s", out);
+    }
+    /* item 7: merged shards carry the model's family and format like a single run */
+    snprintf(a, sizeof a, "merge %s %s -o %s", s0, s1, merged);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    cJSON *jg = manifest_of(good), *jm = manifest_of(merged);
+    const cJSON *mg = cJSON_GetObjectItem(jg, "model"), *mm = cJSON_GetObjectItem(jm, "model");
+    CHECK(cJSON_IsString(cJSON_GetObjectItem(mg, "family")) && cJSON_IsString(cJSON_GetObjectItem(mg, "format")));
+    CHECK(mg && mm && cJSON_Compare(mg, mm, true)); /* id, family, format, shapes */
+    CHECK(cJSON_Compare(cJSON_GetObjectItem(jg, "data"), cJSON_GetObjectItem(jm, "data"), true) == false); /* shards differ */
+    cJSON_Delete(jm);
+    /* and a merge of merges still does */
+    snprintf(a, sizeof a, "merge %s -o %s", merged, bad);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    jm = manifest_of(bad);
+    CHECK(jm && cJSON_Compare(mg, cJSON_GetObjectItem(jm, "model"), true));
+    cJSON_Delete(jm);
+
+    /* the reference: eval at density 0.5 reaches about 0.5 */
+    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, good);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+
+    /* item 3: counts that overflow int64 when summed (the threshold used to wrap and give density 1) */
+    hist_edit e1 = {"cats/layer1.hist", 5, INT64_MAX / 2, false, false};
+    CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e1));
+    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, bad);
+    CHECK_REFUSED(cli(a), "cats/layer1.hist");
+    hist_edit e2 = {"cats/layer2.hist", 3, -7, false, false}; /* a negative count */
+    CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e2));
+    CHECK_REFUSED(cli(a), "holds count -7");
+    hist_edit e3 = {"cats/layer0.hist", 0, 12345, false, false}; /* plausible counts that do not add up */
+    CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e3));
+    CHECK_REFUSED(cli(a), "histogram does not count");
+    hist_edit e4 = {NULL, 0, 0, false, true}; /* a NaN sum */
+    CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e4));
+    CHECK_REFUSED(cli(a), "non-finite value at 3");
+    snprintf(a, sizeof a, "verify %s", bad); /* verify checks the calibration's invariants too */
+    CHECK_REFUSED(cli(a), "non-finite value at 3");
+    /* options.layers beyond int64: refused before any conversion, and no wrapped number in the message */
+    cJSON *jb = cJSON_Duplicate(jg, true);
+    cJSON *lay = cJSON_GetObjectItem(cJSON_GetObjectItem(jb, "options"), "layers");
+    CHECK(lay && cJSON_IsArray(lay));
+    if (lay) cJSON_ReplaceItemInArray(lay, 0, cJSON_CreateNumber(1e300));
+    char *mt = cJSON_PrintUnformatted(jb);
+    CHECK(mt && rewrite(good, bad, SRT_CT_SCAL, mt, NULL, NULL));
+    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, bad);
+    CHECK_REFUSED(cli(a), "options.layers must be two integers");
+    CHECK(!strstr(out, "-9223372036854775808"));
+    if (lay) cJSON_ReplaceItemInArray(lay, 0, cJSON_CreateNumber(0.5));
+    free(mt);
+    mt = cJSON_PrintUnformatted(jb);
+    CHECK(mt && rewrite(good, bad, SRT_CT_SCAL, mt, NULL, NULL));
+    CHECK_REFUSED(cli(a), "options.layers must be two integers");
+    free(mt);
+    cJSON_Delete(jb);
+
+    /* merge: two shards each consistent on their own (tokens T, every histogram T x F in bin 0) whose sum
+       exceeds the count bound: refused, not wrapped */
+    /* T * F just above 2^61 (two of them exceed 2^62); T a multiple of 4 below 2^55, so exact in a JSON double */
+    const int64_t F = 172, T = (((int64_t)1 << 61) / F + 4) & ~(int64_t)3;
+    for (int i = 0; i < 2; i++) {
+        cJSON *js = manifest_of(i ? s1 : s0);
+        cJSON *da = cJSON_GetObjectItem(js, "data");
+        cJSON_ReplaceItemInObject(da, "tokens", cJSON_CreateNumber((double)T));
+        char *t2 = cJSON_PrintUnformatted(js);
+        hist_edit e5 = {NULL, 0, T * F, true, false};
+        CHECK(t2 && rewrite(i ? s1 : s0, i ? bad2 : bad, SRT_CT_SCAL, t2, edit_hist, &e5));
+        free(t2);
+        cJSON_Delete(js);
+    }
+    snprintf(a, sizeof a, "merge %s -o %s", bad, merged); /* each alone is consistent */
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "merge %s %s -o %s", bad, bad2, merged);
+    CHECK_REFUSED(cli(a), "counts overflow");
+    cJSON_Delete(jg);
+}
+
 int main(void) {
     test_output_is_input();
     test_nonfinite_weights();
     test_sampler();
+    test_calibration_files();
     return sc_test_finish();
 }

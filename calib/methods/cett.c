@@ -246,6 +246,7 @@ const sc_method sc_method_cett = {
     cett_finalize,
     cett_arrays,
     cett_free,
+    NULL,
 };
 
 /* ---- clada: the load-signal sample ---- */
@@ -323,4 +324,5 @@ const sc_method sc_method_clada = {
     clada_finalize,
     clada_arrays,
     clada_free,
+    NULL,
 };

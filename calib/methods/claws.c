@@ -125,4 +125,5 @@ const sc_method sc_method_claws = {
     claws_finalize,
     claws_arrays,
     claws_free,
+    NULL,
 };

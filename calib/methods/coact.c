@@ -134,4 +134,5 @@ const sc_method sc_method_coact = {
     coact_finalize,
     coact_arrays,
     coact_free,
+    NULL,
 };

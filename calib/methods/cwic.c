@@ -192,4 +192,5 @@ const sc_method sc_method_cwic = {
     cwic_finalize,
     cwic_arrays,
     cwic_free,
+    NULL,
 };

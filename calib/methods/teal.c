@@ -324,16 +324,17 @@ static int64_t fingerprint(const teal *s, int64_t l, const int64_t *order, int64
 sc_status sc_teal_ensure_curves(void *state, const sc_model *m, sc_err *err) {
     teal *s = state;
     int64_t nl = s->L1 - s->L0, D = s->D;
+    /* lengths first: bounded lengths keep the row sums below from overflowing */
+    for (int64_t k = 0; k < s->n_keys; k++)
+        if (s->keys[2 * k + 1] < 1 || s->keys[2 * k + 1] > s->len)
+            return sc_errf(err, SC_EFORMAT, "teal: sample sequence %lld has length %lld (1..%lld)", (long long)k,
+                           (long long)s->keys[2 * k + 1], (long long)s->len);
     for (int64_t l = 0; l < nl; l++) {
         int64_t total = row_of(s, s->n_keys);
         if (s->smp_rows[l] != total)
             return sc_errf(err, SC_EFORMAT, "teal: layer %lld holds %lld sample rows, the keys account for %lld",
                            (long long)(s->L0 + l), (long long)s->smp_rows[l], (long long)total);
     }
-    for (int64_t k = 0; k < s->n_keys; k++)
-        if (s->keys[2 * k + 1] < 1 || s->keys[2 * k + 1] > s->len)
-            return sc_errf(err, SC_EFORMAT, "teal: sample sequence %lld has length %lld (1..%lld)", (long long)k,
-                           (long long)s->keys[2 * k + 1], (long long)s->len);
     double *cum = malloc((size_t)(SC_TEAL_NTAPS * SC_TEAL_NB) * sizeof(double));
     int64_t *order = malloc((size_t)(s->n_keys + 1) * sizeof(int64_t)), *len = malloc((size_t)(s->K + 1) * sizeof(int64_t));
     float *x = malloc((size_t)((s->K + 1) * s->len * D) * sizeof(float));
@@ -451,4 +452,5 @@ const sc_method sc_method_teal = {
     teal_finalize,
     teal_arrays,
     teal_free,
+    NULL,
 };
