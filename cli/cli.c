@@ -28,6 +28,18 @@ sc_status cli_check_output(const cli_inputs *in, const char *out, const char *co
     return SC_OK;
 }
 
+sc_status cli_steps(int64_t given, int64_t limit, const char *limit_what, int64_t *steps, sc_err *err) {
+    if (given < 0) {
+        *steps = limit < CLI_DEFAULT_STEPS ? limit : CLI_DEFAULT_STEPS;
+        return SC_OK;
+    }
+    if (given > limit)
+        return sc_errf(err, SC_EARG, "-n %lld exceeds %s (%lld positions)", (long long)given, limit_what,
+                       (long long)limit);
+    *steps = given;
+    return SC_OK;
+}
+
 /* tokenizer.json (else tokenizer.model) beside a Hugging Face model, or NULL. */
 static const char *hf_tokenizer_file(const char *model_path, char *buf, size_t cap) {
     if (!sc_is_dir(model_path)) return NULL;

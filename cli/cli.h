@@ -67,6 +67,16 @@ void cli_inputs_free(cli_inputs *in);
  * work; the writers check once more when they create and commit the file. */
 sc_status cli_check_output(const cli_inputs *in, const char *out, const char *const *more, sc_err *err);
 
+/* -n of generate and run: the total positions, BOS and prompt included (as
+ * llama2.c's steps). Unset (given < 0): CLI_DEFAULT_STEPS, at most limit;
+ * given beyond limit (the context) is an error naming limit_what. There is
+ * no "0 = whole context": give the number. */
+#define CLI_DEFAULT_STEPS 256
+#define CLI_STEPS_OPT(v)                                                                                              \
+    {"steps", 'n', SC_ARG_INT, &(v), "N",                                                                             \
+     "total positions including BOS and prompt, as llama2.c (default 256, at most the context)", 1, 1 << 21}
+sc_status cli_steps(int64_t given, int64_t limit, const char *limit_what, int64_t *steps, sc_err *err);
+
 /* Prints j on one line to stdout and frees it (the --json output of every command). */
 struct cJSON;
 void cli_print_json(struct cJSON *j);

@@ -45,7 +45,7 @@ static sc_status step_failed(const srt_model *m, const char *path, srt_status ks
 
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL;
-    int64_t steps = 256, threads = 1;
+    int64_t steps = -1, threads = 1, ctx_cap = 0;
     double temperature = 1.0, top_p = 0.9, density = -1.0;
     uint64_t seed = 0;
     bool json = false, dense = false;
@@ -53,7 +53,8 @@ int cmd_run(int argc, char **argv) {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
-        {"steps", 'n', SC_ARG_INT, &steps, "N", "total positions including BOS and prompt, as llama2.c (default 256; 0 = model context)", 0, 1 << 21},
+        CLI_STEPS_OPT(steps),
+        {"ctx", 'c', SC_ARG_INT, &ctx_cap, "N", "most positions the key/value cache may hold (default: the model's context); it holds what -n needs", 2, 1 << 24},
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
         {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
         {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
@@ -97,8 +98,8 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     char msg[1024] = "";
-    /* the KV cache covers the positions this run feeds */
-    srt_model_opts mo = {0, ctx};
+    /* the KV cache grows to what -n needs (reserved below), never beyond --ctx */
+    srt_model_opts mo = {ctx_cap, ctx};
     {
         srt_ct_status cs = srt_model_open(path, &mo, &m, msg, sizeof msg);
         if (cs) {
@@ -107,6 +108,12 @@ int cmd_run(int argc, char **argv) {
         }
     }
     const srt_model_config *c = srt_model_get_config(m);
+    if ((st = cli_steps(steps, srt_model_max_ctx(m), ctx_cap ? "--ctx" : "the model's context", &steps, &err)))
+        goto done;
+    if (srt_model_reserve(m, steps) != SRT_OK) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
+        goto done;
+    }
     if (tok_path) {
         if ((st = sc_tokenizer_load_auto(tok_path, c->vocab_size, &tok, &err))) goto done;
     } else if ((st = sc_artifact_load_tokenizer(path, &tok, &err))) {
@@ -157,8 +164,7 @@ int cmd_run(int argc, char **argv) {
     int64_t k_in, k_h;
     srt_model_larosa_counts(m, &k_in, &k_h);
     /* prompt */
-    int64_t max_steps = c->max_seq_len;
-    if (steps <= 0 || steps > max_steps) steps = max_steps;
+
     int32_t bos = c->bos_id >= 0 ? c->bos_id : tok ? sc_tokenizer_bos(tok) : -1;
     int32_t eos = c->eos_id >= 0 ? c->eos_id : tok ? sc_tokenizer_eos(tok) : -1;
     if (bos < 0) {
@@ -253,6 +259,8 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddStringToObject(j, "isa", srt_isa_name(srt_ctx_isa(ctx)));
         cJSON_AddNumberToObject(j, "threads", (double)threads);
         cJSON_AddNumberToObject(j, "weight_bytes", (double)srt_model_weight_bytes(m));
+        cJSON_AddNumberToObject(j, "kv_cache_positions", (double)srt_model_ctx_allocated(m));
+        cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
         cJSON_AddNumberToObject(j, "prompt_seconds", t_prompt);
         cJSON_AddNumberToObject(j, "prompt_tokens_per_second", (double)n_prompt / (t_prompt > 0 ? t_prompt : 1e-9));
         cJSON_AddNumberToObject(j, "decode_steps", (double)tm.steps);

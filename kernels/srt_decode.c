@@ -343,7 +343,11 @@ static void clada_factor(srt_model *m, int32_t token, int64_t pos) {
 }
 
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits) {
-    if (!m || !logits || token < 0 || token >= m->cfg.vocab_size || pos < 0 || pos >= m->max_ctx) return SRT_EINVAL;
+    if (!m || !logits || token < 0 || token >= m->cfg.vocab_size || pos < 0 || pos >= m->ctx_limit) return SRT_EINVAL;
+    if (pos >= m->max_ctx) { /* grow the cache: doubling, at most to the limit */
+        int64_t n = 2 * m->max_ctx > pos + 1 ? 2 * m->max_ctx : pos + 1;
+        TRY(srt_model_reserve(m, n < m->ctx_limit ? n : m->ctx_limit));
+    }
     const srt_model_config *c = &m->cfg;
     int64_t D = c->dim;
     double t0 = now();

@@ -144,6 +144,7 @@ static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, in
 
 void srt_model_close(srt_model *m) {
     if (!m) return;
+    srt_free(m->ctx_arena);
     srt_free(m->arena);
     free(m->thr_l);
     free(m->layers);
@@ -206,9 +207,9 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.larosa split is out of range", path);
         goto bad;
     }
-    m->max_ctx = opts->max_ctx > 0 ? opts->max_ctx : c->max_seq_len;
-    if (m->max_ctx > (1 << 24)) {
-        st = fail(err, err_cap, SRT_CT_EARG, "%s: context %lld is too large", path, (long long)m->max_ctx);
+    m->ctx_limit = opts->max_ctx > 0 ? opts->max_ctx : c->max_seq_len;
+    if (m->ctx_limit > (1 << 24)) {
+        st = fail(err, err_cap, SRT_CT_EARG, "%s: context %lld is too large", path, (long long)m->ctx_limit);
         goto bad;
     }
     int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd,
@@ -295,10 +296,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
 #define RES(cnt) (offs[k++] = nf, nf += ((size_t)(cnt) + 15) / 16 * 16)
     RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); /* 11 vectors */
     RES(vm);                                                   /* score */
-    RES((size_t)m->max_ctx);                                   /* attention scores */
-    RES((size_t)(m->max_ctx * half)); RES((size_t)(m->max_ctx * half)); /* rope tables */
-    RES((size_t)(L * m->max_ctx * kvd)); RES((size_t)(L * m->max_ctx * kvd)); /* caches */
 #undef RES
+    (void)half; /* the context's buffers (scores, rope tables, caches) grow with it: srt_model_reserve */
     size_t bytes = nf * sizeof(float) + 2 * actb + (size_t)vm * sizeof(uint32_t) + 64 +
                    (size_t)(L * F) * sizeof(uint32_t) + (size_t)L * sizeof(int64_t) + 64;
     m->arena = srt_alloc(bytes);
@@ -308,7 +307,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     }
     float *fb = m->arena;
     float **vecs[] = {&m->x, &m->xn, &m->q, &m->kt, &m->vt, &m->att, &m->tmp, &m->u, &m->a, &m->v, &m->h,
-                      &m->score, &m->s, &m->cos_t, &m->sin_t, &m->kc, &m->vc};
+                      &m->score};
     for (int i = 0; i < k; i++) *vecs[i] = fb + offs[i];
     m->logits = m->tmp; /* the classifier writes into tmp (vm >= V) */
     uint8_t *ab = (uint8_t *)(fb + nf);
@@ -319,13 +318,9 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->idx = (uint32_t *)(void *)(ab + 2 * actb);
     m->live_n = (int64_t *)(void *)(ab + 2 * actb + (size_t)vm * sizeof(uint32_t)); /* vm is a multiple of 64 */
     m->live_all = (uint32_t *)(void *)(m->live_n + L);
-    for (int64_t i = 0; i < half; i++) {
-        float inv = rope_inv_freq(c, i);
-        for (int64_t p = 0; p < m->max_ctx; p++) {
-            float ang = (float)p * inv;
-            m->cos_t[p * half + i] = cosf(ang);
-            m->sin_t[p * half + i] = sinf(ang);
-        }
+    if (srt_model_reserve(m, SRT_MODEL_INIT_CTX < m->ctx_limit ? SRT_MODEL_INIT_CTX : m->ctx_limit) != SRT_OK) {
+        st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory for the key/value cache", path);
+        goto bad;
     }
     m->thr_l = malloc((size_t)(L * 4) * sizeof *m->thr_l);
     if (!m->thr_l) {
@@ -350,7 +345,44 @@ const srt_json *srt_model_manifest(const srt_model *m) { return srt_container_ma
 const char *srt_model_default_method(const srt_model *m) { return m->def_method; }
 double srt_model_default_density(const srt_model *m) { return m->def_density; }
 bool srt_model_has_claws(const srt_model *m) { return m->has_claws; }
-int64_t srt_model_max_ctx(const srt_model *m) { return m->max_ctx; }
+int64_t srt_model_max_ctx(const srt_model *m) { return m->ctx_limit; }
+int64_t srt_model_ctx_allocated(const srt_model *m) { return m->max_ctx; }
+
+srt_status srt_model_reserve(srt_model *m, int64_t n) {
+    if (!m || n < 1 || n > m->ctx_limit) return SRT_EINVAL;
+    if (n <= m->max_ctx) return SRT_OK;
+    const srt_model_config *c = &m->cfg;
+    const int64_t half = c->head_dim / 2, kvd = c->n_kv_heads * c->head_dim, L = c->n_layers, old = m->max_ctx;
+    size_t cache = (size_t)(L * n * kvd), rope = (size_t)(n * half), round = 16;
+    size_t o_s = 0, o_cos = o_s + ((size_t)n + round - 1) / round * round, o_sin = o_cos + (rope + round - 1) / round * round,
+           o_k = o_sin + (rope + round - 1) / round * round, o_v = o_k + (cache + round - 1) / round * round,
+           total = o_v + cache;
+    float *a = srt_alloc(total * sizeof(float));
+    if (!a) return SRT_ENOMEM;
+    float *kc = a + o_k, *vc = a + o_v;
+    for (int64_t l = 0; l < L && old > 0; l++) { /* keep the cached positions (the layer stride changes) */
+        memcpy(kc + l * n * kvd, m->kc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
+        memcpy(vc + l * n * kvd, m->vc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
+    }
+    float *cs = a + o_cos, *sn = a + o_sin;
+    for (int64_t i = 0; i < half; i++) {
+        float inv = rope_inv_freq(c, i);
+        for (int64_t p = 0; p < n; p++) {
+            float ang = (float)p * inv;
+            cs[p * half + i] = cosf(ang);
+            sn[p * half + i] = sinf(ang);
+        }
+    }
+    srt_free(m->ctx_arena);
+    m->ctx_arena = a;
+    m->s = a + o_s;
+    m->cos_t = cs;
+    m->sin_t = sn;
+    m->kc = kc;
+    m->vc = vc;
+    m->max_ctx = n;
+    return SRT_OK;
+}
 uint64_t srt_model_weight_bytes(const srt_model *m) { return m->weight_bytes; }
 int64_t srt_model_live_count(const srt_model *m) { return m->K; }
 

@@ -6,9 +6,10 @@
  * projections read only the live neurons.
  *
  * Depends on libc, libm, pthreads and zstd only (the manifest is read with
- * srt_json). Everything is allocated once in srt_model_open; a decode step
- * never allocates. A model is for one thread at a time (the kernels use the
- * context's own thread pool). */
+ * srt_json). Everything is allocated in srt_model_open except the key/value
+ * cache, which holds the positions asked for (srt_model_reserve) and grows
+ * when a step goes beyond them. A model is for one thread at a time (the
+ * kernels use the context's own thread pool). */
 #ifndef SRT_MODEL_H
 #define SRT_MODEL_H
 
@@ -32,8 +33,11 @@ typedef struct srt_model_config {
     int32_t bos_id, eos_id;
 } srt_model_config;
 
+/* The key/value cache holds SRT_MODEL_INIT_CTX positions (at most max_ctx)
+ * after open and grows as steps need (srt_model_reserve). */
+#define SRT_MODEL_INIT_CTX 16
 typedef struct srt_model_opts {
-    int64_t max_ctx; /* key/value cache positions (0: the model's max_seq_len) */
+    int64_t max_ctx; /* positions the key/value cache may grow to (0: the model's max_seq_len) */
     srt_ctx *ctx;    /* kernels' ISA and threads (borrowed; must outlive the model) */
 } srt_model_opts;
 
@@ -108,16 +112,25 @@ void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
  * the return value is ffn_dim when the layer ran dense). */
 int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx);
 
-/* Runs token at position pos (0 <= pos < max_ctx; positions < pos must have
- * been run before: their keys and values are in the cache) and points
- * *logits at vocab_size floats owned by the model (valid until the next
- * step). */
+/* Runs token at position pos (0 <= pos < srt_model_max_ctx; positions < pos
+ * must have been run before: their keys and values are in the cache) and
+ * points *logits at vocab_size floats owned by the model (valid until the
+ * next step). A step allocates only when pos is beyond the positions the
+ * cache holds (it then doubles them, at most to the limit; SRT_ENOMEM if
+ * that fails): srt_model_reserve sizes it once beforehand. */
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits);
 /* After a step returned SRT_ENONFINITE (a NaN or inf in the residual stream
  * or the logits: corrupt weights, or an overflow): one line naming the
  * layer, the block and the tensor whose output first held it; else "". */
 const char *srt_model_fault(const srt_model *m);
+/* The positions the cache may grow to (opts.max_ctx, else the model's context). */
 int64_t srt_model_max_ctx(const srt_model *m);
+/* Grows the key/value cache (and RoPE tables) to hold n positions
+ * (n <= srt_model_max_ctx), keeping what it holds; SRT_EINVAL beyond the
+ * limit, SRT_ENOMEM when the memory is not there. */
+srt_status srt_model_reserve(srt_model *m, int64_t n);
+/* The positions the cache holds now. */
+int64_t srt_model_ctx_allocated(const srt_model *m);
 
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out);
 void srt_model_reset_timing(srt_model *m);

@@ -35,7 +35,9 @@ struct srt_model {
     bool has_claws;
     int64_t n_rot;          /* block inputs with a folded rotation */
     double lr_in, lr_h;     /* LaRoSA split recorded at pack time */
-    int64_t max_ctx, vmax, vcap;
+    int64_t max_ctx, vmax, vcap; /* max_ctx: positions the buffers below hold now (srt_model_reserve) */
+    int64_t ctx_limit;           /* positions the cache may grow to (srt_model_max_ctx) */
+    void *ctx_arena;             /* s, cos_t, sin_t, kc, vc */
     const float *tok_emb, *final_norm;
     srt_weight classifier;
     srt_layer_w *layers;

@@ -12,7 +12,10 @@
  *   - every number of a calibration file is range-checked as if there were no
  *     checksum (files rewritten here with valid checksums): histogram counts,
  *     counts that would overflow a merge, non-finite sums, options.layers
- *     beyond int64; merged shards keep model.family and model.format. */
+ *     beyond int64; merged shards keep model.family and model.format;
+ *   - run sizes the key/value cache for -n, not for the model's context (an
+ *     artifact declaring 131,072 positions), grows it on demand with the same
+ *     numbers, and -n / --ctx are validated (no silent "0 = whole context"). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 #include "eval.h"
 #include "model.h"
 #include "srt_container.h"
+#include "srt_model.h"
 #include <cjson/cJSON.h>
 #include "safetensors.h"
 #include "testing.h"
@@ -444,10 +448,84 @@ static void test_calibration_files(void) {
     cJSON_Delete(jg);
 }
 
+/* ---- item 8: the key/value cache ---- */
+
+static void test_kv_cache(void) {
+    char a[16384], dir[1024], spk[1024];
+    snprintf(dir, sizeof dir, "%s", sc_tmp_path("longctx"));
+    snprintf(spk, sizeof spk, "%s", sc_tmp_path("longctx.spk"));
+    snprintf(a, sizeof a, "synth -o %s --dim 64 --ffn 128 --layers 2 --heads 4 --kv-heads 2 --vocab 256 --seq-len 131072 "
+                          "--token-seqs 1 --token-len 8", dir);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "pack -m %s --layout q8_0 -o %s -q", dir, spk);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    /* -n 8 holds what 8 positions need (at most the initial SRT_MODEL_INIT_CTX), not 131,072 */
+    char cmd[20000];
+    snprintf(cmd, sizeof cmd, "%s run -m %s -n 8 --seed 1 --json 2>/dev/null", cli_path, spk);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    cJSON *j = cJSON_Parse(out);
+    const cJSON *kv = cJSON_GetObjectItem(j, "kv_cache_positions");
+    CHECK_MSG(cJSON_IsNumber(kv) && kv->valuedouble >= 8 && kv->valuedouble <= SRT_MODEL_INIT_CTX, "%s", out);
+    cJSON_Delete(j);
+    /* -n 300 reserves exactly 300 */
+    snprintf(cmd, sizeof cmd, "%s run -m %s -n 300 --seed 1 --json 2>/dev/null", cli_path, spk);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    j = cJSON_Parse(out);
+    kv = cJSON_GetObjectItem(j, "kv_cache_positions");
+    CHECK_MSG(cJSON_IsNumber(kv) && kv->valuedouble == 300, "%s", out);
+    cJSON_Delete(j);
+    /* options: -n 0 has no hidden meaning, -n beyond the context or --ctx is refused */
+    snprintf(a, sizeof a, "run -m %s -n 0", spk);
+    CHECK_REFUSED(cli(a), "--steps 0 is out of range");
+    snprintf(a, sizeof a, "run -m %s -n 200000", spk);
+    CHECK_REFUSED(cli(a), "-n 200000 exceeds the model's context");
+    snprintf(a, sizeof a, "run -m %s -n 100 --ctx 64", spk);
+    CHECK_REFUSED(cli(a), "-n 100 exceeds --ctx (64 positions)");
+    const char *bin = sc_asset("models/stories260K.bin"), *tok = sc_asset("models/tok512.bin");
+    if (bin && tok) {
+        snprintf(a, sizeof a, "generate -m %s -t %s -n 0", bin, tok);
+        CHECK_REFUSED(cli(a), "--steps 0 is out of range");
+        snprintf(a, sizeof a, "generate -m %s -t %s -n 513", bin, tok);
+        CHECK_REFUSED(cli(a), "-n 513 exceeds the model's context (512 positions)");
+    }
+
+    /* growing on demand gives the same numbers as a cache reserved up front (the same code on the same values) */
+    srt_ctx *ctx = NULL;
+    CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
+    srt_model *g = NULL, *r = NULL;
+    srt_model_opts mo = {0, ctx};
+    char msg[768];
+    CHECK(srt_model_open(spk, &mo, &g, msg, sizeof msg) == SRT_CT_OK);
+    CHECK(srt_model_open(spk, &mo, &r, msg, sizeof msg) == SRT_CT_OK);
+    if (g && r) {
+        CHECK(srt_model_ctx_allocated(g) == SRT_MODEL_INIT_CTX && srt_model_max_ctx(g) == 131072);
+        CHECK(srt_model_reserve(r, 100) == SRT_OK && srt_model_ctx_allocated(r) == 100);
+        CHECK(srt_model_reserve(r, 131073) == SRT_EINVAL);
+        const int64_t V = srt_model_get_config(g)->vocab_size;
+        float *keep = malloc(sizeof(float) * (size_t)V);
+        int same = 0;
+        for (int64_t p = 0; p < 100; p++) {
+            const float *lg, *lr;
+            int32_t t = (int32_t)((p * 37 + 11) % V);
+            CHECK(srt_model_step(g, t, p, &lg) == SRT_OK);
+            memcpy(keep, lg, sizeof(float) * (size_t)V);
+            CHECK(srt_model_step(r, t, p, &lr) == SRT_OK);
+            same += memcmp(keep, lr, sizeof(float) * (size_t)V) == 0;
+        }
+        CHECK_MSG(same == 100, "%d of 100 positions identical", same);
+        CHECK(srt_model_ctx_allocated(g) == 128); /* 16 -> 32 -> 64 -> 128 */
+        free(keep);
+    }
+    srt_model_close(g);
+    srt_model_close(r);
+    srt_ctx_free(ctx);
+}
+
 int main(void) {
     test_output_is_input();
     test_nonfinite_weights();
     test_sampler();
     test_calibration_files();
+    test_kv_cache();
     return sc_test_finish();
 }
