@@ -3,6 +3,7 @@
  * matrix is unpacked with its layout's reference unpacker and cropped to its
  * logical shape, so users see exactly what quantisation costs. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,15 @@ static sc_status get_f32(rd *r, const char *name, int64_t n, const float **out, 
     return SC_OK;
 }
 
+/* An integral number within +-2^53 (exact in a double), else -1: the range is
+ * checked before the conversion, which is undefined beyond int64. */
 static int64_t jint(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+    const double lim = 9007199254740992.0;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -lim && v->valuedouble <= lim) ||
+        v->valuedouble != floor(v->valuedouble))
+        return -1;
+    return (int64_t)v->valuedouble;
 }
 
 /* Unpacks a matrix section into an owned f32 [rows, cols] buffer. */
@@ -131,18 +138,16 @@ static bool parse_config(const cJSON *j, sc_config *c) {
     int64_t rsc = jint(j, "rope_scaling");
     if (rsc < 0 || rsc > SC_ROPE_SCALING_LLAMA3) return false;
     c->rope_scaling = (sc_rope_scaling)rsc;
-    c->rope_orig_ctx = jint(j, "rope_orig_ctx");
-    if (c->rope_scaling == SC_ROPE_SCALING_LLAMA3 &&
-        (c->rope_orig_ctx <= 0 || !(c->rope_high_freq_factor > c->rope_low_freq_factor) || !(c->rope_low_freq_factor > 0)))
-        return false;
-    if (c->rope_scaling != SC_ROPE_SCALING_NONE && !(c->rope_factor >= 1.0f && c->rope_factor <= 1024.0f)) return false;
+    c->rope_orig_ctx = jint(j, "rope_orig_ctx"); /* ranges: sc_config_validate, the runtime's own rules */
     c->rope = strcmp(rope->valuestring, "interleaved") == 0 ? SC_ROPE_INTERLEAVED : SC_ROPE_HALF;
     c->act = strcmp(act->valuestring, "silu") == 0 ? SC_ACT_SILU : SC_ACT_GELU_TANH;
     c->embed_scale = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "embed_scale"));
     c->tied_classifier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tied_classifier"));
     c->qkv_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "qkv_bias"));
-    c->bos_id = (int32_t)jint(j, "bos_id");
-    c->eos_id = (int32_t)jint(j, "eos_id");
+    int64_t bos = jint(j, "bos_id"), eos = jint(j, "eos_id");
+    if (bos > INT32_MAX || eos > INT32_MAX) return false;
+    c->bos_id = (int32_t)bos;
+    c->eos_id = (int32_t)eos;
     return true;
 }
 

@@ -106,33 +106,16 @@ const float *sc_model_tensor_f32(sc_model *m, const uint8_t *src, sc_dtype t, si
 }
 
 sc_status sc_config_validate(const sc_config *c, const char *what, sc_err *err) {
-#define CHECK_RANGE(field, lo, hi)                                                                   \
-    if (c->field < (lo) || c->field > (hi))                                                          \
-        return sc_errf(err, SC_EFORMAT, "%s: " #field " = %lld is outside [%lld, %lld]", what,        \
-                       (long long)c->field, (long long)(lo), (long long)(hi));
-    CHECK_RANGE(dim, 1, SC_MAX_DIM)
-    CHECK_RANGE(ffn_dim, 1, SC_MAX_FFN)
-    CHECK_RANGE(n_layers, 1, SC_MAX_LAYERS)
-    CHECK_RANGE(n_heads, 1, SC_MAX_HEADS)
-    CHECK_RANGE(n_kv_heads, 1, c->n_heads)
-    CHECK_RANGE(head_dim, 2, 4096)
-    CHECK_RANGE(vocab_size, 1, SC_MAX_VOCAB)
-    CHECK_RANGE(max_seq_len, 1, SC_MAX_SEQ)
-#undef CHECK_RANGE
-    if (c->n_heads % c->n_kv_heads != 0)
-        return sc_errf(err, SC_EFORMAT, "%s: n_heads = %lld is not a multiple of n_kv_heads = %lld", what,
-                       (long long)c->n_heads, (long long)c->n_kv_heads);
-    if (c->head_dim % 2 != 0)
-        return sc_errf(err, SC_EFORMAT, "%s: head_dim = %lld is odd (RoPE needs pairs)", what,
-                       (long long)c->head_dim);
-    if (c->n_heads * c->head_dim > 4 * SC_MAX_DIM)
-        return sc_errf(err, SC_EFORMAT, "%s: n_heads * head_dim is too large", what);
-    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f))
-        return sc_errf(err, SC_EFORMAT, "%s: norm_eps = %g is not in (0, 1)", what, (double)c->norm_eps);
-    if (!(c->rope_theta > 0.0f && c->rope_theta < 1e12f))
-        return sc_errf(err, SC_EFORMAT, "%s: rope_theta = %g is not positive", what, (double)c->rope_theta);
-    if (c->bos_id >= c->vocab_size || c->eos_id >= c->vocab_size)
-        return sc_errf(err, SC_EFORMAT, "%s: bos/eos id beyond the vocabulary", what);
+    srt_model_config r = {
+        .dim = c->dim, .ffn_dim = c->ffn_dim, .n_layers = c->n_layers, .n_heads = c->n_heads,
+        .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .vocab_size = c->vocab_size,
+        .max_seq_len = c->max_seq_len, .norm_eps = c->norm_eps, .rope_theta = c->rope_theta,
+        .rope_half = c->rope == SC_ROPE_HALF, .rope_scaling = (int)c->rope_scaling, .rope_factor = c->rope_factor,
+        .rope_low_freq_factor = c->rope_low_freq_factor, .rope_high_freq_factor = c->rope_high_freq_factor,
+        .rope_orig_ctx = c->rope_orig_ctx, .gelu = c->act == SC_ACT_GELU_TANH, .embed_scale = c->embed_scale,
+        .tied_classifier = c->tied_classifier, .qkv_bias = c->qkv_bias, .bos_id = c->bos_id, .eos_id = c->eos_id};
+    char why[256];
+    if (srt_config_invalid(&r, why, sizeof why)) return sc_errf(err, SC_EFORMAT, "%s: %s", what, why);
     return SC_OK;
 }
 

@@ -117,12 +117,13 @@ sc_status sc_model_check_complete(const sc_model *m, sc_err *err);
 
 /* Hard caps applied to any size read from a file, so a hostile header cannot
  * drive a giant allocation. */
-#define SC_MAX_DIM ((int64_t)1 << 16)
-#define SC_MAX_FFN ((int64_t)1 << 18)
-#define SC_MAX_LAYERS 1024
-#define SC_MAX_HEADS 1024
-#define SC_MAX_VOCAB ((int64_t)1 << 22)
-#define SC_MAX_SEQ ((int64_t)1 << 21)
+#include "srt_model.h" /* the runtime's bounds and config rules are the same (srt_config.c) */
+#define SC_MAX_DIM SRT_MAX_DIM
+#define SC_MAX_FFN SRT_MAX_FFN
+#define SC_MAX_LAYERS SRT_MAX_LAYERS
+#define SC_MAX_HEADS SRT_MAX_HEADS
+#define SC_MAX_VOCAB SRT_MAX_VOCAB
+#define SC_MAX_SEQ SRT_MAX_SEQ
 
 /* Individual readers (model.c dispatches to them). */
 sc_status sc_load_llama2c(const char *path, sc_model **out, sc_err *err);

@@ -30,49 +30,42 @@ static bool parse_config(const srt_json *j, srt_model_config *c, const char **ba
         if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
     } while (0)
     if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = "config", false;
-    NEED_INT(dim, "dim", 1, 1 << 20);
-    NEED_INT(ffn_dim, "ffn_dim", 1, 1 << 22);
-    NEED_INT(n_layers, "n_layers", 1, 4096);
-    NEED_INT(n_heads, "n_heads", 1, 4096);
-    NEED_INT(n_kv_heads, "n_kv_heads", 1, 4096);
-    NEED_INT(head_dim, "head_dim", 2, 1 << 16);
-    NEED_INT(vocab_size, "vocab_size", 1, 1 << 24);
-    NEED_INT(max_seq_len, "max_seq_len", 1, 1 << 24);
+    /* types and presence here; ranges below, in the one validation the toolchain shares (srt_config.c) */
+    NEED_INT(dim, "dim", 1, SRT_MAX_DIM);
+    NEED_INT(ffn_dim, "ffn_dim", 1, SRT_MAX_FFN);
+    NEED_INT(n_layers, "n_layers", 1, SRT_MAX_LAYERS);
+    NEED_INT(n_heads, "n_heads", 1, SRT_MAX_HEADS);
+    NEED_INT(n_kv_heads, "n_kv_heads", 1, SRT_MAX_HEADS);
+    NEED_INT(head_dim, "head_dim", 2, 4096);
+    NEED_INT(vocab_size, "vocab_size", 1, SRT_MAX_VOCAB);
+    NEED_INT(max_seq_len, "max_seq_len", 1, SRT_MAX_SEQ);
 #undef NEED_INT
-    if (c->head_dim % 2) return *bad = "head_dim", false;
-    if (c->n_heads % c->n_kv_heads) return *bad = "n_kv_heads", false;
-    if (c->n_heads * c->head_dim > (1 << 22)) return *bad = "n_heads", false;
     const srt_json *v;
     if (!(v = srt_json_get(j, "norm_eps")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
         return *bad = "norm_eps", false;
     c->norm_eps = (float)srt_json_num(v, 0);
-    if (!(c->norm_eps >= 0)) return *bad = "norm_eps", false;
     if (!(v = srt_json_get(j, "rope_theta")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
         return *bad = "rope_theta", false;
     c->rope_theta = (float)srt_json_num(v, 0);
-    if (!(c->rope_theta > 0)) return *bad = "rope_theta", false;
     const char *rope = srt_json_str(srt_json_get(j, "rope"), NULL), *act = srt_json_str(srt_json_get(j, "activation"), NULL);
     if (!rope || (strcmp(rope, "interleaved") && strcmp(rope, "half"))) return *bad = "rope", false;
     if (!act || (strcmp(act, "silu") && strcmp(act, "gelu_tanh"))) return *bad = "activation", false;
     c->rope_half = strcmp(rope, "half") == 0;
     c->gelu = strcmp(act, "gelu_tanh") == 0;
-    c->rope_scaling = (int)jint(j, "rope_scaling", 0);
-    if (c->rope_scaling < 0 || c->rope_scaling > 2) return *bad = "rope_scaling", false;
+    int64_t scaling = jint(j, "rope_scaling", 0);
+    if (scaling < 0 || scaling > 2) return *bad = "rope_scaling", false;
+    c->rope_scaling = (int)scaling;
     c->rope_factor = (float)srt_json_num(srt_json_get(j, "rope_factor"), 1.0);
     c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_low_freq_factor"), 1.0);
     c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_high_freq_factor"), 4.0);
     c->rope_orig_ctx = jint(j, "rope_orig_ctx", 0);
-    if (c->rope_scaling && !(c->rope_factor >= 1.0f && c->rope_factor <= 1024.0f)) return *bad = "rope_factor", false;
-    if (c->rope_scaling == 2 && (c->rope_orig_ctx <= 0 || !(c->rope_high_freq_factor > c->rope_low_freq_factor) ||
-                                 !(c->rope_low_freq_factor > 0)))
-        return *bad = "rope_orig_ctx", false;
     c->embed_scale = srt_json_bool(srt_json_get(j, "embed_scale"), false);
     c->tied_classifier = srt_json_bool(srt_json_get(j, "tied_classifier"), false);
     c->qkv_bias = srt_json_bool(srt_json_get(j, "qkv_bias"), false);
-    c->bos_id = (int32_t)jint(j, "bos_id", -1);
-    c->eos_id = (int32_t)jint(j, "eos_id", -1);
-    if (c->bos_id < -1 || c->bos_id >= c->vocab_size || c->eos_id < -1 || c->eos_id >= c->vocab_size)
-        return *bad = "bos_id", false;
+    int64_t bos = jint(j, "bos_id", -1), eos = jint(j, "eos_id", -1);
+    if (bos < -1 || bos > INT32_MAX || eos < -1 || eos > INT32_MAX) return *bad = "bos_id", false;
+    c->bos_id = (int32_t)bos;
+    c->eos_id = (int32_t)eos;
     return true;
 }
 
@@ -187,6 +180,11 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     srt_model_config *c = &m->cfg;
     if (!parse_config(srt_json_get(man, "config"), c, &bad_field)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config.%s is missing or invalid", path, bad_field);
+        goto bad;
+    }
+    char why[256];
+    if (srt_config_invalid(c, why, sizeof why)) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config: %s", path, why);
         goto bad;
     }
     const srt_json *routing = srt_json_get(man, "routing");

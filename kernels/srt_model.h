@@ -36,6 +36,20 @@ typedef struct srt_model_config {
 /* The key/value cache holds SRT_MODEL_INIT_CTX positions (at most max_ctx)
  * after open and grows as steps need (srt_model_reserve). */
 #define SRT_MODEL_INIT_CTX 16
+/* Bounds on every size a configuration may declare (the toolchain's
+ * SC_MAX_* are these), so a hostile header cannot drive a giant allocation. */
+#define SRT_MAX_DIM ((int64_t)1 << 16)
+#define SRT_MAX_FFN ((int64_t)1 << 18)
+#define SRT_MAX_LAYERS 1024
+#define SRT_MAX_HEADS 1024
+#define SRT_MAX_VOCAB ((int64_t)1 << 22)
+#define SRT_MAX_SEQ ((int64_t)1 << 21)
+
+/* The one validation of a configuration (srt_config.c), shared by the
+ * runtime and the toolchain's loaders: true and a reason in why when c is
+ * not acceptable. */
+bool srt_config_invalid(const srt_model_config *c, char *why, size_t cap);
+
 typedef struct srt_model_opts {
     int64_t max_ctx; /* positions the key/value cache may grow to (0: the model's max_seq_len) */
     srt_ctx *ctx;    /* kernels' ISA and threads (borrowed; must outlive the model) */

@@ -15,7 +15,8 @@
  *     beyond int64; merged shards keep model.family and model.format;
  *   - run sizes the key/value cache for -n, not for the model's context (an
  *     artifact declaring 131,072 positions), grows it on demand with the same
- *     numbers, and -n / --ctx are validated (no silent "0 = whole context"). */
+ *     numbers, and -n / --ctx are validated (no silent "0 = whole context");
+ *   - run and ppl apply the same configuration rules to an artifact. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -521,11 +522,57 @@ static void test_kv_cache(void) {
     srt_ctx_free(ctx);
 }
 
+/* ---- item 9: one configuration validation ---- */
+
+static void test_config_rules(void) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tok = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_sample.txt");
+    if (!bin || !tok || !text) return;
+    char a[16384], spk[1024], bad[1024];
+    snprintf(spk, sizeof spk, "%s", sc_tmp_path("cfg.spk"));
+    snprintf(bad, sizeof bad, "%s", sc_tmp_path("cfg_bad.spk"));
+    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", bin, tok, spk);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    const struct {
+        const char *key;
+        double value;
+        const char *why;
+    } cases[] = {
+        {"norm_eps", 0.0, "norm_eps = 0 is not in (0, 1)"},
+        {"norm_eps", 2.0, "norm_eps = 2 is not in (0, 1)"},
+        {"rope_theta", -1.0, "rope_theta = -1 is not in (0, 1e12)"},
+        {"n_kv_heads", 3.0, "n_heads = 8 is not a multiple of n_kv_heads = 3"},
+        {"rope_scaling", 1.0, "rope_factor = 1e+06 is not in [1, 1024]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *j = manifest_of(spk);
+        cJSON *cfg = cJSON_GetObjectItem(j, "config");
+        CHECK(cfg != NULL);
+        cJSON_ReplaceItemInObject(cfg, cases[i].key, cJSON_CreateNumber(cases[i].value));
+        if (!strcmp(cases[i].key, "rope_scaling")) {
+            cJSON_DeleteItemFromObject(cfg, "rope_factor");
+            cJSON_AddNumberToObject(cfg, "rope_factor", 1e6);
+        }
+        char *mt = cJSON_PrintUnformatted(j);
+        CHECK(mt && rewrite(spk, bad, SRT_CT_SPAK, mt, NULL, NULL));
+        free(mt);
+        cJSON_Delete(j);
+        /* the runtime and the toolchain refuse it with the same reason */
+        snprintf(a, sizeof a, "run -m %s -n 8 --seed 1", bad);
+        CHECK_REFUSED(cli(a), cases[i].why);
+        snprintf(a, sizeof a, "ppl -m %s -f %s -q", bad, text);
+        CHECK_REFUSED(cli(a), cases[i].why);
+        snprintf(a, sizeof a, "verify %s", bad);
+        CHECK_REFUSED(cli(a), cases[i].why);
+    }
+}
+
 int main(void) {
     test_output_is_input();
     test_nonfinite_weights();
     test_sampler();
     test_calibration_files();
     test_kv_cache();
+    test_config_rules();
     return sc_test_finish();
 }
