@@ -65,6 +65,8 @@ typedef struct sc_method {
      * checks every file gets (scal.c: counts non-negative and bounded, sums
      * and samples finite). NULL: none. */
     sc_status (*validate)(void *state, int64_t n_tokens, sc_err *err);
+    /* The --params keys create reads, comma-separated ("" when none). */
+    const char *param_keys;
 } sc_method;
 
 /* Bound on any count a calibration holds (and on the sum of two, so merging

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lc_util.h"
 #include "scal.h"
 #include "eval_input.h"
 #include "sparse_eval.h"
@@ -78,6 +79,18 @@ int cmd_compute(int argc, char **argv) {
             return 2;
         }
         co.methods[co.n_methods++] = p;
+    }
+    {
+        char known[1024] = "";
+        for (int i = 0; i < co.n_methods; i++) {
+            const char *k = sc_method_find(co.methods[i])->param_keys;
+            if (k && *k) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? "," : "", k);
+        }
+        sc_err perr = {{0}};
+        if (sc_params_check(params, known, "--params", &perr)) {
+            fprintf(stderr, "sparsecal compute: %s\n", perr.msg);
+            return 2;
+        }
     }
     if (layers && !parse_range(layers, &co.layer_begin, &co.layer_end)) {
         fprintf(stderr, "sparsecal compute: --layers expects A:B with A < B, got '%s'\n", layers);
@@ -283,6 +296,17 @@ int cmd_eval(int argc, char **argv) {
     if (!lc_method && !in_method && (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0)) {
         fprintf(stderr, "sparsecal eval: unknown method '%s'\n", method);
         return 2;
+    }
+    {
+        const char *known = !strcmp(method, "larosa")                          ? SC_LAROSA_EVAL_KEYS
+                          : !strcmp(method, "cett") || !strcmp(method, "clada") ? SC_CETT_ROUTING_KEYS
+                          : sc_cwic_is_method(method)                          ? SC_CWIC_EVAL_KEYS
+                                                                               : "";
+        sc_err perr = {{0}};
+        if (sc_params_check(params, known, "--params", &perr)) {
+            fprintf(stderr, "sparsecal eval: %s\n", perr.msg);
+            return 2;
+        }
     }
     sc_err err = {{0}};
     sc_dataset d = {0};

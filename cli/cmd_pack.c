@@ -50,6 +50,8 @@ int cmd_pack(int argc, char **argv) {
         return 2;
     }
     sc_err err = {{0}};
+    if (sc_params_check(params, SC_LAROSA_PACK_KEYS "," SC_CETT_ROUTING_KEYS "," SC_CWIC_EVAL_KEYS, "--params", &err))
+        return cli_fail("pack", SC_EARG, &err);
     sc_calib *c = NULL;
     sc_pack_result res;
     const char *more[] = {calib, lora, NULL};

@@ -16,7 +16,11 @@
  *   - run sizes the key/value cache for -n, not for the model's context (an
  *     artifact declaring 131,072 positions), grows it on demand with the same
  *     numbers, and -n / --ctx are validated (no silent "0 = whole context");
- *   - run and ppl apply the same configuration rules to an artifact. */
+ *   - run and ppl apply the same configuration rules to an artifact;
+ *   - a tokenizer.bin whose every piece is empty loads and works (it used to
+ *     compute NULL + 0), also through an artifact;
+ *   - options: NaN/inf numbers and bad lists are refused, unknown --params
+ *     keys are errors naming the known ones. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -567,6 +571,75 @@ static void test_config_rules(void) {
     }
 }
 
+/* ---- item 4: an all-empty tokenizer ---- */
+
+static void test_empty_tokenizer(void) {
+    const char *bin = sc_asset("models/stories260K.bin");
+    if (!bin) return;
+    char tok[1024], spk[1024], a[16384];
+    snprintf(tok, sizeof tok, "%s", sc_tmp_path("empty_tok.bin"));
+    snprintf(spk, sizeof spk, "%s", sc_tmp_path("empty_tok.spk"));
+    /* llama2.c tokenizer.bin: max_token_length, then (score, length, bytes) per token; every length 0 */
+    uint8_t buf[4 + 512 * 8];
+    int32_t one = 1, zero = 0;
+    float score = 0.0f;
+    memcpy(buf, &one, 4);
+    for (int i = 0; i < 512; i++) {
+        memcpy(buf + 4 + 8 * i, &score, 4);
+        memcpy(buf + 8 + 8 * i, &zero, 4);
+    }
+    CHECK(sc_write_bytes(tok, buf, sizeof buf));
+    snprintf(a, sizeof a, "generate -m %s -t %s -n 6 --seed 3", bin, tok);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "info -m %s -t %s", bin, tok);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", bin, tok, spk);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    snprintf(a, sizeof a, "run -m %s -n 6 --seed 3", spk); /* the vocabulary read back from the artifact */
+    CHECK_MSG(cli(a) == 0, "%s", out);
+    /* text cannot be encoded with no pieces: a clean error, not a crash */
+    snprintf(a, sizeof a, "run -m %s -n 6 -p 'hello'", spk);
+    int rc = cli(a);
+    CHECK_MSG(rc == 0 || count_lines(out) == 1, "rc %d: %s", rc, out);
+}
+
+/* ---- item 10: options ---- */
+
+static void test_options(void) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tok = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_sample.txt");
+    if (!bin || !tok || !text) return;
+    char a[16384];
+    const char *o = sc_tmp_path("opt.out");
+    /* non-finite numbers */
+    CHECK_REFUSED(cli("bench --quick --sparsity nan"), "--sparsity wants numbers in [0, 0.99]");
+    CHECK_REFUSED(cli("bench --quick --sparsity 0.5,inf"), "--sparsity");
+    CHECK_REFUSED(cli("bench --quick --threads 1.5"), "--threads wants whole numbers");
+    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats --density nan", bin, tok, text);
+    CHECK_REFUSED(cli(a), "--density expects a number, got 'nan'");
+    snprintf(a, sizeof a, "pack -m %s -t %s --density inf -o %s", bin, tok, o);
+    CHECK_REFUSED(cli(a), "--density expects a number, got 'inf'");
+    snprintf(a, sizeof a, "generate -m %s -t %s --temperature nan", bin, tok);
+    CHECK_REFUSED(cli(a), "--temperature expects a number");
+    /* unknown --params keys name the known ones; known keys still work */
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats --params zzz=1 -o %s -q", bin, tok, text, o);
+    CHECK_REFUSED(cli(a), "unknown key 'zzz' (known: none)");
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett,coact --params tagret=0.5 -o %s -q", bin, tok, text, o);
+    CHECK_REFUSED(cli(a), "unknown key 'tagret' (known: sample,stride,target,coact_sample,coact_stride,coact_density)");
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett --params target=0.3,target=0.4 -o %s -q", bin, tok, text, o);
+    CHECK_REFUSED(cli(a), "given twice");
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett --params target -o %s -q", bin, tok, text, o);
+    CHECK_REFUSED(cli(a), "is not key=value");
+    snprintf(a, sizeof a, "pack -m %s -t %s --params tagret=0.5 -o %s -q", bin, tok, o);
+    CHECK_REFUSED(cli(a), "unknown key 'tagret' (known: in,h,target,");
+    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method larosa --params grid_step=0.1,zzz=1", bin, tok, text);
+    CHECK_REFUSED(cli(a), "unknown key 'zzz' (known: in,h,grid,grid_seqs,grid_step)");
+    struct stat st;
+    CHECK(stat(o, &st) != 0); /* nothing was written by any of them */
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett --params target=0.3,sample=64 -o %s -q", bin, tok, text, o);
+    CHECK_MSG(cli(a) == 0, "%s", out);
+}
+
 int main(void) {
     test_output_is_input();
     test_nonfinite_weights();
@@ -574,5 +647,7 @@ int main(void) {
     test_calibration_files();
     test_kv_cache();
     test_config_rules();
+    test_empty_tokenizer();
+    test_options();
     return sc_test_finish();
 }

@@ -155,4 +155,5 @@ const sc_method sc_method_cats = {
     cats_arrays,
     cats_free,
     cats_validate,
+    "",
 };

@@ -247,6 +247,7 @@ const sc_method sc_method_cett = {
     cett_arrays,
     cett_free,
     NULL,
+    "sample,stride,target",
 };
 
 /* ---- clada: the load-signal sample ---- */
@@ -325,4 +326,5 @@ const sc_method sc_method_clada = {
     clada_arrays,
     clada_free,
     NULL,
+    "signals",
 };

@@ -126,4 +126,5 @@ const sc_method sc_method_claws = {
     claws_arrays,
     claws_free,
     NULL,
+    "",
 };

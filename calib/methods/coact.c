@@ -135,4 +135,5 @@ const sc_method sc_method_coact = {
     coact_arrays,
     coact_free,
     NULL,
+    "coact_sample,coact_stride,coact_density",
 };

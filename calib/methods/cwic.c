@@ -193,4 +193,5 @@ const sc_method sc_method_cwic = {
     cwic_arrays,
     cwic_free,
     NULL,
+    "cwic_beta",
 };

@@ -213,4 +213,5 @@ const sc_method sc_method_larosa = {
     larosa_arrays,
     larosa_free,
     NULL,
+    "inputs,damp,max_mib",
 };

@@ -453,4 +453,5 @@ const sc_method sc_method_teal = {
     teal_arrays,
     teal_free,
     NULL,
+    "teal_greedy,teal_seqs,teal_len",
 };
