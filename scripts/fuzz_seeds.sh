@@ -11,7 +11,7 @@ BUILD=${1:?usage: fuzz_seeds.sh BUILD_DIR OUT_DIR}
 OUT=${2:?usage: fuzz_seeds.sh BUILD_DIR OUT_DIR}
 SC=$BUILD/sparsecal
 A=${SPARSECAL_ASSETS:-$(cd .. && pwd)/shared/assets}
-mkdir -p "$OUT"/{scal,spk,gguf,safetensors,tokbin}
+mkdir -p "$OUT"/{scal,spk,gguf,safetensors,tokbin,tokjson,spmodel,data}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
@@ -42,15 +42,34 @@ done
 
 # GGUF and safetensors: the small files the format tests write (tiny models in every dtype and
 # family, vocabularies, crafted hostile headers), kept by SC_KEEP_TMP in a directory of our own
-for t in gguf safetensors; do
-  mkdir -p "$T/$t"
-  TMPDIR="$T/$t" SC_KEEP_TMP=1 SPARSECAL_ASSETS="$A" "$BUILD/test_$t" >/dev/null 2>&1 || true
-  find "$T/$t" -name "*.$t" -size -128k -size +0 | while read -r f; do cp "$f" "$OUT/$t/$(basename "$f")"; done
-done
+# (and tokenizer.json, tokenizer.model and data files from the tokenizer and data tests)
+harvest() { # TEST EXTENSION TARGET
+  mkdir -p "$T/h_$1"
+  TMPDIR="$T/h_$1" SC_KEEP_TMP=1 SPARSECAL_ASSETS="$A" "$BUILD/$1" >/dev/null 2>&1 || true
+  find "$T/h_$1" -name "*.$2" -size -128k -size +0 | while read -r f; do
+    cp "$f" "$OUT/$3/$1_$(basename "$(dirname "$f")")_$(basename "$f")"
+  done
+}
+harvest test_gguf gguf gguf
+harvest test_safetensors safetensors safetensors
+harvest test_tok_hf json tokjson
+harvest test_tok_data json tokjson
+harvest test_tok_spm model spmodel
 
 # tokenizer.bin: two bytes of vocabulary size (minus one, little-endian), then the file
 for v in 512 300; do
   printf "$(printf '\\x%02x\\x%02x' $(((v - 1) & 255)) $(((v - 1) >> 8)))" >"$OUT/tokbin/tok512_v$v.bin"
   cat "$A/models/tok512.bin" >>"$OUT/tokbin/tok512_v$v.bin"
 done
+# data files: one option byte (fuzz_data.c), then the file
+prefixed() { printf "$(printf '\\x%02x' "$1")" >"$3"; cat "$2" >>"$3"; }
+prefixed 0 "$A/text/tinystories_sample.txt" "$OUT/data/text_auto.txt"
+prefixed 4 "$A/text/tinystories_sample.txt" "$OUT/data/text_sep.txt"
+prefixed 16 "$A/text/tinystories_sample.txt" "$OUT/data/text_pack.txt"
+printf '{"text": "Once upon a time"}\n{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n' >"$T/chat.jsonl"
+prefixed 2 "$T/chat.jsonl" "$OUT/data/chat.jsonl"
+prefixed 34 "$T/chat.jsonl" "$OUT/data/chat_llama3.jsonl"
+head -c 400 "$T/m/tokens.txt" >"$T/ids.txt"
+prefixed 128 "$T/ids.txt" "$OUT/data/ids.txt"
+
 echo "fuzz seeds in $OUT: $(find "$OUT" -type f | wc -l) files"
