@@ -11,7 +11,7 @@ BUILD=${1:?usage: fuzz_seeds.sh BUILD_DIR OUT_DIR}
 OUT=${2:?usage: fuzz_seeds.sh BUILD_DIR OUT_DIR}
 SC=$BUILD/sparsecal
 A=${SPARSECAL_ASSETS:-$(cd .. && pwd)/shared/assets}
-mkdir -p "$OUT"/{scal,spk,gguf,safetensors,tokbin,tokjson,spmodel,data}
+mkdir -p "$OUT"/{scal,spk,gguf,safetensors,tokbin,tokjson,spmodel,data,llama2c,hfdir}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
@@ -61,6 +61,19 @@ for v in 512 300; do
   printf "$(printf '\\x%02x\\x%02x' $(((v - 1) & 255)) $(((v - 1) >> 8)))" >"$OUT/tokbin/tok512_v$v.bin"
   cat "$A/models/tok512.bin" >>"$OUT/tokbin/tok512_v$v.bin"
 done
+# llama2.c checkpoints: a tiny one (dim 8, ffn 16, 1 layer, 2 heads, 2 kv heads, vocab 16, 8 positions;
+# zero weights: only the layout is parsed): embedding 128, norms 3 x 8, q/k/v/o 4 x 64, w1/w2/w3
+# 3 x 128, freq_cis 2 x 16 floats; untied (vocabulary -16) with a 128-float classifier after them
+hdr='\x08\0\0\0\x10\0\0\0\x01\0\0\0\x02\0\0\0\x02\0\0\0'
+{ printf "$hdr"'\x10\0\0\0\x08\0\0\0'; head -c $((824 * 4)) /dev/zero; } >"$OUT/llama2c/tiny_tied.bin"
+{ printf "$hdr"'\xf0\xff\xff\xff\x08\0\0\0'; head -c $((952 * 4)) /dev/zero; } >"$OUT/llama2c/tiny_untied.bin"
+
+# Hugging Face directories: two bytes of config.json length, config.json, model.safetensors
+hf() { local n; n=$(stat -c %s "$1/config.json"); printf "$(printf '\\x%02x\\x%02x' $((n & 255)) $((n >> 8)))" >"$2"
+  cat "$1/config.json" "$1/model.safetensors" >>"$2"; }
+hf "$T/m" "$OUT/hfdir/synth_llama.bin"
+hf "$T/mb" "$OUT/hfdir/synth_qwen2_bf16.bin"
+
 # data files: one option byte (fuzz_data.c), then the file
 prefixed() { printf "$(printf '\\x%02x' "$1")" >"$3"; cat "$2" >>"$3"; }
 prefixed 0 "$A/text/tinystories_sample.txt" "$OUT/data/text_auto.txt"
