@@ -284,7 +284,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->has_claws = n_claws == L;
     /* buffers: every vector is vmax floats (the largest stored dimension),
      * so padded inputs read zeros and padded outputs have room */
-    int64_t vm = (m->vmax + 63) / 64 * 64, half = hd / 2;
+    int64_t vm = (m->vmax + 63) / 64 * 64;
     if (V > vm) vm = (V + 63) / 64 * 64;
     m->vcap = vm;
     size_t actb = (srt_act_bytes(vm) + 63) / 64 * 64;
@@ -295,7 +295,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); /* 11 vectors */
     RES(vm);                                                   /* score */
 #undef RES
-    (void)half; /* the context's buffers (scores, rope tables, caches) grow with it: srt_model_reserve */
+    /* the context's buffers (scores, rope tables, caches) grow with it: srt_model_reserve */
     size_t bytes = nf * sizeof(float) + 2 * actb + (size_t)vm * sizeof(uint32_t) + 64 +
                    (size_t)(L * F) * sizeof(uint32_t) + (size_t)L * sizeof(int64_t) + 64;
     m->arena = srt_alloc(bytes);
