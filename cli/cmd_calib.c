@@ -43,6 +43,7 @@ int cmd_compute(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats, larosa, cett, clada, teal, cwic, coact (comma-separated)", 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
         {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
@@ -257,6 +258,7 @@ int cmd_eval(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, cett, clada, teal, teal-greedy, cwic", 0, 0},

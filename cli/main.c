@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("sparsecal %s (configured at commit %s)\n", SC_VERSION, SC_GIT_COMMIT);
-        cli_print_provenance(stdout);
+        cli_print_provenance(stdout, NULL);
         return 0;
     }
     install_cleanup();
