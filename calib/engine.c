@@ -196,8 +196,10 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
                      (long long)o->shard_index, (long long)o->shard_count);
         goto done;
     }
-    double t0 = sc_now(), last = t0;
+    double t0 = sc_now();
     int64_t k = 0, done_seqs = 0, tokens_run = 0;
+    sc_progress pr;
+    sc_progress_start(&pr, o->progress, "compute", "sequences", mine);
     sc_hooks hk = {dispatch, &x, x.fwd_mask};
     sc_hooks ghk = {dispatch, &x, x.grad_mask};
     for (size_t i = 0; i < d->n_seqs && done_seqs < mine; i++) {
@@ -223,17 +225,9 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         c->n_tokens += n - 1;
         tokens_run += n;
         done_seqs++;
-        double now = sc_now();
-        if (o->progress && (now - last > 1.0 || done_seqs == mine)) {
-            last = now;
-            double el = now - t0;
-            fprintf(o->progress, "\rcompute: %lld/%lld sequences, %lld tokens, %.0f tok/s, ETA %.0f s   ",
-                    (long long)done_seqs, (long long)mine, (long long)tokens_run, (double)tokens_run / (el > 0 ? el : 1e-9),
-                    el / (double)done_seqs * (double)(mine - done_seqs));
-            fflush(o->progress);
-        }
+        sc_progress_update(&pr, done_seqs, (double)tokens_run, NULL);
     }
-    if (o->progress) fputc('\n', o->progress);
+    sc_progress_end(&pr);
     c->seconds = sc_now() - t0;
     if (!st) st = sc_calib_finalize(c, err);
 done:

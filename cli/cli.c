@@ -101,18 +101,6 @@ void cli_inputs_free(cli_inputs *in) {
     in->model = NULL;
 }
 
-static uint64_t status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    uint64_t kb = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, kl) == 0) kb = strtoull(line + kl, NULL, 10);
-    fclose(f);
-    return kb * 1024;
-}
-
 /* the available runtime ISAs as "scalar avx2 avx512", and the selected one
  * (or the reason SPARSECAL_ISA cannot be honoured) */
 static void isa_lists(char *avail, size_t cap, char *chosen, size_t ccap) {
@@ -182,8 +170,17 @@ void cli_provenance_json(cJSON *j, const sc_config *c) {
     cJSON_AddNumberToObject(t, "cpus", sc_cpu_count());
 }
 
-uint64_t cli_rss_bytes(void) { return status_kb("VmRSS:"); }
-uint64_t cli_peak_rss_bytes(void) { return status_kb("VmHWM:"); }
+uint64_t cli_rss_bytes(void) {
+    sc_mem m;
+    sc_mem_read(&m);
+    return m.rss;
+}
+
+uint64_t cli_peak_rss_bytes(void) {
+    sc_mem m;
+    sc_mem_read(&m);
+    return m.hwm;
+}
 
 void cli_print_json(cJSON *j) {
     char *s = sc_json_print(j, false);

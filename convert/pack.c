@@ -253,6 +253,10 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     }
     int64_t n_folded = 0;
     const char *perm_how = NULL;
+    sc_progress pr;
+    sc_progress_start(&pr, o->progress, "pack", "layers", c->n_layers);
+    pr.amount_unit = "MB of f32";
+    pr.rate_unit = "MB/s";
     for (int64_t l = 0; l < c->n_layers && !st; l++) {
         const sc_layer *L = &m->layers[l];
         const float *wg = L->wg, *wu = L->wu, *wd = L->wd;
@@ -312,13 +316,9 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
                             (st = add_f32(&p, NAME("bv"), L->bv, kvd, err))))
             break;
 #undef NAME
-        if (o->progress) {
-            fprintf(o->progress, "\rpack: layer %lld/%lld, %.0f MB/s of f32   ", (long long)(l + 1), (long long)c->n_layers,
-                    (double)res->f32_bytes_in / 1e6 / (sc_now() - t0 + 1e-9));
-            fflush(o->progress);
-        }
+        sc_progress_update(&pr, l + 1, (double)res->f32_bytes_in / 1e6, NULL);
     }
-    if (o->progress) fputc('\n', o->progress);
+    sc_progress_end(&pr);
     fold_free(&fb);
     if (!st && p.larosa && n_folded == 0)
         st = sc_errf(err, SC_EARG, "pack --method larosa: the calibration holds no rotation for any layer of this model");
