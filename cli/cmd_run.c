@@ -108,11 +108,13 @@ int cmd_run(int argc, char **argv) {
         ctx = ctx1;
         ctx1 = NULL;
     } else {
-        /* reductions over threads keep one partial output per extra thread: room for the widest matrix */
+        /* reductions over threads keep one partial output per extra thread: room for the widest
+         * matrix, its rows rounded up to the largest row group (512) */
         int64_t rows = c->vocab_size > c->ffn_dim ? c->vocab_size : c->ffn_dim;
         rows = rows > c->n_heads * c->head_dim ? rows : c->n_heads * c->head_dim;
+        rows = rows > c->dim ? rows : c->dim;
         srt_status ks = srt_ctx_create(&ctx, isa, (int)threads);
-        if (ks == SRT_OK) ks = srt_ctx_reserve(ctx, rows > c->dim ? rows : c->dim);
+        if (ks == SRT_OK) ks = srt_ctx_reserve(ctx, (rows + 511) / 512 * 512);
         if (ks == SRT_OK) ks = srt_model_set_ctx(m, ctx);
         if (ks != SRT_OK) {
             st = sc_errf(&err, SC_ENOMEM, "cannot start %lld kernel threads (%s)", (long long)threads, srt_status_str(ks));
