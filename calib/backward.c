@@ -75,11 +75,19 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
     float *dx = f->g_x, *dxn = f->g_xn;
     SC_TRY(gtap(hk, SC_TAP_LOGITS, c->n_layers, n, V, (float *)dlogits, f->logits, err));
     /* final norm and classifier */
-    linear_backward(dxn, dlogits, m->classifier, n, D, V, false);
+    for (int64_t r0 = 0, chunk = sc_model_classifier_chunk(m); r0 < V; r0 += chunk) {
+        int64_t nr = V - r0 < chunk ? V - r0 : chunk;
+        const float *W;
+        SC_TRY(sc_model_classifier_rows(m, r0, nr, &W, err));
+        /* dxn[n, D] (+)= dlogits[:, r0:r0+nr] W_chunk */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)D, (blasint)nr, 1.0f, dlogits + r0,
+                    (blasint)V, W, (blasint)D, r0 ? 1.0f : 0.0f, dxn, (blasint)D);
+    }
     memset(dx, 0, (size_t)(n * D) * sizeof(float));
     sc_rmsnorm_backward(dx, dxn, f->x_fin, m->final_norm, f->r_fin, n, D);
     for (int64_t l = c->n_layers - 1; l >= 0; l--) {
-        const sc_layer *L = &m->layers[l];
+        const sc_layer *L;
+        SC_TRY(sc_model_layer(m, l, &L, err));
         const float *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f, *v = f->v + (size_t)l * f->s_f,
                     *h = f->h + (size_t)l * f->s_f;
         const float *resid_after = l + 1 < c->n_layers ? f->x_in + (l + 1) * B * D : f->x_fin;

@@ -114,7 +114,7 @@ sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batc
 
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err) {
     for (int64_t l = 0; l < m->cfg.n_layers; l++)
-        if (m->layers[l].attn_rot || m->layers[l].mlp_rot)
+        if (sc_model_present(m, &m->layers[l].attn_rot) || sc_model_present(m, &m->layers[l].mlp_rot))
             return sc_errf(err, SC_EUNSUPPORTED, "%s: gradients through folded LaRoSA rotations are not supported; "
                                                  "calibrate the model it was packed from", m->path);
     return create(m, max_ctx, max_ctx, true, out, err);
@@ -125,6 +125,25 @@ static sc_status tap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, 
     if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
     sc_tap_event ev = {t, layer, pos0, n, width, ids, data, NULL, false};
     return hk->fn(hk->user, &ev, err);
+}
+
+sc_status sc_classifier_forward(const sc_model *m, float *logits, const float *xn, int64_t n, sc_err *err) {
+    int64_t D = m->cfg.dim, V = m->cfg.vocab_size, chunk = sc_model_classifier_chunk(m);
+    if (chunk >= V) { /* resident: one product, as before chunking existed */
+        const float *W;
+        SC_TRY(sc_model_classifier_rows(m, 0, V, &W, err));
+        sc_linear_forward(logits, xn, W, NULL, n, D, V);
+        return SC_OK;
+    }
+    for (int64_t r0 = 0; r0 < V; r0 += chunk) {
+        int64_t nr = V - r0 < chunk ? V - r0 : chunk;
+        const float *W;
+        SC_TRY(sc_model_classifier_rows(m, r0, nr, &W, err));
+        /* logits[:, r0:r0+nr] = xn W_chunk^T (ldc = V) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)nr, (blasint)D, 1.0f, xn, (blasint)D,
+                    W, (blasint)D, 0.0f, logits + r0, (blasint)V);
+    }
+    return SC_OK;
 }
 
 double sc_logsumexp(const float *x, int64_t n) {
@@ -177,7 +196,8 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     const sc_config *c = &f->m->cfg;
     int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     size_t rowD = (size_t)(n * D) * sizeof(float);
-    const sc_layer *L = &f->m->layers[l];
+    const sc_layer *L;
+    SC_TRY(sc_model_layer(f->m, l, &L, err));
     float *K = f->kc + (l * f->max_ctx + pos0) * kvd, *V = f->vc + (l * f->max_ctx + pos0) * kvd;
     float *q = f->q + (size_t)l * f->s_q, *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f,
           *v = f->v + (size_t)l * f->s_f, *h = f->h + (size_t)l * f->s_f;
@@ -237,8 +257,8 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
         if (ids[t] < 0 || ids[t] >= c->vocab_size)
             return sc_errf(err, SC_ERANGE, "forward: token id %d at position %lld is outside the vocabulary (%lld)",
                            ids[t], (long long)(pos0 + t), (long long)c->vocab_size);
-        memcpy(f->x + t * D, m->tok_emb + (int64_t)ids[t] * D, (size_t)D * sizeof(float));
     }
+    SC_TRY(sc_model_embed(m, ids, n, f->x, err));
     if (c->embed_scale) {
         float sc = sqrtf((float)D);
         for (int64_t i = 0; i < n * D; i++) f->x[i] *= sc;
@@ -248,7 +268,7 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
     for (int64_t l = 0; l < c->n_layers; l++) SC_TRY(layer_forward(f, l, ids, n, pos0, hk, err));
     if (f->train) memcpy(f->x_fin, f->x, rowD);
     sc_rmsnorm_forward(f->xn, f->train ? f->r_fin : NULL, f->x, m->final_norm, n, D, c->norm_eps);
-    sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
+    SC_TRY(sc_classifier_forward(m, f->logits, f->xn, n, err));
     SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     if (logits) *logits = f->logits;
     return SC_OK;
@@ -281,7 +301,8 @@ sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
     if (n <= 0 || n > f->max_batch) return sc_errf(err, SC_EARG, "forward: bad window %lld", (long long)n);
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     for (int64_t l = 0; l < c->n_layers; l++) {
-        const sc_layer *L = &m->layers[l];
+        const sc_layer *L;
+        SC_TRY(sc_model_layer(m, l, &L, err));
         float *K = f->kc + l * f->max_ctx * kvd, *V = f->vc + l * f->max_ctx * kvd;
         sc_linear_forward(f->q, f->xn, L->wq, NULL, n, D, qd);
         sc_linear_forward(K, f->xn, L->wk, NULL, n, D, kvd);
@@ -292,6 +313,5 @@ sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
         sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);
         sc_linear_forward(f->tmp, f->h, L->wd, NULL, n, F, D);
     }
-    sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
-    return SC_OK;
+    return sc_classifier_forward(m, f->logits, f->xn, n, err);
 }

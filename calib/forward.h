@@ -133,6 +133,10 @@ double sc_loss_ce(const float *logits, const int32_t *ids, int64_t n, int64_t V,
 double sc_loss_distill(const float *student, const float *teacher, const int32_t *ids, int64_t n, int64_t V,
                        double ce_weight, float *dlogits);
 
+/* logits[n, vocab] = xn[n, dim] classifier^T, the classifier read in chunks
+ * when it is converted on use (model.h). */
+sc_status sc_classifier_forward(const sc_model *m, float *logits, const float *xn, int64_t n, sc_err *err);
+
 /* log-sum-exp of a row, in double. */
 double sc_logsumexp(const float *x, int64_t n);
 

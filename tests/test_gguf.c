@@ -179,7 +179,7 @@ static void check_tiny_weights(const sc_model *m, const tiny_opts *o, const char
     if (!o->tied) list[n++] = (struct named){"output.weight", m->classifier};
     static char names[12 * T_L][64];
     for (int l = 0; l < T_L; l++) {
-        const sc_layer *L = &m->layers[l];
+        const sc_layer *L = sc_test_layer(m, l);
         const float *ptrs[12] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->ffn_norm, L->wg, L->wu, L->wd,
                                  L->bq,        L->bk, L->bv};
         for (int k = 0; k < (m->cfg.qkv_bias ? 12 : 9); k++) {
@@ -259,7 +259,7 @@ static void test_tiny_families(void) {
     if (st == SC_OK) {
         CHECK(m->cfg.family == SC_FAMILY_QWEN2 && m->cfg.qkv_bias && m->cfg.rope == SC_ROPE_HALF);
         CHECK(m->cfg.tied_classifier && m->classifier == m->tok_emb);
-        CHECK(m->layers[1].bq && m->layers[1].bk && m->layers[1].bv);
+        CHECK(sc_test_layer(m, 1)->bq && sc_test_layer(m, 1)->bk && sc_test_layer(m, 1)->bv);
         check_tiny_weights(m, &q, "qwen2");
         sc_model_free(m);
     }
@@ -482,11 +482,11 @@ static void test_stories(void) {
     if (bpath && (st = sc_model_load(bpath, &b, &err)) == SC_OK) {
         int64_t D = 64, F = 172, V = 512;
         CHECK(memcmp(m->tok_emb, b->tok_emb, (size_t)(V * D) * 4) == 0);
-        CHECK(memcmp(m->layers[0].wq, b->layers[0].wq, (size_t)(D * D) * 4) == 0);
-        CHECK(memcmp(m->layers[4].wd, b->layers[4].wd, (size_t)(D * F) * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 0)->wq, sc_test_layer(b, 0)->wq, (size_t)(D * D) * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 4)->wd, sc_test_layer(b, 4)->wd, (size_t)(D * F) * 4) == 0);
         CHECK(memcmp(m->final_norm, b->final_norm, (size_t)D * 4) == 0);
-        CHECK(memcmp(m->layers[2].wk, b->layers[2].wk, (size_t)(D * 32) * 4) == 0);
-        CHECK(memcmp(m->layers[3].attn_norm, b->layers[3].attn_norm, (size_t)D * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 2)->wk, sc_test_layer(b, 2)->wk, (size_t)(D * 32) * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 3)->attn_norm, sc_test_layer(b, 3)->attn_norm, (size_t)D * 4) == 0);
         sc_model_free(b);
     } else if (bpath) {
         CHECK_MSG(false, "loading %s: %s", bpath, err.msg);

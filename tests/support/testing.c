@@ -1,6 +1,8 @@
 #define _XOPEN_SOURCE 700
 #include "testing.h"
 
+#include "model.h"
+
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,4 +101,14 @@ int sc_run(const char *cmd, char *out, size_t cap) {
     int st = pclose(p);
     if (st == -1 || !WIFEXITED(st)) return -1;
     return WEXITSTATUS(st);
+}
+
+const sc_layer *sc_test_layer(const sc_model *m, int64_t l) {
+    const sc_layer *L;
+    sc_err e = {{0}};
+    if (sc_model_layer(m, l, &L, &e) != SC_OK) {
+        fprintf(stderr, "sc_test_layer: %s\n", e.msg);
+        abort();
+    }
+    return L;
 }
