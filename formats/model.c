@@ -20,10 +20,15 @@ typedef struct lazy_w {
 
 #define LZ_EMB (-1)
 #define LZ_CLS (-2)
-/* Tensors below this many elements are converted at load (norms, biases). */
-#define LZ_MIN_ELEMS ((size_t)1 << 16)
 /* Bytes of one classifier chunk when the classifier is converted on use. */
-#define LZ_CLS_CHUNK_BYTES ((size_t)64 << 20)
+static size_t g_cls_chunk_bytes = (size_t)64 << 20;
+/* Convert everything at load (the path before weights were read on use). */
+static bool g_resident = false;
+
+void sc_model_policy(bool resident, size_t classifier_chunk_bytes) {
+    g_resident = resident;
+    g_cls_chunk_bytes = classifier_chunk_bytes ? classifier_chunk_bytes : (size_t)64 << 20;
+}
 
 typedef struct kept {
     void *p;
@@ -47,6 +52,8 @@ struct sc_model_res {
     /* the classifier rows in cls_buf */
     float *cls_buf;
     int64_t cls_r0, cls_n;
+    size_t cls_chunk_bytes; /* the policy when the model was loaded */
+    bool resident;
 };
 
 const char *sc_family_name(sc_family f) {
@@ -69,6 +76,8 @@ sc_model *sc_model_new(const char *path, const char *format) {
     }
     m->res->cur_layer = -1;
     m->res->cls_r0 = -1;
+    m->res->cls_chunk_bytes = g_cls_chunk_bytes;
+    m->res->resident = g_resident;
     snprintf(m->path, sizeof m->path, "%s", path);
     snprintf(m->format, sizeof m->format, "%s", format);
     m->cfg.bos_id = -1;
@@ -204,9 +213,13 @@ sc_status sc_model_set_weight(sc_model *m, const float **field, const uint8_t *s
                               sc_err *err) {
     int64_t rows, cols;
     field_shape(m, field, n, &rows, &cols);
-    size_t blk = sc_dtype_block(t);
+    size_t blk = sc_dtype_block(t), off;
     bool aligned_f32 = t == SC_DT_F32 && ((uintptr_t)src % _Alignof(float)) == 0;
-    if (aligned_f32 || n < LZ_MIN_ELEMS || (blk > 1 && cols % (int64_t)blk != 0)) {
+    int64_t place = field_place(m, field, &off);
+    bool vector = place >= 0 && (off == offsetof(sc_layer, attn_norm) || off == offsetof(sc_layer, ffn_norm) ||
+                                 off == offsetof(sc_layer, bq) || off == offsetof(sc_layer, bk) ||
+                                 off == offsetof(sc_layer, bv));
+    if (m->res->resident || aligned_f32 || vector || place == -3 || (blk > 1 && cols % (int64_t)blk != 0)) {
         *field = sc_model_tensor_f32(m, src, t, n, err);
         return *field ? SC_OK : SC_ENOMEM;
     }
@@ -215,6 +228,15 @@ sc_status sc_model_set_weight(sc_model *m, const float **field, const uint8_t *s
 
 sc_status sc_model_set_weight_fn(sc_model *m, const float **field, sc_weight_fn fn, void *ctx, int64_t rows,
                                  int64_t cols, sc_err *err) {
+    if (m->res->resident) { /* convert now */
+        float *dst = sc_model_alloc_f32(m, (size_t)(rows * cols), err);
+        bool ok = dst && fn(ctx, 0, rows, dst);
+        free(ctx);
+        if (!dst) return SC_ENOMEM;
+        if (!ok) return sc_errf(err, SC_EFORMAT, "%s: a weight cannot be decoded", m->path);
+        *field = dst;
+        return SC_OK;
+    }
     return add_lazy(m, field, (lazy_w){0, 0, NULL, SC_DT_F32, fn, ctx, rows, cols}, err);
 }
 
@@ -309,7 +331,7 @@ sc_status sc_model_embed(const sc_model *m, const int32_t *ids, int64_t n, float
 int64_t sc_model_classifier_chunk(const sc_model *m) {
     int64_t V = m->cfg.vocab_size;
     if (m->classifier) return V;
-    int64_t rows = (int64_t)(LZ_CLS_CHUNK_BYTES / ((size_t)m->cfg.dim * sizeof(float)));
+    int64_t rows = (int64_t)(m->res->cls_chunk_bytes / ((size_t)m->cfg.dim * sizeof(float)));
     return rows < 1 ? 1 : rows < V ? rows : V;
 }
 

@@ -12,7 +12,7 @@
  * layer reuses; embedding rows when sc_model_embed looks them up; the
  * classifier in row chunks (sc_model_classifier_rows). So a model never exists
  * whole as f32: memory is the mapping's page cache (file-backed, reclaimable)
- * plus one layer. Small tensors (norms, biases) are converted once at load.
+ * plus one layer. Vectors (norms, biases) are converted once at load.
  *
  * Code that reads weights goes through the accessors below. The fields of
  * sc_layer and tok_emb / classifier are set only for tensors that are
@@ -128,6 +128,11 @@ sc_status sc_model_classifier_rows(const sc_model *m, int64_t r0, int64_t n, con
 /* How many classifier rows one sc_model_classifier_rows call may return
  * (the whole vocabulary when the classifier is resident). */
 int64_t sc_model_classifier_chunk(const sc_model *m);
+/* Process-wide loading policy: resident converts every weight at load
+ * (faster when memory allows, and the reference the on-use path is tested
+ * against); classifier_chunk_bytes sets the classifier's chunk (0: 64 MiB).
+ * Applies to models loaded afterwards. */
+void sc_model_policy(bool resident, size_t classifier_chunk_bytes);
 /* True when some weights are converted on use. */
 bool sc_model_is_lazy(const sc_model *m);
 /* Frees the reused conversion buffers (the next access reallocates them). */

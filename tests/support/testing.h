@@ -19,6 +19,11 @@ struct sc_layer;
  * layer). Aborts the test on error. */
 const struct sc_layer *sc_test_layer(const struct sc_model *m, int64_t l);
 
+/* An owned f32 copy of the token embedding / the classifier [vocab, dim],
+ * read through the accessors (free() it). Aborts the test on error. */
+float *sc_test_embedding(const struct sc_model *m);
+float *sc_test_classifier(const struct sc_model *m);
+
 #define CHECK(cond)                                                                    \
     do {                                                                               \
         if (cond) {                                                                    \
