@@ -137,6 +137,7 @@ typedef struct loop_ctx {
 static sc_status dispatch(void *user, const sc_tap_event *ev, sc_err *err) {
     loop_ctx *x = user;
     if (x->student && !ev->is_grad) SC_TRY(sc_router_hook(x->student, ev, err));
+    if (ev->replay) return SC_OK; /* the backward pass recomputing a layer: observed already */
     for (int i = 0; i < x->c->n_entries; i++) {
         const sc_method *me = x->c->entries[i].method;
         uint32_t want = ev->is_grad ? me->grad_taps : me->fwd_taps;
@@ -184,8 +185,16 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     }
     bool need_grad = x.grad_mask != 0;
     sc_forward *f = NULL;
-    float *dl = NULL, *teacher = NULL;
-    int64_t V = m->cfg.vocab_size, T = eo.seq_len;
+    float *teacher = NULL;
+    /* the workspace holds the longest selected sequence (cut at seq_len),
+     * not the model's context */
+    int64_t V = m->cfg.vocab_size, T = 2;
+    for (size_t i = 0, eligible = 0; i < d->n_seqs; i++) {
+        if (d->seqs[i].n < 2) continue;
+        if (o->max_seqs > 0 && (int64_t)eligible++ >= o->max_seqs) break;
+        if ((int64_t)d->seqs[i].n > T) T = (int64_t)d->seqs[i].n;
+    }
+    if (T > eo.seq_len) T = eo.seq_len;
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) {
         sc_router_spec rs = {o->student, o->student_density, NULL, NULL, false};
         if (o->student != SRT_ROUTER_CATS && o->student != SRT_ROUTER_ORACLE && o->student != SRT_ROUTER_DENSE) {
@@ -197,22 +206,21 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     }
     st = need_grad ? sc_forward_create_train(m, T, &f, err) : sc_forward_create(m, T, T, &f, err);
     if (st) goto done;
-    if (need_grad) {
-        dl = malloc((size_t)(T * V) * sizeof(float));
-        teacher = o->loss == SC_LOSS_KIND_DISTILL ? malloc((size_t)(T * V) * sizeof(float)) : NULL;
-        if (!dl || (o->loss == SC_LOSS_KIND_DISTILL && !teacher)) {
+    if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) { /* the loss overwrites the logits with their gradient */
+        teacher = malloc((size_t)(T * V) * sizeof(float));
+        if (!teacher) {
             st = sc_errf(err, SC_ENOMEM, "compute: out of memory for %lld x %lld logits", (long long)T, (long long)V);
             goto done;
         }
     }
     /* the selected sequences: those with >= 2 tokens, the first max_seqs, then every n-th for the shard */
     XXH64_state_t *dh = XXH64_createState();
-    XXH64_reset(dh, (unsigned long long)T);
+    XXH64_reset(dh, (unsigned long long)eo.seq_len);
     int64_t eligible = 0, mine = 0;
     for (size_t i = 0; i < d->n_seqs; i++) {
         if (d->seqs[i].n < 2) continue;
         if (o->max_seqs > 0 && eligible >= o->max_seqs) break;
-        int64_t n = (int64_t)d->seqs[i].n < T ? (int64_t)d->seqs[i].n : T;
+        int64_t n = (int64_t)d->seqs[i].n < eo.seq_len ? (int64_t)d->seqs[i].n : eo.seq_len;
         XXH64_update(dh, d->seqs[i].ids, (size_t)n * sizeof(int32_t));
         if (eligible++ % o->shard_count == o->shard_index) mine++;
     }
@@ -240,6 +248,7 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         }
         if ((st = sc_forward_run(f, ids, n, 0, &hk, &logits, err))) break;
         if (need_grad) {
+            float *dl = sc_forward_logits(f); /* in place: no second [T x vocab] buffer */
             if (teacher)
                 sc_loss_distill(logits, teacher, ids, n, V, o->ce_weight, dl);
             else
@@ -264,7 +273,6 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     c->seconds = sc_now() - t0;
     if (!st) st = sc_calib_finalize(c, err);
 done:
-    free(dl);
     free(teacher);
     sc_forward_free(f);
     sc_router_free(x.student);

@@ -46,8 +46,8 @@ static float *alloc3(int64_t a, int64_t b, int64_t c, bool *ok) {
     return p;
 }
 
-static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, bool train, sc_forward **out,
-                        sc_err *err) {
+static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, bool train, bool keep_all,
+                        sc_forward **out, sc_err *err) {
     *out = NULL;
     const sc_config *c = &m->cfg;
     if (max_ctx <= 0 || max_ctx > SC_MAX_SEQ || max_batch <= 0 || max_batch > max_ctx)
@@ -60,7 +60,8 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
     f->train = train;
     int64_t B = max_batch, D = c->dim, F = c->ffn_dim, L = c->n_layers;
     int64_t qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    int64_t LS = train ? L : 1; /* layers that keep their own copy */
+    int64_t LS = train && keep_all ? L : 1; /* layers that keep their own copy */
+    f->checkpoint = train && !keep_all;
     bool ok = true;
     f->x = alloc3(1, B, D, &ok);
     f->xn = alloc3(1, B, D, &ok);
@@ -77,13 +78,15 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
     f->a = alloc3(LS, B, F, &ok);
     f->v = alloc3(LS, B, F, &ok);
     f->h = alloc3(LS, B, F, &ok);
-    f->s_q = train ? (size_t)(B * qd) : 0;
-    f->s_f = train ? (size_t)(B * F) : 0;
+    f->s_q = LS > 1 ? (size_t)(B * qd) : 0;
+    f->s_f = LS > 1 ? (size_t)(B * F) : 0;
+    f->s_d = LS > 1 ? (size_t)(B * D) : 0;
+    f->s_r = LS > 1 ? (size_t)B : 0;
     if (train) {
         f->x_in = alloc3(L, B, D, &ok);
-        f->x_mid = alloc3(L, B, D, &ok);
-        f->r1 = alloc3(L, B, 1, &ok);
-        f->r2 = alloc3(L, B, 1, &ok);
+        f->x_mid = alloc3(LS, B, D, &ok);
+        f->r1 = alloc3(LS, B, 1, &ok);
+        f->r2 = alloc3(LS, B, 1, &ok);
         f->x_fin = alloc3(1, B, D, &ok);
         f->r_fin = alloc3(1, B, 1, &ok);
         f->g_x = alloc3(1, B, D, &ok);
@@ -109,21 +112,30 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
 }
 
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err) {
-    return create(m, max_ctx, max_batch, false, out, err);
+    return create(m, max_ctx, max_batch, false, false, out, err);
 }
 
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err) {
+    return sc_forward_create_train_ex(m, max_ctx, false, out, err);
+}
+
+float *sc_forward_logits(sc_forward *f) { return f->logits; }
+
+sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, bool keep_all, sc_forward **out,
+                                     sc_err *err) {
     for (int64_t l = 0; l < m->cfg.n_layers; l++)
         if (sc_model_present(m, &m->layers[l].attn_rot) || sc_model_present(m, &m->layers[l].mlp_rot))
             return sc_errf(err, SC_EUNSUPPORTED, "%s: gradients through folded LaRoSA rotations are not supported; "
                                                  "calibrate the model it was packed from", m->path);
-    return create(m, max_ctx, max_ctx, true, out, err);
+    return create(m, max_ctx, max_ctx, true, keep_all, out, err);
 }
 
-static sc_status tap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n, int64_t width,
-                     const int32_t *ids, float *data, sc_err *err) {
+/* Calls the hook of tap t (if any); f->replaying marks a recomputation. */
+#define tap(hk, t, layer, pos0, n, width, ids, data, err) tap_(f, hk, t, layer, pos0, n, width, ids, data, err)
+static sc_status tap_(const sc_forward *f, const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n,
+                      int64_t width, const int32_t *ids, float *data, sc_err *err) {
     if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
-    sc_tap_event ev = {t, layer, pos0, n, width, ids, data, NULL, false};
+    sc_tap_event ev = {t, layer, pos0, n, width, ids, data, NULL, false, f->replaying};
     return hk->fn(hk->user, &ev, err);
 }
 
@@ -201,10 +213,11 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     float *K = f->kc + (l * f->max_ctx + pos0) * kvd, *V = f->vc + (l * f->max_ctx + pos0) * kvd;
     float *q = f->q + (size_t)l * f->s_q, *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f,
           *v = f->v + (size_t)l * f->s_f, *h = f->h + (size_t)l * f->s_f;
-    int64_t lb = l * f->max_batch;
+    float *x_mid = f->train ? f->x_mid + (size_t)l * f->s_d : NULL, *r1 = f->train ? f->r1 + (size_t)l * f->s_r : NULL,
+          *r2 = f->train ? f->r2 + (size_t)l * f->s_r : NULL;
     /* attention block */
-    if (f->train) memcpy(f->x_in + lb * D, f->x, rowD);
-    sc_rmsnorm_forward(f->xn, f->train ? f->r1 + lb : NULL, f->x, L->attn_norm, n, D, c->norm_eps);
+    if (f->train && !f->replaying) memcpy(f->x_in + l * f->max_batch * D, f->x, rowD);
+    sc_rmsnorm_forward(f->xn, r1, f->x, L->attn_norm, n, D, c->norm_eps);
     rotate(f->xn, f->tmp, L->attn_rot, n, D);
     SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
@@ -221,8 +234,8 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, L->wo, NULL, f->tmp, err));
     for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
     /* MLP block */
-    if (f->train) memcpy(f->x_mid + lb * D, f->x, rowD);
-    sc_rmsnorm_forward(f->xn, f->train ? f->r2 + lb : NULL, f->x, L->ffn_norm, n, D, c->norm_eps);
+    if (f->train) memcpy(x_mid, f->x, rowD);
+    sc_rmsnorm_forward(f->xn, r2, f->x, L->ffn_norm, n, D, c->norm_eps);
     rotate(f->xn, f->tmp, L->mlp_rot, n, D);
     SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
@@ -264,6 +277,9 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
         for (int64_t i = 0; i < n * D; i++) f->x[i] *= sc;
     }
     f->n_last = n;
+    f->ids_last = ids;
+    f->has_hk = hk != NULL;
+    if (hk) f->hk_last = *hk;
     size_t rowD = (size_t)(n * D) * sizeof(float);
     for (int64_t l = 0; l < c->n_layers; l++) SC_TRY(layer_forward(f, l, ids, n, pos0, hk, err));
     if (f->train) memcpy(f->x_fin, f->x, rowD);
@@ -272,6 +288,15 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
     SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     if (logits) *logits = f->logits;
     return SC_OK;
+}
+
+sc_status sc_forward_replay_layer(sc_forward *f, int64_t l, sc_err *err) {
+    int64_t n = f->n_last, D = f->m->cfg.dim;
+    memcpy(f->x, f->x_in + l * f->max_batch * D, (size_t)(n * D) * sizeof(float));
+    f->replaying = true;
+    sc_status st = layer_forward(f, l, f->ids_last, n, 0, f->has_hk ? &f->hk_last : NULL, err);
+    f->replaying = false;
+    return st;
 }
 
 sc_status sc_forward_layer(sc_forward *f, int64_t layer, float *x, int64_t n, sc_err *err) {
