@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
 #include "json_out.h"
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 int cli_fail(const char *cmd, sc_status st, const sc_err *err) {
@@ -124,6 +126,26 @@ static int threads_for(const sc_config *c, sc_threads_source *why, int *blas) {
     return n;
 }
 
+#define BLAS_AUTO_ENV "SPARSECAL_OPENBLAS_CHOSE"
+
+void cli_blas_fix_kernels(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv(BLAS_AUTO_ENV)) return;
+    sc_blas_desc b;
+    sc_blas_describe(&b);
+    static const char *narrow[] = {"Prescott", "Core2",  "Penryn", "Dunnington", "Nehalem",
+                                   "Atom",     "Katmai", "Banias", "Northwood",  "Sandybridge"};
+    bool is_narrow = false;
+    for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) is_narrow |= strcmp(b.core, narrow[i]) == 0;
+    uint32_t cpu = srt_cpu_features();
+    uint32_t avx512 = SRT_CPU_AVX512F | SRT_CPU_AVX512BW | SRT_CPU_AVX512VL, avx2 = SRT_CPU_AVX2 | SRT_CPU_FMA;
+    const char *want = (cpu & avx512) == avx512 ? "SkylakeX" : (cpu & avx2) == avx2 ? "Haswell" : NULL;
+    if (!is_narrow || !want) return;
+    if (setenv("OPENBLAS_CORETYPE", want, 1) || setenv(BLAS_AUTO_ENV, b.core, 1)) return;
+    execv("/proc/self/exe", argv); /* returns only on failure: go on with what OpenBLAS chose */
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(BLAS_AUTO_ENV);
+}
+
 void cli_print_provenance(FILE *f, const sc_config *c) {
     char avail[128], chosen[128];
     isa_lists(avail, sizeof avail, chosen, sizeof chosen);
@@ -134,8 +156,13 @@ void cli_print_provenance(FILE *f, const sc_config *c) {
     int blas_n, n = threads_for(c, &why, &blas_n);
     sc_blas_desc b;
     sc_blas_describe(&b);
-    fprintf(f, "blas        %s %s, %s kernels (OPENBLAS_CORETYPE%s%s), %d threads\n", b.library, b.version, b.core,
-            b.coretype_env[0] ? "=" : " unset", b.coretype_env, b.threads);
+    const char *chose = getenv(BLAS_AUTO_ENV);
+    if (chose)
+        fprintf(f, "blas        %s %s, %s kernels (set by sparsecal: OpenBLAS chose %s for this CPU; set OPENBLAS_CORETYPE to override), %d threads\n",
+                b.library, b.version, b.core, chose, b.threads);
+    else
+        fprintf(f, "blas        %s %s, %s kernels (OPENBLAS_CORETYPE%s%s), %d threads\n", b.library, b.version, b.core,
+                b.coretype_env[0] ? "=" : " unset", b.coretype_env, b.threads);
     fprintf(f, "threads     %d (%s%s): BLAS %d, runtime kernels %d\n", n, sc_threads_source_name(why),
             !c && why == SC_THREADS_ALL_CORES ? "; 1 for models with layers under 4M parameters" : "", blas_n, n);
 }
@@ -160,6 +187,11 @@ void cli_provenance_json(cJSON *j, const sc_config *c) {
         cJSON_AddStringToObject(o, "openblas_coretype", b.coretype_env);
     else
         cJSON_AddNullToObject(o, "openblas_coretype");
+    const char *chose = getenv(BLAS_AUTO_ENV); /* set by cli_blas_fix_kernels: what OpenBLAS chose itself */
+    if (chose)
+        cJSON_AddStringToObject(o, "openblas_chose", chose);
+    else
+        cJSON_AddNullToObject(o, "openblas_chose");
     cJSON_AddNumberToObject(o, "threads", b.threads);
     cJSON_AddStringToObject(o, "config", b.config);
     cJSON *t = cJSON_AddObjectToObject(j, "threads");

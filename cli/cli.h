@@ -84,6 +84,15 @@ void cli_print_json(struct cJSON *j);
  * or as the "kernels", "blas" and "threads" members of a JSON object. */
 #include <stdio.h>
 void cli_print_provenance(FILE *f, const sc_config *c);
+/* OpenBLAS picks its kernels from the CPU's model name when it is loaded; a
+ * CPU it does not know (VMs that report a generic "Intel Xeon Processor")
+ * gets its baseline SSE3 kernels ("Prescott"), several times slower than the
+ * AVX2/AVX-512 ones the CPU has. When OPENBLAS_CORETYPE is unset and the
+ * chosen kernels are narrower than the CPU's vector unit, this runs the
+ * program again (execv) with OPENBLAS_CORETYPE=Haswell or SkylakeX, and
+ * --version / info say so. Setting OPENBLAS_CORETYPE yourself disables it.
+ * Call first thing in main. */
+void cli_blas_fix_kernels(char **argv);
 void cli_provenance_json(struct cJSON *j, const sc_config *c);
 
 /* Resident set size of this process in bytes (0 if unknown). */

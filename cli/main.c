@@ -61,6 +61,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_blas_fix_kernels(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
