@@ -74,6 +74,19 @@ static bool grow(void **buf, size_t *cap, size_t need) {
     return true;
 }
 
+/* The manifest entry of a packed matrix. */
+static void matrix_entry(packer *p, const char *name, const srt_layout_traits *tr, int64_t rows, int64_t cols,
+                         int64_t rs, int64_t cs, int64_t g) {
+    cJSON *t = cJSON_AddObjectToObject(p->tensors, name);
+    cJSON_AddStringToObject(t, "layout", tr->name);
+    cJSON_AddNumberToObject(t, "rows", (double)rows);
+    cJSON_AddNumberToObject(t, "cols", (double)cols);
+    cJSON_AddNumberToObject(t, "rows_stored", (double)rs);
+    cJSON_AddNumberToObject(t, "cols_stored", (double)cs);
+    cJSON_AddNumberToObject(t, "group", (double)g);
+    p->res->f32_bytes_in += (uint64_t)(rows * cols) * 4;
+}
+
 /* Quantises W [rows, cols] into layout l (padding rows and columns with
  * zeros up to the layout's block geometry) and adds it as a section. */
 static sc_status add_matrix(packer *p, const char *name, srt_layout l, const float *W, int64_t rows, int64_t cols,
@@ -105,14 +118,7 @@ static sc_status add_matrix(packer *p, const char *name, srt_layout l, const flo
         return sc_errf(err, SC_EFORMAT, "pack: %s: %s (non-finite weights?)", name, srt_status_str(ks));
     uint64_t dims[1] = {(uint64_t)bytes};
     if (srt_writer_add(p->w, name, SRT_CT_BYTES, 1, dims, p->buf, bytes, p->o->compress)) return wr_fail(p, err);
-    cJSON *t = cJSON_AddObjectToObject(p->tensors, name);
-    cJSON_AddStringToObject(t, "layout", tr->name);
-    cJSON_AddNumberToObject(t, "rows", (double)rows);
-    cJSON_AddNumberToObject(t, "cols", (double)cols);
-    cJSON_AddNumberToObject(t, "rows_stored", (double)rs);
-    cJSON_AddNumberToObject(t, "cols_stored", (double)cs);
-    cJSON_AddNumberToObject(t, "group", (double)g);
-    p->res->f32_bytes_in += (uint64_t)(rows * cols) * 4;
+    matrix_entry(p, name, tr, rows, cols, rs, cs, g);
     return SC_OK;
 }
 
@@ -196,38 +202,97 @@ static bool fold_prepare(const void *state, int64_t l, int which, const float *g
     return true;
 }
 
-/* The token embedding (f32) and an untied classifier. Weights converted on
- * use are gathered into one f32 copy first (the writer takes whole sections). */
+/* Rows of a vocabulary matrix read on use: the embedding (ids) or the classifier. */
+static sc_status vocab_rows(const sc_model *m, bool classifier, int64_t r0, int64_t n, float *dst, int32_t *ids,
+                            sc_err *err) {
+    if (!classifier) {
+        for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(r0 + i);
+        return sc_model_embed(m, ids, n, dst, err);
+    }
+    const float *W;
+    SC_TRY(sc_model_classifier_rows(m, r0, n, &W, err));
+    memcpy(dst, W, (size_t)(n * m->cfg.dim) * sizeof(float));
+    return SC_OK;
+}
+
+/* The token embedding (f32) and an untied classifier. When they are read on
+ * use (model.h) they are streamed into their sections in row chunks, so a
+ * 128K x 4096 vocabulary never exists whole as f32: the embedding as raw f32
+ * pieces, the classifier quantised chunk by chunk (its layouts, f32 and
+ * q8_0, store rows one after another, so the pieces concatenate to exactly
+ * what packing the whole matrix gives). Streamed sections are not compressed. */
 static sc_status add_vocab_matrices(packer *p, const sc_model *m, const layout_plan *plan, sc_err *err) {
     const sc_config *c = &m->cfg;
     int64_t V = c->vocab_size, D = c->dim;
-    float *tmp = NULL;
-    const float *emb = m->tok_emb, *cls = c->tied_classifier ? NULL : m->classifier;
-    if (!emb || (!c->tied_classifier && !cls)) {
-        tmp = malloc((size_t)(V * D) * sizeof(float));
-        if (!tmp) return sc_errf(err, SC_ENOMEM, "pack: out of memory for the %lld x %lld embedding", (long long)V, (long long)D);
-    }
+    bool emb_lazy = !m->tok_emb, cls_lazy = !c->tied_classifier && !m->classifier;
     sc_status st = SC_OK;
-    if (!emb) {
-        int32_t ids[256];
-        for (int64_t r0 = 0; !st && r0 < V; r0 += 256) {
-            int64_t n = V - r0 < 256 ? V - r0 : 256;
-            for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(r0 + i);
-            st = sc_model_embed(m, ids, n, tmp + r0 * D, err);
+    if (!emb_lazy) st = add_f32(p, "tok_emb", m->tok_emb, V * D, err);
+    if (!st && !c->tied_classifier && !cls_lazy)
+        st = add_matrix(p, "classifier", plan->classifier, m->classifier, V, D, err);
+    if (st || (!emb_lazy && !cls_lazy)) return st;
+    const srt_layout_traits *tr = srt_layout_get(plan->classifier);
+    int64_t cq = plan->classifier == SRT_LAYOUT_F32 ? 1 : 32, cs = round_up(D, cq);
+    int64_t chunk = sc_model_classifier_chunk(m) / 32 * 32;
+    if (chunk < 32) chunk = 32;
+    float *rows = malloc((size_t)(chunk * cs) * sizeof(float)), *tmp = NULL;
+    int32_t *ids = malloc((size_t)chunk * sizeof(int32_t));
+    if (!rows || !ids) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the vocabulary chunks");
+    for (int which = 0; which < 2 && !st; which++) {
+        bool cls = which == 1;
+        if (!(cls ? cls_lazy : emb_lazy)) continue;
+        int64_t rq = cls ? cq == 1 ? 1 : 32 : 1, rs = round_up(V, rq);
+        size_t chunk_bytes, total;
+        if (cls && (tr->size(&chunk_bytes, chunk, cs, 0) != SRT_OK || tr->size(&total, rs, cs, 0) != SRT_OK)) {
+            st = sc_errf(err, SC_EUNSUPPORTED, "pack: layout %s cannot hold the classifier", tr->name);
+            break;
         }
-        emb = tmp;
-    }
-    if (!st) st = add_f32(p, "tok_emb", emb, V * D, err);
-    if (!st && !c->tied_classifier && !cls) {
-        for (int64_t r0 = 0, chunk = sc_model_classifier_chunk(m); !st && r0 < V; r0 += chunk) {
-            int64_t n = V - r0 < chunk ? V - r0 : chunk;
-            const float *W;
-            if (!(st = sc_model_classifier_rows(m, r0, n, &W, err))) memcpy(tmp + r0 * D, W, (size_t)(n * D) * sizeof(float));
+        if (cls && !grow(&p->buf, &p->buf_cap, chunk_bytes)) {
+            st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the classifier");
+            break;
         }
-        cls = tmp;
+        uint64_t dims[1] = {cls ? (uint64_t)total : (uint64_t)(V * D)};
+        if (srt_writer_begin(p->w, cls ? "classifier" : "tok_emb", cls ? SRT_CT_BYTES : SRT_CT_F32, 1, dims)) {
+            st = wr_fail(p, err);
+            break;
+        }
+        for (int64_t r0 = 0; !st && r0 < rs; r0 += chunk) {
+            int64_t n = rs - r0 < chunk ? rs - r0 : chunk, real = V - r0 < n ? (V - r0 > 0 ? V - r0 : 0) : n;
+            if (!cls) { /* f32 rows as they are */
+                if (!(st = vocab_rows(m, false, r0, n, rows, ids, err)) &&
+                    srt_writer_append(p->w, rows, (size_t)(n * D) * sizeof(float)))
+                    st = wr_fail(p, err);
+                continue;
+            }
+            if (real > 0 && cs == D) {
+                st = vocab_rows(m, true, r0, real, rows, ids, err);
+            } else if (real > 0) { /* columns padded with zeros */
+                if (!tmp && !(tmp = malloc((size_t)(chunk * D) * sizeof(float)))) {
+                    st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the classifier");
+                    break;
+                }
+                if (!(st = vocab_rows(m, true, r0, real, tmp, ids, err)))
+                    for (int64_t r = 0; r < real; r++) {
+                        memcpy(rows + r * cs, tmp + r * D, (size_t)D * sizeof(float));
+                        memset(rows + r * cs + D, 0, (size_t)(cs - D) * sizeof(float));
+                    }
+            }
+            if (st) break;
+            memset(rows + real * cs, 0, (size_t)((n - real) * cs) * sizeof(float)); /* rows padded with zeros */
+            size_t bytes;
+            srt_matrix mat;
+            srt_status ks = tr->size(&bytes, n, cs, 0);
+            if (ks == SRT_OK) ks = tr->pack(&mat, p->buf, bytes, rows, n, cs, 0);
+            if (ks != SRT_OK)
+                st = sc_errf(err, SC_EFORMAT, "pack: classifier: %s (non-finite weights?)", srt_status_str(ks));
+            else if (srt_writer_append(p->w, p->buf, bytes))
+                st = wr_fail(p, err);
+        }
+        if (!st && srt_writer_end(p->w)) st = wr_fail(p, err);
+        if (!st && cls) matrix_entry(p, "classifier", tr, V, D, rs, cs, 0);
     }
-    if (!st && !c->tied_classifier) st = add_matrix(p, "classifier", plan->classifier, cls, V, D, err);
+    free(rows);
     free(tmp);
+    free(ids);
     return st;
 }
 
