@@ -204,7 +204,10 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         if ((st = sc_router_create(m, &rs, &x.student, err))) goto done;
         x.fwd_mask |= sc_router_taps();
     }
-    st = need_grad ? sc_forward_create_train(m, T, &f, err) : sc_forward_create(m, T, T, &f, err);
+    /* the cross-entropy without [T x vocab] logits when no method looks at them */
+    bool chunked = need_grad && o->loss == SC_LOSS_KIND_CE && !(x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS));
+    st = need_grad ? sc_forward_create_train_ex(m, T, chunked ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err)
+                   : sc_forward_create(m, T, T, &f, err);
     if (st) goto done;
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) { /* the loss overwrites the logits with their gradient */
         teacher = malloc((size_t)(T * V) * sizeof(float));
@@ -249,7 +252,10 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
             memcpy(teacher, logits, (size_t)(n * V) * sizeof(float));
         }
         if ((st = sc_forward_run(f, ids, n, 0, &hk, &logits, err))) break;
-        if (need_grad) {
+        if (chunked) {
+            double loss;
+            if ((st = sc_backward_ce(f, &ghk, &loss, err))) break;
+        } else if (need_grad) {
             float *dl = sc_forward_logits(f); /* in place: no second [T x vocab] buffer */
             if (teacher)
                 sc_loss_distill(logits, teacher, ids, n, V, o->ce_weight, dl);

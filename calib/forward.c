@@ -25,7 +25,7 @@ void sc_forward_set_linear_hook(sc_forward *f, sc_linear_fn fn, void *user) {
 
 void sc_forward_free(sc_forward *f) {
     if (!f) return;
-    float *bufs[] = {f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,
+    float *bufs[] = {f->lchunk, f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,
                      f->u,  f->a,  f->v,   f->h,   f->x_in, f->x_mid, f->r1, f->r2, f->x_fin, f->r_fin,
                      f->g_x, f->g_xn, f->g_q, f->g_k, f->g_v, f->g_ctx, f->g_p, f->g_dp, f->g_f1, f->g_f2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) sc_free_aligned(bufs[i]);
@@ -46,8 +46,9 @@ static float *alloc3(int64_t a, int64_t b, int64_t c, bool *ok) {
     return p;
 }
 
-static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, bool train, bool keep_all,
+static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, bool train, unsigned flags,
                         sc_forward **out, sc_err *err) {
+    bool keep_all = flags & SC_TRAIN_KEEP_ALL;
     *out = NULL;
     const sc_config *c = &m->cfg;
     if (max_ctx <= 0 || max_ctx > SC_MAX_SEQ || max_batch <= 0 || max_batch > max_ctx)
@@ -68,7 +69,15 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
     f->ctx = alloc3(1, B, qd, &ok);
     f->tmp = alloc3(1, B, D > qd ? D : qd, &ok);
     f->s = alloc3(1, B, max_ctx, &ok);
-    f->logits = alloc3(1, B, c->vocab_size, &ok);
+    f->chunked = train && (flags & SC_TRAIN_CHUNKED_LOSS);
+    if (f->chunked) { /* one [B, chunk] block of at most 64 MiB, and no more rows than the classifier's chunk */
+        int64_t rows = ((int64_t)16 << 20) / B, cap = sc_model_classifier_chunk(m);
+        rows = rows < 256 ? 256 : rows;
+        f->lchunk_rows = rows < cap ? rows : cap;
+        f->lchunk = alloc3(1, B, f->lchunk_rows, &ok);
+    } else {
+        f->logits = alloc3(1, B, c->vocab_size, &ok);
+    }
     f->kc = alloc3(L, max_ctx, kvd, &ok);
     f->vc = alloc3(L, max_ctx, kvd, &ok);
     f->cos_t = alloc3(1, max_ctx, c->head_dim / 2, &ok);
@@ -112,22 +121,22 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
 }
 
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err) {
-    return create(m, max_ctx, max_batch, false, false, out, err);
+    return create(m, max_ctx, max_batch, false, 0, out, err);
 }
 
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err) {
-    return sc_forward_create_train_ex(m, max_ctx, false, out, err);
+    return sc_forward_create_train_ex(m, max_ctx, 0, out, err);
 }
 
 float *sc_forward_logits(sc_forward *f) { return f->logits; }
 
-sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, bool keep_all, sc_forward **out,
+sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigned flags, sc_forward **out,
                                      sc_err *err) {
     for (int64_t l = 0; l < m->cfg.n_layers; l++)
         if (sc_model_present(m, &m->layers[l].attn_rot) || sc_model_present(m, &m->layers[l].mlp_rot))
             return sc_errf(err, SC_EUNSUPPORTED, "%s: gradients through folded LaRoSA rotations are not supported; "
                                                  "calibrate the model it was packed from", m->path);
-    return create(m, max_ctx, max_ctx, true, keep_all, out, err);
+    return create(m, max_ctx, max_ctx, true, flags, out, err);
 }
 
 /* Calls the hook of tap t (if any); f->replaying marks a recomputation. */
@@ -284,9 +293,10 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
     for (int64_t l = 0; l < c->n_layers; l++) SC_TRY(layer_forward(f, l, ids, n, pos0, hk, err));
     if (f->train) memcpy(f->x_fin, f->x, rowD);
     sc_rmsnorm_forward(f->xn, f->train ? f->r_fin : NULL, f->x, m->final_norm, n, D, c->norm_eps);
+    if (logits) *logits = f->logits;
+    if (f->chunked) return SC_OK; /* f->xn holds the final norm's output for sc_backward_ce */
     SC_TRY(sc_classifier_forward(m, f->logits, f->xn, n, err));
     SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
-    if (logits) *logits = f->logits;
     return SC_OK;
 }
 
@@ -338,5 +348,5 @@ sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
         sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);
         sc_linear_forward(f->tmp, f->h, L->wd, NULL, n, F, D);
     }
-    return sc_classifier_forward(m, f->logits, f->xn, n, err);
+    return f->logits ? sc_classifier_forward(m, f->logits, f->xn, n, err) : SC_OK;
 }

@@ -100,7 +100,12 @@ sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batc
  * for about one more forward pass of compute. keep_all keeps every layer's
  * activations instead (the reference the checkpointed pass is tested against). */
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err);
-sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, bool keep_all, sc_forward **out, sc_err *err);
+/* Options of sc_forward_create_train_ex. CHUNKED_LOSS: no [T x vocab] logits
+ * buffer at all; sc_forward_run stops at the final norm (no logits, no
+ * SC_TAP_LOGITS event) and sc_backward_ce computes the cross-entropy and its
+ * gradient in vocabulary chunks. */
+enum { SC_TRAIN_KEEP_ALL = 1, SC_TRAIN_CHUNKED_LOSS = 2 };
+sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigned flags, sc_forward **out, sc_err *err);
 /* The logits buffer of the last window [n, vocab], writable: a loss may
  * overwrite it with dL/dlogits and hand it to sc_backward_run, so training
  * needs no second [T x vocab] buffer. */
@@ -139,6 +144,14 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
  * applied; replacements at other taps are treated as constants of the
  * backward (identity). No weight gradients are computed. */
 sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *hooks, sc_err *err);
+
+/* The next-token cross-entropy of the last window on a CHUNKED_LOSS training
+ * workspace, and the backward pass from it: the classifier runs over
+ * vocabulary chunks twice (an online log-sum-exp per position, then the
+ * gradient chunk by chunk, accumulated into dL/d(final norm output)), so the
+ * only vocabulary-sized buffer is one [T x chunk] block. *loss is the summed
+ * CE as sc_loss_ce returns it. */
+sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hooks, double *loss, sc_err *err);
 
 /* Next-token cross-entropy of a window: loss = sum over t < n-1 of
  * -log softmax(logits[t])[ids[t+1]]; writes dL/dlogits [n, V] (row n-1 zero)

@@ -33,6 +33,9 @@ struct sc_forward {
      * residual and its rms scale */
     float *x_in, *x_mid, *r1, *r2, *x_fin, *r_fin;
     bool checkpoint;          /* train mode: recompute layers in backward */
+    bool chunked;             /* train mode: no logits buffer; the loss runs over vocabulary chunks */
+    float *lchunk;            /* chunked: [B, chunk] logits of one vocabulary chunk */
+    int64_t lchunk_rows;      /* vocabulary rows per chunk */
     bool replaying;           /* inside sc_forward_replay_layer */
     const int32_t *ids_last;  /* the last window's ids and forward hooks (replayed) */
     sc_hooks hk_last;
