@@ -223,6 +223,7 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         c->n_tokens += n - 1;
         tokens_run += n;
         done_seqs++;
+        if (o->on_seq && (st = o->on_seq(o->on_seq_user, done_seqs, mine, err))) break;
         double now = sc_now();
         if (o->progress && (now - last > 1.0 || done_seqs == mine)) {
             last = now;

@@ -29,6 +29,11 @@ typedef struct sc_compute_opts {
     double ce_weight;        /* distillation: weight of the CE term (0.2) */
     const char *params;      /* method parameters "k=v,..." */
     FILE *progress;          /* status lines (NULL: quiet) */
+    /* Called after each sequence of this process (NULL: never) with the number
+     * done and the number this process takes; an error stops the run with it
+     * (cli/cli_mpi.c stops a rank whose peer failed). */
+    sc_status (*on_seq)(void *user, int64_t done, int64_t mine, sc_err *err);
+    void *on_seq_user;
 } sc_compute_opts;
 
 void sc_compute_opts_default(sc_compute_opts *o);
