@@ -67,7 +67,7 @@ void cli_mpi_end(cli_mpi *p) {
 }
 
 sc_status cli_mpi_agree(cli_mpi *p, const char *cmd, sc_status st, const sc_err *err) {
-    if (!p->active || p->size == 1) return st;
+    if (!p->active || p->size == 1 || p->reported) return st; /* (after a failure every rank skips the rest alike) */
     /* mine: 0 ok, > 0 a failure of this rank's own (its status), -1 stopped by another's */
     int mine = !st ? 0 : p->stopped ? -1 : (int)st, one = 1;
     int *all = malloc((size_t)p->size * sizeof *all);
