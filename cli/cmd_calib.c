@@ -38,9 +38,9 @@ int cmd_compute(int argc, char **argv) {
     cli_inputs in = {0};
     const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
                *params = NULL;
-    int64_t seqs = 0, seq_len = 0, compress = 3;
+    int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
-    bool json = false, quiet = false;
+    bool json = false, quiet = false, resume = false;
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
@@ -56,6 +56,10 @@ int cmd_compute(int argc, char **argv) {
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
+        {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N",
+         "every N sequences save the accumulators to FILE.ckpt (MPI: FILE.ckpt.rankR); removed on success", 1, 1e15},
+        {"resume", 0, SC_ARG_FLAG, &resume, NULL,
+         "continue from FILE.ckpt (same model, data, options, shard; none yet: start from the beginning)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
@@ -118,6 +122,18 @@ int cmd_compute(int argc, char **argv) {
     co.max_seqs = seqs;
     co.params = params;
     co.progress = quiet || mp.rank > 0 ? NULL : stderr; /* progress of rank 0's share */
+    /* checkpoints: one per process, beside the output (each rank its own share) */
+    char ckpt[4096] = "";
+    if (!st && out && (size_t)snprintf(ckpt, sizeof ckpt, mp.size > 1 ? "%s.ckpt.rank%d" : "%s.ckpt", out, mp.rank) >= sizeof ckpt)
+        st = sc_errf(&err, SC_EARG, "-o %s: the path is too long", out);
+    co.checkpoint_every = ckpt_every;
+    co.checkpoint_path = ckpt;
+    if (!st && resume) {
+        if (sc_file_exists(ckpt))
+            co.resume_path = ckpt;
+        else /* (also with -q: the run does not do what was asked) */
+            fprintf(stderr, "note: no checkpoint %s yet: starting from the first sequence\n", ckpt);
+    }
     st = cli_mpi_agree(&mp, "compute", st, &err);
     if (!st) st = cli_load(&in, false, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
@@ -132,6 +148,7 @@ int cmd_compute(int argc, char **argv) {
     double seconds = mp.size > 1 ? sc_now() - t0 : c ? c->seconds : 0; /* MPI: wall clock (c->seconds sums the ranks') */
     if (!st && mp.rank == 0) st = sc_calib_save(c, in.model, out, (int)compress, &err);
     st = cli_mpi_agree(&mp, "compute", st, &err);
+    if (!st && (ckpt_every > 0 || co.resume_path)) remove(ckpt); /* the result is written: the checkpoint is spent */
     if (!st && mp.rank == 0 && json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "out", out);
