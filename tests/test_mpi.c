@@ -18,9 +18,12 @@
  * Skipped (77) when sparsecal was built without MPI or mpirun is missing. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -50,6 +53,40 @@ static int count_lines(const char *s, const char *prefix) {
         p = nl + 1;
     }
     return n;
+}
+
+static bool files_equal(const char *a, const char *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    bool ok = !sc_read_file(a, 1 << 30, &x, &nx, &err) && !sc_read_file(b, 1 << 30, &y, &ny, &err) && nx == ny &&
+              memcmp(x, y, nx) == 0;
+    free(x);
+    free(y);
+    return ok;
+}
+
+/* Runs the shell command cmd (exec'd: its pid is the launcher's); once every
+ * file in wait_for exists, sends SIGTERM (mpirun passes it on to the ranks)
+ * and waits. Returns true if the files appeared before the job ended. */
+static bool terminate_when_exist(const char *cmd, const char *const *wait_for, int n) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0) return false;
+    bool seen = false;
+    for (int i = 0; i < 240000 && !seen; i++) { /* up to 4 min */
+        seen = true;
+        for (int k = 0; k < n; k++) seen = seen && access(wait_for[k], F_OK) == 0;
+        int status;
+        if (!seen && waitpid(pid, &status, WNOHANG) == pid) return false;
+        if (!seen) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    return true;
 }
 
 static sc_calib *load(const char *path, const sc_model *m) {
@@ -177,11 +214,11 @@ int main(void) {
      * Under AddressSanitizer the MPI library's own allocations at exit are not ours. */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    char mpi[2048], asan[1024];
+    char mpi[4096], launcher[1200], asan[1024];
     const char *ao = getenv("ASAN_OPTIONS");
     snprintf(asan, sizeof asan, "%s%sdetect_leaks=0", ao ? ao : "", ao && *ao ? ":" : "");
-    snprintf(mpi, sizeof mpi, "ASAN_OPTIONS='%s' %s%s --oversubscribe", asan, mpirun,
-             geteuid() == 0 ? " --allow-run-as-root" : "");
+    snprintf(launcher, sizeof launcher, "%s%s --oversubscribe", mpirun, geteuid() == 0 ? " --allow-run-as-root" : "");
+    snprintf(mpi, sizeof mpi, "ASAN_OPTIONS='%s' %s", asan, launcher);
     const char *S = SC_CLI_PATH;
     char M[8192];
     /* every method (8: claws, cats, larosa, cett, clada, teal, cwic, coact); a small TEAL sample keeps its greedy
@@ -214,7 +251,29 @@ int main(void) {
     sc_calib_free(cm);
     sc_calib_free(co);
     sc_calib_free(cs);
-    sc_model_free(m);
+
+    /* checkpoints: one per rank; the job stopped once both exist (SIGTERM to mpirun), then --resume: the same
+     * file as the uninterrupted MPI run, and the checkpoints are gone */
+    {
+        const char *res = sc_tmp_path("resumed.scal");
+        char c0[4200], c1[4200], cmd[16384];
+        snprintf(c0, sizeof c0, "%s.ckpt.rank0", res);
+        snprintf(c1, sizeof c1, "%s.ckpt.rank1", res);
+        snprintf(cmd, sizeof cmd, "export ASAN_OPTIONS='%s'; exec %s -n 2 %s compute %s --checkpoint-every 2 -o %s", asan,
+                 launcher, S, M, res);
+        const char *both[2] = {c0, c1};
+        CHECK(terminate_when_exist(cmd, both, 2));
+        sc_calib *k = NULL;
+        int64_t done = 0, of = 0;
+        CHECK(m && sc_calib_load_checkpoint(c1, m, &k, &done, &of, &err) == SC_OK && k && strcmp(k->shards, "1/2") == 0);
+        printf("mpi: stopped with rank 1 at %lld of %lld sequences\n", (long long)done, (long long)of);
+        CHECK(done >= 2 && of == 8);
+        sc_calib_free(k);
+        rc = run("%s -n 2 %s compute %s --checkpoint-every 2 --resume -o %s", mpi, S, M, res);
+        CHECK_MSG(rc == 0, "resume: exit %d: %s", rc, out);
+        CHECK(files_equal(res, two));
+        CHECK(access(c0, F_OK) != 0 && access(c1, F_OK) != 0);
+    }
 
     /* errors: one line from sparsecal, every rank fails, nothing written */
     const char *bad = sc_tmp_path("bad.scal");
@@ -230,7 +289,24 @@ int main(void) {
     CHECK_MSG(rc != 0 && count_lines(out, "sparsecal compute: rank 0 of 2: merge: different options") == 1 &&
                   count_lines(out, "sparsecal compute:") == 1,
               "exit %d: %s", rc, out);
-    CHECK(access(bad, F_OK) != 0);
+    /* a failure inside rank 1's data loop (its checkpoint cannot be written) stops rank 0 at its next sequence */
+    const char *good = sc_tmp_path("good.scal");
+    char ck0[4200];
+    snprintf(ck0, sizeof ck0, "%s.ckpt.rank0", good);
+    rc = run("%s -n 1 %s compute %s --checkpoint-every 1 -o %s : -n 1 %s compute %s --checkpoint-every 1 "
+             "-o /nonexistent/dir/x.scal 2>&1",
+             mpi, S, M, good, S, M);
+    CHECK_MSG(rc != 0 && count_lines(out, "sparsecal compute: rank 1 of 2: /nonexistent/dir/x.scal.ckpt.rank1") == 1 &&
+                  count_lines(out, "sparsecal compute:") == 1,
+              "exit %d: %s", rc, out);
+    sc_calib *k = NULL;
+    int64_t done = 0, of = 0;
+    CHECK(m && sc_calib_load_checkpoint(ck0, m, &k, &done, &of, &err) == SC_OK);
+    printf("mpi: rank 0 stopped after %lld of %lld sequences when rank 1 failed\n", (long long)done, (long long)of);
+    CHECK(done < of);
+    sc_calib_free(k);
+    CHECK(access(bad, F_OK) != 0 && access(good, F_OK) != 0);
+    sc_model_free(m);
     /* started without a launcher, the MPI build is one process exactly as before */
     CHECK(run("%s compute %s -o %s --json", S, M, bad) == 0 && strstr(out, "\"processes\":1") &&
           strstr(out, "\"shards\":\"0/1\""));
