@@ -54,11 +54,15 @@ void cli_mpi_start(cli_mpi *p) {
     MPI_Comm_rank(MPI_COMM_WORLD, &p->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &p->size);
     p->active = true;
+    p->library = cli_mpi_library();
+}
+
+const char *cli_mpi_library(void) {
     static char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int n = 0;
-    MPI_Get_library_version(lib, &n);
+    MPI_Get_library_version(lib, &n); /* (may be called before MPI_Init) */
     lib[strcspn(lib, ",\n")] = '\0';
-    p->library = lib;
+    return lib;
 }
 
 void cli_mpi_end(cli_mpi *p) {
@@ -183,6 +187,8 @@ void cli_mpi_start(cli_mpi *p) {
 }
 
 void cli_mpi_end(cli_mpi *p) { (void)p; }
+
+const char *cli_mpi_library(void) { return NULL; }
 
 sc_status cli_mpi_agree(cli_mpi *p, const char *cmd, sc_status st, const sc_err *err) {
     (void)p;

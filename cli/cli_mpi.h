@@ -34,6 +34,8 @@ typedef struct cli_mpi {
 /* Initialises MPI when the environment shows a launcher (OMPI_COMM_WORLD_SIZE,
  * PMIX_RANK, PMI_RANK or PMI_SIZE); otherwise rank 0 of 1. */
 void cli_mpi_start(cli_mpi *p);
+/* The MPI library this build uses ("Open MPI v4.1.4"), or NULL without MPI. */
+const char *cli_mpi_library(void);
 void cli_mpi_end(cli_mpi *p);
 /* Ranks other than 0 print nothing (stdout, stderr) while muted: for what
  * every rank would print alike (option errors, --help). */
