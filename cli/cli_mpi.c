@@ -184,6 +184,12 @@ void cli_mpi_start(cli_mpi *p) {
     memset(p, 0, sizeof *p);
     p->size = 1;
     p->saved_fd[0] = p->saved_fd[1] = -1;
+    /* mpirun -n N of a build without MPI would run N whole jobs writing one file */
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 1) p->unsupported = atoi(v);
+    }
 }
 
 void cli_mpi_end(cli_mpi *p) { (void)p; }

@@ -29,6 +29,7 @@ typedef struct cli_mpi {
     bool reported; /* a failure was printed by cli_mpi_agree (by this rank or another) */
     const char *library; /* the MPI library's version string, or NULL */
     int saved_fd[2];     /* stdout, stderr while muted */
+    int unsupported;     /* a build without MPI started by a launcher of this many processes (> 1), else 0 */
 } cli_mpi;
 
 /* Initialises MPI when the environment shows a launcher (OMPI_COMM_WORLD_SIZE,

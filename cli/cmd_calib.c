@@ -98,6 +98,9 @@ int cmd_compute(int argc, char **argv) {
         st = sc_errf(&err, SC_EARG, "--layers expects A:B with A < B, got '%s'", layers);
     if (!st && shard && !parse_shard(shard, &co.shard_index, &co.shard_count))
         st = sc_errf(&err, SC_EARG, "--shard expects I/N with 0 <= I < N, got '%s'", shard);
+    if (!st && mp.unsupported)
+        st = sc_errf(&err, SC_EARG, "started as one of %d MPI processes, but this sparsecal was built without MPI "
+                                    "(install libopenmpi-dev and rebuild, or run --shard I/N jobs and merge)", mp.unsupported);
     if (!st && shard && mp.size > 1)
         st = sc_errf(&err, SC_EARG, "--shard cannot be combined with an MPI run of %d ranks (each rank is a shard already)",
                      mp.size);
