@@ -54,7 +54,6 @@ void cli_mpi_start(cli_mpi *p) {
     MPI_Comm_rank(MPI_COMM_WORLD, &p->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &p->size);
     p->active = true;
-    p->library = cli_mpi_library();
 }
 
 const char *cli_mpi_library(void) {
