@@ -14,7 +14,7 @@
 static sc_status gtap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t n, int64_t width, float *g,
                       const float *act, sc_err *err) {
     if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
-    sc_tap_event ev = {t, layer, 0, n, width, NULL, g, act, true};
+    sc_tap_event ev = {t, layer, 0, n, width, NULL, g, act, true, false};
     return hk->fn(hk->user, &ev, err);
 }
 
@@ -75,11 +75,22 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
     float *dx = f->g_x, *dxn = f->g_xn;
     SC_TRY(gtap(hk, SC_TAP_LOGITS, c->n_layers, n, V, (float *)dlogits, f->logits, err));
     /* final norm and classifier */
-    linear_backward(dxn, dlogits, m->classifier, n, D, V, false);
+    for (int64_t r0 = 0, chunk = sc_model_classifier_chunk(m); r0 < V; r0 += chunk) {
+        int64_t nr = V - r0 < chunk ? V - r0 : chunk;
+        const float *W;
+        SC_TRY(sc_model_classifier_rows(m, r0, nr, &W, err));
+        /* dxn[n, D] (+)= dlogits[:, r0:r0+nr] W_chunk */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)D, (blasint)nr, 1.0f, dlogits + r0,
+                    (blasint)V, W, (blasint)D, r0 ? 1.0f : 0.0f, dxn, (blasint)D);
+    }
     memset(dx, 0, (size_t)(n * D) * sizeof(float));
     sc_rmsnorm_backward(dx, dxn, f->x_fin, m->final_norm, f->r_fin, n, D);
     for (int64_t l = c->n_layers - 1; l >= 0; l--) {
-        const sc_layer *L = &m->layers[l];
+        /* checkpointed: the shared buffers hold the last layer's activations
+         * from the forward pass; every other layer is recomputed first */
+        if (f->checkpoint && l + 1 < c->n_layers) SC_TRY(sc_forward_replay_layer(f, l, err));
+        const sc_layer *L;
+        SC_TRY(sc_model_layer(m, l, &L, err));
         const float *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f, *v = f->v + (size_t)l * f->s_f,
                     *h = f->h + (size_t)l * f->s_f;
         const float *resid_after = l + 1 < c->n_layers ? f->x_in + (l + 1) * B * D : f->x_fin;
@@ -103,7 +114,7 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
         linear_backward(dxn, dh, L->wg, n, D, F, false);
         linear_backward(dxn, dv, L->wu, n, D, F, true);
         SC_TRY(gtap(hk, SC_TAP_MLP_IN, l, n, D, dxn, NULL, err));
-        sc_rmsnorm_backward(dx, dxn, f->x_mid + l * B * D, L->ffn_norm, f->r2 + l * B, n, D);
+        sc_rmsnorm_backward(dx, dxn, f->x_mid + (size_t)l * f->s_d, L->ffn_norm, f->r2 + (size_t)l * f->s_r, n, D);
         /* attention: x_mid = x_in + W_o ctx */
         linear_backward(f->g_ctx, dx, L->wo, n, qd, D, false);
         SC_TRY(gtap(hk, SC_TAP_ATTN_CTX, l, n, qd, f->g_ctx, NULL, err));
@@ -114,7 +125,7 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
         linear_backward(dxn, f->g_k, L->wk, n, D, kvd, true);
         linear_backward(dxn, f->g_v, L->wv, n, D, kvd, true);
         SC_TRY(gtap(hk, SC_TAP_ATTN_IN, l, n, D, dxn, NULL, err));
-        sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + l * B, n, D);
+        sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + (size_t)l * f->s_r, n, D);
     }
     return SC_OK;
 }

@@ -77,6 +77,6 @@ void sc_calib_free(sc_calib *c);
 void *sc_calib_state(const sc_calib *c, const char *method);
 
 /* xxh64 of the config and every weight, as 16 hex digits. */
-void sc_model_identity(const sc_model *m, char out[17]);
+sc_status sc_model_identity(const sc_model *m, char out[17], sc_err *err);
 
 #endif

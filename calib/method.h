@@ -78,6 +78,6 @@ const sc_method *const *sc_methods(void);
 /* Helpers for methods: per-layer float64/int64 vectors. */
 double *sc_method_f64(int64_t n);
 /* L2 norms of the columns of W_d [dim, ffn] (a neuron's output vector), in double. */
-void sc_down_col_norms(const sc_model *m, int64_t layer, double *out);
+sc_status sc_down_col_norms(const sc_model *m, int64_t layer, double *out, sc_err *err);
 
 #endif

@@ -149,7 +149,7 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
     }
     if (m) {
         char id[17];
-        sc_model_identity(m, id);
+        if ((st = sc_model_identity(m, id, err))) goto done;
         if (strcmp(id, mid) != 0) {
             st = sc_errf(err, SC_EARG, "%s: computed on another model (identity %s, this model is %s)", path, mid, id);
             goto done;

@@ -196,6 +196,41 @@ static bool fold_prepare(const void *state, int64_t l, int which, const float *g
     return true;
 }
 
+/* The token embedding (f32) and an untied classifier. Weights converted on
+ * use are gathered into one f32 copy first (the writer takes whole sections). */
+static sc_status add_vocab_matrices(packer *p, const sc_model *m, const layout_plan *plan, sc_err *err) {
+    const sc_config *c = &m->cfg;
+    int64_t V = c->vocab_size, D = c->dim;
+    float *tmp = NULL;
+    const float *emb = m->tok_emb, *cls = c->tied_classifier ? NULL : m->classifier;
+    if (!emb || (!c->tied_classifier && !cls)) {
+        tmp = malloc((size_t)(V * D) * sizeof(float));
+        if (!tmp) return sc_errf(err, SC_ENOMEM, "pack: out of memory for the %lld x %lld embedding", (long long)V, (long long)D);
+    }
+    sc_status st = SC_OK;
+    if (!emb) {
+        int32_t ids[256];
+        for (int64_t r0 = 0; !st && r0 < V; r0 += 256) {
+            int64_t n = V - r0 < 256 ? V - r0 : 256;
+            for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(r0 + i);
+            st = sc_model_embed(m, ids, n, tmp + r0 * D, err);
+        }
+        emb = tmp;
+    }
+    if (!st) st = add_f32(p, "tok_emb", emb, V * D, err);
+    if (!st && !c->tied_classifier && !cls) {
+        for (int64_t r0 = 0, chunk = sc_model_classifier_chunk(m); !st && r0 < V; r0 += chunk) {
+            int64_t n = V - r0 < chunk ? V - r0 : chunk;
+            const float *W;
+            if (!(st = sc_model_classifier_rows(m, r0, n, &W, err))) memcpy(tmp + r0 * D, W, (size_t)(n * D) * sizeof(float));
+        }
+        cls = tmp;
+    }
+    if (!st && !c->tied_classifier) st = add_matrix(p, "classifier", plan->classifier, cls, V, D, err);
+    free(tmp);
+    return st;
+}
+
 sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts *o, const char *path,
                   sc_pack_result *res, sc_err *err) {
     memset(res, 0, sizeof *res);
@@ -217,13 +252,12 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     cJSON_AddStringToObject(man, "layout", plan->name);
     cJSON_AddItemToObject(man, "config", config_json(c));
     char id[17];
-    sc_model_identity(m, id);
+    sc_status st = sc_model_identity(m, id, err);
     cJSON_AddStringToObject(man, "source_model_id", id);
     p.tensors = cJSON_AddObjectToObject(man, "tensors");
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    sc_status st = add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err);
+    if (!st) st = add_vocab_matrices(&p, m, plan, err);
     if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
-    if (!st && !c->tied_classifier) st = add_matrix(&p, "classifier", plan->classifier, m->classifier, c->vocab_size, D, err);
     uint32_t *perm = NULL;
     float *pg = NULL, *pu = NULL, *pd = NULL;
     if (!st && o->permute) {
@@ -254,7 +288,8 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     int64_t n_folded = 0;
     const char *perm_how = NULL;
     for (int64_t l = 0; l < c->n_layers && !st; l++) {
-        const sc_layer *L = &m->layers[l];
+        const sc_layer *L;
+        if ((st = sc_model_layer(m, l, &L, err))) break;
         const float *wg = L->wg, *wu = L->wu, *wd = L->wd;
         const float *an = L->attn_norm, *fn = L->ffn_norm, *wq = L->wq, *wk = L->wk, *wv = L->wv;
         char nm[64];

@@ -23,11 +23,13 @@ static const int width[4] = {F, D, D, D};
 typedef struct grads {
     float *g[4][L]; /* [kind][layer] -> [N, width] */
     const unsigned char *mask; /* [pos][layer][F] or NULL */
+    int64_t seen[SC_TAP_COUNT][L], replayed[SC_TAP_COUNT][L]; /* forward events, first and recomputed */
 } grads;
 
 static sc_status grad_hook(void *user, const sc_tap_event *ev, sc_err *e) {
     grads *g = user;
-    if (!ev->is_grad) { /* forward: apply the student's mask to h */
+    if (!ev->is_grad && ev->layer < L) (ev->replay ? g->replayed : g->seen)[ev->tap][ev->layer]++;
+    if (!ev->is_grad) { /* forward: apply the student's mask to h (again when recomputed) */
         if (ev->tap == SC_TAP_H && g->mask)
             for (int64_t t = 0; t < ev->n_tokens; t++)
                 for (int64_t j = 0; j < F; j++)
@@ -177,8 +179,48 @@ int main(void) {
     CHECK_NEAR(loss, rl, 1e-4 * fabs(rl) + 1e-5);
     CHECK(sc_backward_run(f, dl, &hk, &err) == SC_OK);
     check(&r, ids, &g, teacher, "distillation (masked student)");
-    /* masked neurons pass no gradient upstream: the gate gradient of a dead neuron is zero */
-    /* 3. backward refuses an inference workspace */
+    /* 3. activation checkpointing: the checkpointed pass (recomputing each
+     * layer from its input, replaying the masking hook) gives bit for bit the
+     * gradients of the pass that keeps every layer's activations (the same
+     * code on the same inputs), with the loss written over the logits in
+     * place; observers see each forward event once, plus marked replays of
+     * every layer but the last */
+    sc_forward *fk;
+    CHECK(sc_forward_create_train_ex(m, N, true, &fk, &err) == SC_OK);
+    for (int masked = 0; masked < 2; masked++) {
+        g.mask = masked ? mask : NULL;
+        float *keep[4][L];
+        CHECK(sc_forward_run(fk, ids, N, 0, &hk, &logits, &err) == SC_OK);
+        sc_loss_ce(logits, ids, N, V, dl);
+        CHECK(sc_backward_run(fk, dl, &hk, &err) == SC_OK);
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) {
+                keep[k][l] = malloc((size_t)N * width[k] * sizeof(float));
+                memcpy(keep[k][l], g.g[k][l], (size_t)N * width[k] * sizeof(float));
+            }
+        memset(g.seen, 0, sizeof g.seen);
+        memset(g.replayed, 0, sizeof g.replayed);
+        CHECK(sc_forward_run(f, ids, N, 0, &hk, &logits, &err) == SC_OK);
+        float *inplace = sc_forward_logits(f);
+        CHECK(inplace == logits);
+        sc_loss_ce(logits, ids, N, V, inplace);
+        CHECK(sc_backward_run(f, inplace, &hk, &err) == SC_OK);
+        size_t differ = 0;
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) differ += memcmp(keep[k][l], g.g[k][l], (size_t)N * width[k] * sizeof(float)) != 0;
+        CHECK_MSG(differ == 0, "%s: %zu of %d gradient arrays differ between checkpointed and stored backward",
+                  masked ? "masked" : "dense", differ, 4 * L);
+        bool once = true;
+        for (int l = 0; l < L; l++)
+            once = once && g.seen[SC_TAP_H][l] == 1 && g.seen[SC_TAP_GATE][l] == 1 &&
+                   g.replayed[SC_TAP_H][l] == (l + 1 < L) && g.replayed[SC_TAP_GATE][l] == (l + 1 < L);
+        CHECK_MSG(once, "forward events: each once, replays for layers 0..%d", L - 2);
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) free(keep[k][l]);
+    }
+    sc_forward_free(fk);
+
+    /* 4. backward refuses an inference workspace */
     sc_forward *fi;
     CHECK(sc_forward_create(m, N, N, &fi, &err) == SC_OK);
     CHECK(sc_backward_run(fi, dl, NULL, &err) == SC_EARG);

@@ -132,8 +132,8 @@ int main(void) {
         for (int i = 0; i < 172; i++) {
             if (perm[i] >= 172 || seen[perm[i]]++) is_perm = false;
             if (perm[i] >= 172) continue;
-            if (memcmp(b->layers[2].wg + i * 64, m->layers[2].wg + perm[i] * 64, 64 * sizeof(float))) same_rows = false;
-            if (b->layers[2].wd[5 * 172 + i] != m->layers[2].wd[5 * 172 + perm[i]]) same_rows = false;
+            if (memcmp(sc_test_layer(b, 2)->wg + i * 64, sc_test_layer(m, 2)->wg + perm[i] * 64, 64 * sizeof(float))) same_rows = false;
+            if (sc_test_layer(b, 2)->wd[5 * 172 + i] != sc_test_layer(m, 2)->wd[5 * 172 + perm[i]]) same_rows = false;
             if (c_orig && cc[i] != (float)c_orig[perm[i]]) same_c = false;
             if (act && i > 0 && act[perm[i]] > act[perm[i - 1]]) sorted = false;
         }

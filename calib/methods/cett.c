@@ -190,9 +190,11 @@ static sc_status cett_finalize(void *p, sc_err *err) {
         if (!s->m || s->rows[l] == 0) continue; /* no weights (merge/inspect): eval searches again */
         double *wn = sc_method_f64(s->F);
         if (!wn) return sc_errf(err, SC_ENOMEM, "cett: out of memory");
-        sc_down_col_norms(s->m, s->L0 + l, wn);
         sc_cett_fit fit;
-        sc_status st = sc_cett_search((const float *)s->h[l], s->rows[l], s->D, s->F, s->m->layers[s->L0 + l].wd, wn, s->target, &fit, err);
+        const sc_layer *Ly;
+        sc_status st = sc_down_col_norms(s->m, s->L0 + l, wn, err);
+        if (!st) st = sc_model_layer(s->m, s->L0 + l, &Ly, err);
+        if (!st) st = sc_cett_search((const float *)s->h[l], s->rows[l], s->D, s->F, Ly->wd, wn, s->target, &fit, err);
         free(wn);
         SC_TRY(st);
         o[0] = fit.threshold;

@@ -280,11 +280,13 @@ static sc_status teal_observe(void *p, const sc_tap_event *ev, int64_t n_scored,
             float *emb = malloc((size_t)(n * s->D) * sizeof(float));
             if (!emb) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
             float sc = sqrtf((float)s->D);
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t i = 0; i < s->D; i++) {
-                    float v = s->m->tok_emb[(int64_t)ev->ids[t] * s->D + i];
-                    emb[t * s->D + i] = c->embed_scale ? v * sc : v;
-                }
+            sc_status st = sc_model_embed(s->m, ev->ids, n, emb, err);
+            if (st) {
+                free(emb);
+                return st;
+            }
+            if (c->embed_scale)
+                for (int64_t i = 0; i < n * s->D; i++) emb[i] *= sc;
             store_sample(s, 0, ev, emb);
             free(emb);
         }
