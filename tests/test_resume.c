@@ -157,7 +157,7 @@ int main(void) {
     co.seq_len = 64;
     co.max_seqs = 20;
     /* a small TEAL sample (cheap greedy curve) that fills up, so eviction runs after the resume; strides of 3 */
-    co.params = "teal_seqs=4,teal_len=8,stride=3,coact_stride=3";
+    co.params = "teal_seqs=2,teal_len=4,stride=3,coact_stride=3";
 
     /* 1. stop + resume = uninterrupted (one process, and shard 1/2) */
     resume_case(m, &d, co, "one");
