@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "router.h"
+#include "scal.h"
 
 void sc_compute_opts_default(sc_compute_opts *o) {
     memset(o, 0, sizeof *o);
@@ -161,11 +162,43 @@ static void canonical_options(const sc_compute_opts *o, const sc_calib *c, char 
                  o->loss == SC_LOSS_KIND_DISTILL ? o->ce_weight : 0.0, o->params ? o->params : "");
 }
 
+/* Replaces *c (fresh, with this run's identity) by the checkpoint at path
+ * after checking that it is a checkpoint of this very run and shard. */
+static sc_status resume_from(const sc_model *m, const char *path, int64_t mine, sc_calib **c, int64_t *skip,
+                             sc_err *err) {
+    sc_calib *r;
+    int64_t done, of;
+    SC_TRY(sc_calib_load_checkpoint(path, m, &r, &done, &of, err)); /* (checks the model identity) */
+    const sc_calib *f = *c;
+    sc_status st = SC_OK;
+    if (strcmp(r->options, f->options) != 0) /* (first: other options, e.g. seq_len, also change the data id) */
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint with other options (%s; this run: %s)", path, r->options, f->options);
+    else if (strcmp(r->data_id, f->data_id) != 0)
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint of other data (%s, this run's is %s)", path, r->data_id, f->data_id);
+    else if (strcmp(r->shards, f->shards) != 0)
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint of shard %s, this run is shard %s", path, r->shards, f->shards);
+    else if (of != mine)
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint of a run of %lld sequences, this one has %lld", path, (long long)of,
+                     (long long)mine);
+    for (int i = 0; i < r->n_entries && !st; i++)
+        if (r->entries[i].method->resume) st = r->entries[i].method->resume(r->entries[i].state, err);
+    if (st) {
+        sc_calib_free(r);
+        return st;
+    }
+    sc_calib_free(*c);
+    *c = r;
+    *skip = done;
+    return SC_OK;
+}
+
 sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_compute_opts *o, sc_calib **out,
                            sc_err *err) {
     *out = NULL;
     if (o->shard_count < 1 || o->shard_index < 0 || o->shard_index >= o->shard_count)
         return sc_errf(err, SC_EARG, "compute: bad shard %lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
+    if (o->checkpoint_every < 0 || (o->checkpoint_every > 0 && !o->checkpoint_path))
+        return sc_errf(err, SC_EARG, "compute: checkpoints need a period >= 1 and a path");
     sc_calib *c;
     SC_TRY(sc_calib_new(m, o->methods, o->n_methods, o->layer_begin, o->layer_end, o->params, &c, err));
     sc_compute_opts eo = *o;
@@ -234,15 +267,22 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
                      (long long)o->shard_index, (long long)o->shard_count);
         goto done;
     }
+    int64_t skip = 0; /* resumed: this process's first `skip` sequences are in the checkpoint */
+    if (o->resume_path && (st = resume_from(m, o->resume_path, mine, &c, &skip, err))) goto done;
+    x.c = c; /* (resume_from replaced it) */
     double t0 = sc_now();
     int64_t k = 0, done_seqs = 0, tokens_run = 0;
-    sc_progress pr;
-    sc_progress_start(&pr, o->progress, "compute", "sequences", mine);
+    sc_progress pr; /* counts this run's sequences (a resumed run's rate and ETA are its own) */
+    sc_progress_start(&pr, o->progress, "compute", "sequences", mine - skip);
     sc_hooks hk = {dispatch, &x, x.fwd_mask};
     sc_hooks ghk = {dispatch, &x, x.grad_mask};
     for (size_t i = 0; i < d->n_seqs && done_seqs < mine; i++) {
         if (d->seqs[i].n < 2) continue;
         if (k++ % o->shard_count != o->shard_index) continue;
+        if (done_seqs < skip) {
+            done_seqs++;
+            continue;
+        }
         int64_t n = (int64_t)d->seqs[i].n < T ? (int64_t)d->seqs[i].n : T;
         const int32_t *ids = d->seqs[i].ids;
         x.n_scored = n - 1;
@@ -267,7 +307,11 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         c->n_tokens += n - 1;
         tokens_run += n;
         done_seqs++;
-        sc_progress_update(&pr, done_seqs, (double)tokens_run, NULL);
+        if (o->checkpoint_every > 0 && done_seqs % o->checkpoint_every == 0 && done_seqs < mine &&
+            (st = sc_calib_save_checkpoint(c, m, o->checkpoint_path, done_seqs, mine, err)))
+            break;
+        if (o->on_seq && (st = o->on_seq(o->on_seq_user, done_seqs, mine, err))) break;
+        sc_progress_update(&pr, done_seqs - skip, (double)tokens_run, NULL);
     }
     sc_progress_end(&pr);
     c->seconds = sc_now() - t0;

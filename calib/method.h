@@ -60,6 +60,15 @@ typedef struct sc_method {
     /* Lists the arrays (pointers stay valid for the state's lifetime). */
     int (*arrays)(void *state, sc_array *out, int cap);
     void (*free)(void *state);
+    /* Checkpoints (`compute --checkpoint-every` / `--resume`); both optional
+     * (NULL). resume_arrays lists what observe reads besides the arrays
+     * (running averages, stride counters): fixed-shape state of this process
+     * that a checkpoint saves so a resumed run continues exactly; it is never
+     * merged and never in a final file. resume runs after a checkpoint is
+     * loaded, before observe runs again (e.g. to restore the room that
+     * loading trimmed from fixed-capacity buffers). */
+    int (*resume_arrays)(void *state, sc_array *out, int cap);
+    sc_status (*resume)(void *state, sc_err *err);
 } sc_method;
 
 const sc_method *sc_method_find(const char *name);

@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 
+int cli_exit_code(sc_status st) { return (st == SC_EARG || st == SC_EIO) ? 2 : 1; }
+
 int cli_fail(const char *cmd, sc_status st, const sc_err *err) {
     fprintf(stderr, "sparsecal %s: %s\n", cmd, err->msg[0] ? err->msg : sc_status_name(st));
-    return (st == SC_EARG || st == SC_EIO) ? 2 : 1;
+    return cli_exit_code(st);
 }
 
 /* tokenizer.json (else tokenizer.model) beside a Hugging Face model, or NULL. */

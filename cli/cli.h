@@ -15,6 +15,8 @@
 
 /* Exit status for a failure: 2 for bad usage or an unreadable input, 1 otherwise. */
 int cli_fail(const char *cmd, sc_status st, const sc_err *err);
+/* The exit status cli_fail returns, without printing. */
+int cli_exit_code(sc_status st);
 
 typedef struct cli_inputs {
     const char *model_path, *tok_path, *data_path, *tokens_path, *separator;

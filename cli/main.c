@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 #include "srt_container.h"
 
 /* Ctrl-C / kill: remove the temporary files of outputs being written (the
@@ -73,6 +74,8 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0) {
         printf("sparsecal %s (configured at commit %s)\n", SC_VERSION, SC_GIT_COMMIT);
         cli_print_provenance(stdout, NULL);
+        const char *mpi = cli_mpi_library();
+        printf("mpi         %s\n", mpi ? mpi : "none (compute runs as one process; --shard + merge split work)");
         return 0;
     }
     install_cleanup();

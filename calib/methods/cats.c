@@ -132,4 +132,6 @@ const sc_method sc_method_cats = {
     cats_finalize,
     cats_arrays,
     cats_free,
+    NULL,
+    NULL,
 };

@@ -238,6 +238,19 @@ bool sc_cett_sample(const void *state, int64_t layer, const float **h, int64_t *
     return true;
 }
 
+/* the stride counters (checkpoints only) */
+static int cett_resume_arrays(void *p, sc_array *out, int cap) {
+    cett *s = p;
+    if (cap < 1) return 0;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "seen");
+    out->kind = SC_ARR_SUM;
+    out->type = SC_ARR_I64;
+    out->shape[0] = s->L1 - s->L0;
+    out->data = s->seen;
+    return 1;
+}
+
 const sc_method sc_method_cett = {
     "cett",
     "CETT: a stored sample of h per layer; thresholds with mean CETT <= target (binary search)",
@@ -248,6 +261,8 @@ const sc_method sc_method_cett = {
     cett_finalize,
     cett_arrays,
     cett_free,
+    cett_resume_arrays,
+    NULL,
 };
 
 /* ---- clada: the load-signal sample ---- */
@@ -325,4 +340,6 @@ const sc_method sc_method_clada = {
     clada_finalize,
     clada_arrays,
     clada_free,
+    NULL,
+    NULL,
 };

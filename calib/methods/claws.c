@@ -131,4 +131,6 @@ const sc_method sc_method_claws = {
     claws_finalize,
     claws_arrays,
     claws_free,
+    NULL,
+    NULL,
 };

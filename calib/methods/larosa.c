@@ -212,4 +212,6 @@ const sc_method sc_method_larosa = {
     larosa_finalize,
     larosa_arrays,
     larosa_free,
+    NULL,
+    NULL,
 };

@@ -442,6 +442,25 @@ static int teal_arrays(void *p, sc_array *out, int cap) {
     return n;
 }
 
+/* After a checkpoint is loaded (the engine trimmed the sample to the rows it
+ * holds): room for K sequences of len rows again, as teal_create makes. */
+static sc_status teal_resume(void *p, sc_err *err) {
+    teal *s = p;
+    if (!s->greedy) return SC_OK;
+    if (s->n_keys > s->K)
+        return sc_errf(err, SC_EARG, "teal: a merged sample of %lld sequences cannot be resumed (teal_seqs=%lld)",
+                       (long long)s->n_keys, (long long)s->K);
+    int64_t *keys = realloc(s->keys, (size_t)s->K * 2 * sizeof(int64_t));
+    if (!keys) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
+    s->keys = keys;
+    for (int64_t l = 0; l < s->L1 - s->L0; l++) {
+        float *x = realloc(s->smp[l], (size_t)(s->K * s->len * s->D) * sizeof(float));
+        if (!x) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
+        s->smp[l] = x;
+    }
+    return SC_OK;
+}
+
 const sc_method sc_method_teal = {
     "teal",
     "TEAL: signed histograms of the q/k/v, o, gate/up and down inputs; greedy per-projection allocation curve",
@@ -453,4 +472,6 @@ const sc_method sc_method_teal = {
     teal_finalize,
     teal_arrays,
     teal_free,
+    NULL,
+    teal_resume,
 };
