@@ -24,8 +24,10 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
     sc_forward *f;
     SC_TRY(sc_forward_create(m, win, win, &f, err));
     int64_t V = m->cfg.vocab_size;
-    double t0 = sc_now(), last = t0;
+    double t0 = sc_now();
     sc_status st = SC_OK;
+    sc_progress pr;
+    sc_progress_start(&pr, o->progress, "ppl", "sequences", (int64_t)d->n_seqs);
     for (size_t i = 0; i < d->n_seqs && st == SC_OK; i++) {
         const sc_tokens *s = &d->seqs[i];
         if (s->n < 2) continue;
@@ -53,17 +55,11 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
             out->n_tokens += n;
             out->n_windows++;
         }
-        double now = sc_now();
-        if (o->progress && (now - last > 1.0 || i + 1 == d->n_seqs)) {
-            last = now;
-            double el = now - t0, frac = (double)(i + 1) / (double)d->n_seqs;
-            fprintf(o->progress, "\rppl: %zu/%zu sequences, %lld tokens, %.0f tok/s, ppl %.4f, ETA %.0f s   ", i + 1,
-                    d->n_seqs, (long long)out->n_tokens, (double)out->n_tokens / (el > 0 ? el : 1e-9),
-                    exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)), el / frac - el);
-            fflush(o->progress);
-        }
+        char extra[32];
+        snprintf(extra, sizeof extra, "ppl %.4f", exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)));
+        sc_progress_update(&pr, (int64_t)i + 1, (double)out->n_tokens, extra);
     }
-    if (o->progress) fputc('\n', o->progress);
+    sc_progress_end(&pr);
     out->seconds = sc_now() - t0;
     sc_forward_free(f);
     if (st == SC_OK && out->n_scored == 0) st = sc_errf(err, SC_EARG, "ppl: no position to score");

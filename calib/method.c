@@ -42,8 +42,10 @@ sc_status sc_array_concat_resize(sc_array *a, int64_t rows, sc_err *err) {
 
 double *sc_method_f64(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
 
-void sc_down_col_norms(const sc_model *m, int64_t layer, double *out) {
-    const float *wd = m->layers[layer].wd;
+sc_status sc_down_col_norms(const sc_model *m, int64_t layer, double *out, sc_err *err) {
+    const sc_layer *Ly;
+    SC_TRY(sc_model_layer(m, layer, &Ly, err));
+    const float *wd = Ly->wd;
     int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
     for (int64_t j = 0; j < F; j++) out[j] = 0.0;
     for (int64_t i = 0; i < D; i++) {
@@ -51,4 +53,5 @@ void sc_down_col_norms(const sc_model *m, int64_t layer, double *out) {
         for (int64_t j = 0; j < F; j++) out[j] += (double)row[j] * row[j];
     }
     for (int64_t j = 0; j < F; j++) out[j] = sqrt(out[j]);
+    return SC_OK;
 }

@@ -60,6 +60,15 @@ typedef struct sc_method {
     /* Lists the arrays (pointers stay valid for the state's lifetime). */
     int (*arrays)(void *state, sc_array *out, int cap);
     void (*free)(void *state);
+    /* Checkpoints (`compute --checkpoint-every` / `--resume`); both optional
+     * (NULL). resume_arrays lists what observe reads besides the arrays
+     * (running averages, stride counters): fixed-shape state of this process
+     * that a checkpoint saves so a resumed run continues exactly; it is never
+     * merged and never in a final file. resume runs after a checkpoint is
+     * loaded, before observe runs again (e.g. to restore the room that
+     * loading trimmed from fixed-capacity buffers). */
+    int (*resume_arrays)(void *state, sc_array *out, int cap);
+    sc_status (*resume)(void *state, sc_err *err);
     /* Optional: checks what a file loaded into the state against the method's
      * invariants (n_tokens: the calibration's scored positions), beyond the
      * checks every file gets (scal.c: counts non-negative and bounded, sums
@@ -80,6 +89,6 @@ const sc_method *const *sc_methods(void);
 /* Helpers for methods: per-layer float64/int64 vectors. */
 double *sc_method_f64(int64_t n);
 /* L2 norms of the columns of W_d [dim, ffn] (a neuron's output vector), in double. */
-void sc_down_col_norms(const sc_model *m, int64_t layer, double *out);
+sc_status sc_down_col_norms(const sc_model *m, int64_t layer, double *out, sc_err *err);
 
 #endif

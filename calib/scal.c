@@ -17,7 +17,10 @@ static srt_ct_dtype ct_type(sc_arr_type t) {
 
 static size_t elem_size(sc_arr_type t) { return t == SC_ARR_F32 ? 4 : 8; }
 
-sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, int compress, sc_err *err) {
+/* Saves c; ckpt (done, of) non-NULL: a checkpoint, with the methods' resume
+ * arrays as sections "METHOD/resume.NAME" and "checkpoint" in the manifest. */
+static sc_status save_impl(const sc_calib *c, const sc_model *m, const char *path, int compress, const int64_t *ckpt,
+                           sc_err *err) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", "sparsecal-calibration");
     cJSON_AddNumberToObject(j, "format_version", 1);
@@ -40,6 +43,11 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     if (opt) cJSON_AddItemToObject(j, "options", opt);
     cJSON *ms = cJSON_AddArrayToObject(j, "methods");
     for (int i = 0; i < c->n_entries; i++) cJSON_AddItemToArray(ms, cJSON_CreateString(c->entries[i].method->name));
+    if (ckpt) { /* this process's sequences done so far, of how many */
+        cJSON *ck = cJSON_AddObjectToObject(j, "checkpoint");
+        cJSON_AddNumberToObject(ck, "done", (double)ckpt[0]);
+        cJSON_AddNumberToObject(ck, "of", (double)ckpt[1]);
+    }
     char *text = sc_json_print(j, false);
     cJSON_Delete(j);
     if (!text) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
@@ -53,10 +61,11 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     if (!arr && !cs) cs = SRT_CT_ENOMEM;
     for (int i = 0; i < c->n_entries && !cs; i++) {
         const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n && !cs; k++) {
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS), nr = 0;
+        if (ckpt && me->resume_arrays) nr = me->resume_arrays(c->entries[i].state, arr + n, SC_MAX_ARRAYS - n);
+        for (int k = 0; k < n + nr && !cs; k++) {
             char name[SRT_CT_MAX_NAME + 1];
-            snprintf(name, sizeof name, "%s/%s", me->name, arr[k].name);
+            snprintf(name, sizeof name, "%s/%s%s", me->name, k < n ? "" : "resume.", arr[k].name);
             uint64_t dims[2] = {(uint64_t)arr[k].shape[0], (uint64_t)arr[k].shape[1]};
             uint32_t nd = arr[k].shape[1] ? 2 : 1;
             size_t bytes = (size_t)arr[k].shape[0] * (arr[k].shape[1] ? (size_t)arr[k].shape[1] : 1) * elem_size(arr[k].type);
@@ -69,6 +78,16 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     if (cs) st = sc_errf(err, (sc_status)cs, "%s", w ? srt_writer_errmsg(w) : msg); /* same numbering */
     srt_writer_free(w);
     return st;
+}
+
+sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, int compress, sc_err *err) {
+    return save_impl(c, m, path, compress, NULL, err);
+}
+
+sc_status sc_calib_save_checkpoint(const sc_calib *c, const sc_model *m, const char *path, int64_t done, int64_t of,
+                                   sc_err *err) {
+    int64_t ck[2] = {done, of};
+    return save_impl(c, m, path, 1, ck, err); /* zstd 1: a checkpoint is written often and read once */
 }
 
 static sc_status ct_fail(const char *path, srt_container *ct, const char *msg, sc_err *err) {
@@ -122,7 +141,9 @@ static sc_status check_array(const char *path, const char *name, const sc_array 
     return SC_OK;
 }
 
-sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
+/* ckpt non-NULL: the file must be a checkpoint; *ckpt = (done, of). A
+ * checkpoint loaded as a plain file (ckpt NULL) is a partial calibration. */
+static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, int64_t *ckpt, sc_err *err) {
     *out = NULL;
     char msg[768] = "";
     srt_container *ct = NULL;
@@ -165,7 +186,7 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
     }
     if (m) {
         char id[17];
-        sc_model_identity(m, id);
+        if ((st = sc_model_identity(m, id, err))) goto done;
         if (strcmp(id, mid) != 0) {
             st = sc_errf(err, SC_EARG, "%s: computed on another model (identity %s, this model is %s)", path, mid, id);
             goto done;
@@ -185,6 +206,17 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
             st = sc_errf(err, SC_EUNSUPPORTED, "%s: unknown method '%.64s' in the manifest", path, names[i]);
             goto done;
         }
+    }
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
+    int64_t ck_done = 0, ck_of = 0;
+    if (ck && (!jint(ck, "done", 0, INT64_MAX / 2, &ck_done) || !jint(ck, "of", 1, INT64_MAX / 2, &ck_of) ||
+               ck_done > ck_of || ck_done != nseq)) {
+        st = sc_errf(err, SC_EFORMAT, "%s: the manifest's checkpoint record is not valid", path);
+        goto done;
+    }
+    if (ckpt && !ck) {
+        st = sc_errf(err, SC_EARG, "%s: not a checkpoint (a finished calibration file)", path);
+        goto done;
     }
     const char *params = jstr(opt, "params");
     if ((st = sc_calib_new(m ? m : &shape, names, nm, lb, le, params, &c, err))) goto done;
@@ -211,10 +243,11 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
     size_t expected_sections = 0;
     for (int i = 0; i < c->n_entries && !st; i++) {
         const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n; k++) {
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS), nr = 0;
+        if (ck && me->resume_arrays) nr = me->resume_arrays(c->entries[i].state, arr + n, SC_MAX_ARRAYS - n);
+        for (int k = 0; k < n + nr; k++) {
             char name[SRT_CT_MAX_NAME + 1];
-            snprintf(name, sizeof name, "%s/%s", me->name, arr[k].name);
+            snprintf(name, sizeof name, "%s/%s%s", me->name, k < n ? "" : "resume.", arr[k].name);
             int64_t rows = arr[k].shape[0];
             if (arr[k].kind == SC_ARR_CONCAT) { /* stored samples: the file decides the row count */
                 int64_t si = srt_container_find(ct, name);
@@ -258,6 +291,10 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
         }
     }
     if (!st) st = sc_calib_finalize(c, err);
+    if (!st && ckpt) {
+        ckpt[0] = ck_done;
+        ckpt[1] = ck_of;
+    }
 done:
     free(arr);
     cJSON_Delete(j);
@@ -268,4 +305,18 @@ done:
     }
     *out = c;
     return SC_OK;
+}
+
+sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
+    return load_impl(path, m, out, NULL, err);
+}
+
+sc_status sc_calib_load_checkpoint(const char *path, const sc_model *m, sc_calib **out, int64_t *done, int64_t *of,
+                                   sc_err *err) {
+    int64_t ck[2] = {0, 0};
+    sc_status st = load_impl(path, m, out, ck, err);
+    srt_input_forget_path(path); /* the run's own state: the next checkpoint replaces it */
+    *done = ck[0];
+    *of = ck[1];
+    return st;
 }

@@ -86,6 +86,7 @@ int cmd_diag(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file with claws and larosa statistics", 0, 0},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per sequence, longer ones are cut (default: the model's)", 2, 1 << 21},
         {"crot-seqs", 0, SC_ARG_INT, &crot, "N", "sequences used for c_rot = E|Q^T dL/dx| (default: half)", 0, 1e15},

@@ -15,6 +15,7 @@ int cmd_ppl(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's); longer sequences are cut", 2, 1 << 21},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
@@ -73,6 +74,7 @@ int cmd_generate(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
+        CLI_THREADS_OPT(in.threads),
         CLI_STEPS_OPT(steps),
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
         {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},

@@ -18,6 +18,7 @@ int cmd_pack(int argc, char **argv) {
     bool json = false, quiet = false, permute = false;
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, cett, clada, teal, larosa "

@@ -45,7 +45,7 @@ static sc_status step_failed(const srt_model *m, const char *path, srt_status ks
 
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL;
-    int64_t steps = -1, threads = 1, ctx_cap = 0;
+    int64_t steps = -1, threads = 0, ctx_cap = 0;
     double temperature = 1.0, top_p = 0.9, density = -1.0;
     uint64_t seed = 0;
     bool json = false, dense = false;
@@ -62,7 +62,7 @@ int cmd_run(int argc, char **argv) {
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
-        {"threads", 0, SC_ARG_INT, &threads, "N", "kernel threads (default 1)", 1, 256},
+        CLI_THREADS_OPT(threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
@@ -85,21 +85,23 @@ int cmd_run(int argc, char **argv) {
         sc_errf(&err, SC_EARG, "ISA %s is not available on this CPU", isa_name ? isa_name : "(SPARSECAL_ISA)");
         return cli_fail("run", SC_EARG, &err);
     }
+    if (cli_threads_setup(threads, &err)) return cli_fail("run", SC_EARG, &err);
     if (seed == 0) seed = (uint64_t)(sc_now() * 1e6);
-    srt_ctx *ctx = NULL;
+    srt_ctx *ctx = NULL, *ctx1 = NULL;
     srt_model *m = NULL;
     sc_tokenizer *tok = NULL;
     sc_tokens toks = {0}, ptoks = {0};
     float *scratch = NULL;
     char *text = NULL;
     sc_status st = SC_OK;
-    if (srt_ctx_create(&ctx, isa, (int)threads) != SRT_OK) {
-        st = sc_errf(&err, SC_ENOMEM, "cannot start %lld kernel threads", (long long)threads);
+    /* the thread count depends on the model's shape: open with one thread, then move to the pool */
+    if (srt_ctx_create(&ctx1, isa, 1) != SRT_OK) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory");
         goto done;
     }
     char msg[1024] = "";
     /* the KV cache grows to what -n needs (reserved below), never beyond --ctx */
-    srt_model_opts mo = {ctx_cap, ctx};
+    srt_model_opts mo = {ctx_cap, ctx1};
     {
         srt_ct_status cs = srt_model_open(path, &mo, &m, msg, sizeof msg);
         if (cs) {
@@ -113,6 +115,24 @@ int cmd_run(int argc, char **argv) {
     if (srt_model_reserve(m, steps) != SRT_OK) {
         st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
         goto done;
+    }
+    threads = sc_threads_for(c->dim, c->ffn_dim, c->n_heads * c->head_dim, NULL);
+    if (threads == 1) {
+        ctx = ctx1;
+        ctx1 = NULL;
+    } else {
+        /* reductions over threads keep one partial output per extra thread: room for the widest
+         * matrix, its rows rounded up to the largest row group (512) */
+        int64_t rows = c->vocab_size > c->ffn_dim ? c->vocab_size : c->ffn_dim;
+        rows = rows > c->n_heads * c->head_dim ? rows : c->n_heads * c->head_dim;
+        rows = rows > c->dim ? rows : c->dim;
+        srt_status ks = srt_ctx_create(&ctx, isa, (int)threads);
+        if (ks == SRT_OK) ks = srt_ctx_reserve(ctx, (rows + 511) / 512 * 512);
+        if (ks == SRT_OK) ks = srt_model_set_ctx(m, ctx);
+        if (ks != SRT_OK) {
+            st = sc_errf(&err, SC_ENOMEM, "cannot start %lld kernel threads (%s)", (long long)threads, srt_status_str(ks));
+            goto done;
+        }
     }
     if (tok_path) {
         if ((st = sc_tokenizer_load_auto(tok_path, c->vocab_size, &tok, &err))) goto done;
@@ -300,5 +320,6 @@ done:
     sc_tokenizer_free(tok);
     srt_model_close(m);
     srt_ctx_free(ctx);
+    srt_ctx_free(ctx1);
     return st ? cli_fail("run", st, &err) : 0;
 }

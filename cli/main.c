@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 #include "srt_container.h"
 #include "srt_file.h"
 
@@ -62,6 +63,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_blas_fix_kernels(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -72,7 +74,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("sparsecal %s (configured at commit %s)\n", SC_VERSION, SC_GIT_COMMIT);
-        cli_print_provenance(stdout);
+        cli_print_provenance(stdout, NULL);
+        const char *mpi = cli_mpi_library();
+        printf("mpi         %s\n", mpi ? mpi : "none (compute runs as one process; --shard + merge split work)");
         return 0;
     }
     install_cleanup();

@@ -1,7 +1,8 @@
 /* artifact.c - reading a packed artifact (.spk) back as an f32 model for the
  * reference forward pass (`sparsecal ppl -m model.spk`): every quantised
- * matrix is unpacked with its layout's reference unpacker and cropped to its
- * logical shape, so users see exactly what quantisation costs. */
+ * matrix is unpacked on use (a layer at a time, see model.h) with its
+ * layout's reference unpacker and cropped to its logical shape, so users see
+ * exactly what quantisation costs without the model ever existing as f32. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,14 +22,13 @@ typedef struct rd {
     const char *path;
 } rd;
 
+/* An f32 section, used in place (the model keeps the container open). */
 static sc_status get_f32(rd *r, const char *name, int64_t n, const float **out, sc_err *err) {
     const void *data;
     if (srt_container_get_typed(r->ct, name, SRT_CT_F32, (uint64_t)n, &data))
         return sc_errf(err, SC_EFORMAT, "%s", srt_container_errmsg(r->ct)[0] ? srt_container_errmsg(r->ct) : "section missing");
-    float *dst = sc_model_alloc_f32(r->m, (size_t)n, err);
-    if (!dst) return SC_ENOMEM;
-    memcpy(dst, data, (size_t)n * sizeof(float));
-    *out = dst;
+    *out = data;
+    r->m->mapped_bytes += (uint64_t)n * sizeof(float);
     return SC_OK;
 }
 
@@ -43,7 +43,45 @@ static int64_t jint(const cJSON *o, const char *k) {
     return (int64_t)v->valuedouble;
 }
 
-/* Unpacks a matrix section into an owned f32 [rows, cols] buffer. */
+/* A quantised matrix, unpacked on use: the stored matrix is
+ * rows_stored x cols_stored (padded), the logical one rows x cols. */
+typedef struct lazy_mat {
+    srt_matrix mat;
+    int64_t rows, cols;
+} lazy_mat;
+
+/* Layouts whose rows are stored one after another, so a row range is a
+ * byte range (the classifier is read in row chunks). */
+static bool rows_contiguous(srt_layout l) {
+    return l == SRT_LAYOUT_F32 || l == SRT_LAYOUT_Q8_0 || l == SRT_LAYOUT_Q4_0;
+}
+
+static bool unpack_rows(const void *ctx, int64_t r0, int64_t n, float *dst) {
+    const lazy_mat *z = ctx;
+    const srt_matrix *M = &z->mat;
+    int64_t cs = M->cols, cols = z->cols;
+    srt_matrix part = *M;
+    int64_t first = 0;
+    if (rows_contiguous(M->layout)) { /* unpack only the rows asked for */
+        size_t row_bytes;
+        if (srt_layout_get(M->layout)->size(&row_bytes, 1, cs, 0) != SRT_OK) return false;
+        part.rows = n;
+        part.data = (const uint8_t *)M->data + (size_t)r0 * row_bytes;
+        part.bytes = (size_t)n * row_bytes;
+    } else {
+        first = r0;
+    }
+    bool direct = cs == cols && part.rows == n; /* unpack straight into dst */
+    float *full = direct ? dst : malloc((size_t)(part.rows * cs) * sizeof(float));
+    if (!full) return false;
+    bool ok = srt_layout_get(M->layout)->unpack(full, &part) == SRT_OK;
+    if (ok && !direct)
+        for (int64_t i = 0; i < n; i++) memcpy(dst + i * cols, full + (first + i) * cs, (size_t)cols * sizeof(float));
+    if (!direct) free(full);
+    return ok;
+}
+
+/* Registers a matrix section [rows, cols] for unpacking on use. */
 static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols, const float **out, sc_err *err) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->tensors, name);
     const cJSON *lay = cJSON_GetObjectItemCaseSensitive(t, "layout");
@@ -61,22 +99,13 @@ static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols,
     if (srt_matrix_check(&mat) != SRT_OK)
         return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': %llu bytes do not hold a %s matrix of %lld x %lld", r->path,
                        name, (unsigned long long)size, lay->valuestring, (long long)rs, (long long)cs);
-    float *full = malloc((size_t)(rs * cs) * sizeof(float));
-    float *dst = sc_model_alloc_f32(r->m, (size_t)(rows * cols), err);
-    if (!full || !dst) {
-        free(full);
-        return sc_errf(err, SC_ENOMEM, "%s: out of memory for '%s'", r->path, name);
-    }
-    srt_status ks = srt_layout_get(l)->unpack(full, &mat);
-    if (ks != SRT_OK) {
-        free(full);
-        return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': cannot unpack (%s)", r->path, name, srt_status_str(ks));
-    }
-    for (int64_t i = 0; i < rows; i++) memcpy(dst + i * cols, full + i * cs, (size_t)cols * sizeof(float));
-    free(full);
-    *out = dst;
-    return SC_OK;
+    lazy_mat *z = malloc(sizeof *z);
+    if (!z) return sc_errf(err, SC_ENOMEM, "%s: out of memory for '%s'", r->path, name);
+    *z = (lazy_mat){mat, rows, cols};
+    return sc_model_set_weight_fn(r->m, out, unpack_rows, z, rows, cols, err);
 }
+
+static void close_container(void *p) { srt_container_close(p); }
 
 /* The embedded tokenizer (none: *out stays NULL); vocab bounds its size.
  * formats/tok_serial.c reads every kind, and artifacts written before the
@@ -168,6 +197,11 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
         st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
         goto done;
     }
+    /* the model keeps the container open: its weights are read on use */
+    srt_container *ct = r.ct;
+    r.ct = NULL;
+    if ((st = sc_model_keep(r.m, ct, close_container, err))) goto done;
+    r.ct = ct;
     sc_config *c = &r.m->cfg;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "sparsecal-artifact") || jint(man, "format_version") != 1 ||
         !cJSON_IsObject(r.tensors) || !parse_config(cJSON_GetObjectItemCaseSensitive(man, "config"), c)) {
@@ -215,7 +249,7 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     if (!st) st = sc_model_check_complete(r.m, err);
 done:
     cJSON_Delete(man);
-    srt_container_close(r.ct);
+    if (!r.m) srt_container_close(r.ct); /* else the model owns it */
     if (st) {
         sc_model_free(r.m);
         return st;

@@ -186,6 +186,67 @@ double sc_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+bool sc_mem_read(sc_mem *m) {
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return false;
+    char line[256];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        uint64_t *dst = !strncmp(line, "VmRSS:", 6) ? &m->rss : !strncmp(line, "RssAnon:", 8) ? &m->rss_anon
+                      : !strncmp(line, "VmHWM:", 6) ? &m->hwm : NULL;
+        if (!dst) continue;
+        *dst = (uint64_t)strtoull(strchr(line, ':') + 1, NULL, 10) * 1024; /* "VmRSS:   1234 kB" */
+        found++;
+    }
+    fclose(f);
+    return found > 0;
+}
+
+void sc_progress_start(sc_progress *p, FILE *f, const char *what, const char *unit, int64_t total) {
+    *p = (sc_progress){f, what, unit, "tokens", "tok/s", total, sc_now(), 0, false};
+    p->last = p->t0;
+}
+
+/* "42 s", "12m05s", "3h07m" */
+static void fmt_duration(char *buf, size_t cap, double s) {
+    if (!(s >= 0) || s > 1e9) {
+        snprintf(buf, cap, "?");
+    } else if (s < 100) {
+        snprintf(buf, cap, "%.0f s", s);
+    } else {
+        long long t = (long long)(s + 0.5);
+        if (t < 3600)
+            snprintf(buf, cap, "%lldm%02llds", t / 60, t % 60);
+        else
+            snprintf(buf, cap, "%lldh%02lldm", t / 3600, t / 60 % 60);
+    }
+}
+
+void sc_progress_update(sc_progress *p, int64_t done, double amount, const char *extra) {
+    if (!p->f) return;
+    double now = sc_now();
+    if (now - p->last < 1.0 && done < p->total) return;
+    p->last = now;
+    double el = now - p->t0;
+    char eta[32], mem[96] = "";
+    fmt_duration(eta, sizeof eta, done > 0 ? el / (double)done * (double)(p->total - done) : -1);
+    sc_mem m;
+    if (sc_mem_read(&m) && m.rss)
+        snprintf(mem, sizeof mem, ", RSS %.0f MiB (anon %.0f MiB)", (double)m.rss / 1048576.0,
+                 (double)m.rss_anon / 1048576.0);
+    fprintf(p->f, "\r%s: %lld/%lld %s, %.0f %s, %.0f %s%s%s, ETA %s%s   ", p->what, (long long)done,
+            (long long)p->total, p->unit, amount, p->amount_unit, amount / (el > 0 ? el : 1e-9), p->rate_unit,
+            extra ? ", " : "", extra ? extra : "", eta, mem);
+    fflush(p->f);
+    p->shown = true;
+}
+
+void sc_progress_end(sc_progress *p) {
+    if (p->f && p->shown) fputc('\n', p->f);
+    p->shown = false;
+}
+
 float sc_lef32(const uint8_t *p) {
     uint32_t u = sc_le32(p);
     float f;

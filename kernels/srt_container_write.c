@@ -41,6 +41,9 @@ struct srt_writer {
     size_t zout_cap;
     XXH3_state_t *xxh;
     bool failed, finished;
+    bool open_section; /* between srt_writer_begin and srt_writer_end */
+    ct_entry open;     /* its entry; stored_size counts the bytes appended */
+    size_t open_slot;
     char err[768];
 };
 
@@ -275,11 +278,13 @@ static srt_ct_status write_zstd(srt_writer *w, const char *name, const void *dat
     return SRT_CT_OK;
 }
 
-srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
-                             const uint64_t *dims, const void *data, size_t size, int level) {
-    if (!w) return SRT_CT_EARG;
+/* Checks a new section and fills its entry (offset at the aligned end of the
+ * file); *slot is where its name goes in the hash set. */
+static srt_ct_status section_start(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
+                                   const uint64_t *dims, ct_entry *e, size_t *slot) {
     srt_ct_status st = usable(w, "add");
     if (st) return st;
+    if (w->open_section) return werr(w, SRT_CT_EARG, "%s: section '%s' is still being written", w->path, w->open.name);
     if (!name) return werr(w, SRT_CT_EARG, "%s: section without a name", w->path);
     size_t len = strnlen(name, SRT_CT_MAX_NAME + 1);
     int bad = ct_name_check(name, len);
@@ -293,32 +298,49 @@ srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype
         return werr(w, SRT_CT_EARG, "%s: section '%s': unknown dtype %d", w->path, name, (int)dtype);
     if (ndim > SRT_CT_MAX_DIMS || (ndim && !dims))
         return werr(w, SRT_CT_EARG, "%s: section '%s': bad shape (ndim %u)", w->path, name, ndim);
-    if (level < 0 || level > SRT_CT_MAX_ZSTD_LEVEL)
-        return werr(w, SRT_CT_EARG, "%s: section '%s': compression level %d outside 0..%d", w->path, name, level,
-                    SRT_CT_MAX_ZSTD_LEVEL);
     uint64_t n_elem, bytes;
-    char shape[256];
-    ct_shape_str(ndim, dims, shape, sizeof shape);
-    if (!ct_shape_bytes(dtype, ndim, dims, &n_elem, &bytes) || bytes != size)
-        return werr(w, SRT_CT_EARG, "%s: section '%s': %zu bytes given for %s x shape %s", w->path, name, size,
-                    srt_ct_dtype_name(dtype), shape);
-    if (size && !data) return werr(w, SRT_CT_EARG, "%s: section '%s': no data", w->path, name);
+    if (!ct_shape_bytes(dtype, ndim, dims, &n_elem, &bytes))
+        return werr(w, SRT_CT_EARG, "%s: section '%s': bad shape", w->path, name);
     if (w->n >= SRT_CT_MAX_SECTIONS)
         return werr(w, SRT_CT_EARG, "%s: more than %u sections", w->path, SRT_CT_MAX_SECTIONS);
     if ((st = grow(w))) return st;
     bool found;
-    size_t slot = find_slot(w, name, len, &found);
+    *slot = find_slot(w, name, len, &found);
     if (found) return werr(w, SRT_CT_EARG, "%s: section '%s' added twice", w->path, name);
-
     if ((st = pad(w))) return st;
+    memset(e, 0, sizeof *e);
+    memcpy(e->name, name, len);
+    e->dtype = (uint8_t)dtype;
+    e->ndim = (uint8_t)ndim;
+    for (uint32_t i = 0; i < ndim; i++) e->dims[i] = dims[i];
+    e->offset = w->pos;
+    e->raw_size = bytes;
+    return SRT_CT_OK;
+}
+
+static void section_commit(srt_writer *w, const ct_entry *e, size_t slot) {
+    ct_entry_encode(e, w->table + w->n * SRT_CT_ENTRY_SIZE);
+    w->n++;
+    w->slots[slot] = (uint32_t)w->n;
+}
+
+srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
+                             const uint64_t *dims, const void *data, size_t size, int level) {
+    if (!w) return SRT_CT_EARG;
+    if (level < 0 || level > SRT_CT_MAX_ZSTD_LEVEL)
+        return werr(w, SRT_CT_EARG, "%s: section '%s': compression level %d outside 0..%d", w->path, name ? name : "",
+                    level, SRT_CT_MAX_ZSTD_LEVEL);
     ct_entry e;
-    memset(&e, 0, sizeof e);
-    memcpy(e.name, name, len);
-    e.dtype = (uint8_t)dtype;
-    e.ndim = (uint8_t)ndim;
-    for (uint32_t i = 0; i < ndim; i++) e.dims[i] = dims[i];
-    e.offset = w->pos;
-    e.raw_size = size;
+    size_t slot;
+    srt_ct_status st = section_start(w, name, dtype, ndim, dims, &e, &slot);
+    if (st) return st;
+    if (e.raw_size != size) {
+        char shape[256];
+        ct_shape_str(ndim, dims, shape, sizeof shape);
+        return werr(w, SRT_CT_EARG, "%s: section '%s': %zu bytes given for %s x shape %s", w->path, name, size,
+                    srt_ct_dtype_name(dtype), shape);
+    }
+    if (size && !data) return werr(w, SRT_CT_EARG, "%s: section '%s': no data", w->path, name);
     bool kept = false;
     if (level > 0 && size > 0) {
         if ((st = write_zstd(w, name, data, size, level, &kept, &e.stored_size, &e.checksum))) return st;
@@ -331,9 +353,47 @@ srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype
         e.checksum = XXH3_64bits(size ? data : "", size);
         if ((st = append(w, data, size))) return st;
     }
-    ct_entry_encode(&e, w->table + w->n * SRT_CT_ENTRY_SIZE);
-    w->n++;
-    w->slots[slot] = (uint32_t)w->n;
+    section_commit(w, &e, slot);
+    return SRT_CT_OK;
+}
+
+srt_ct_status srt_writer_begin(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
+                               const uint64_t *dims) {
+    if (!w) return SRT_CT_EARG;
+    srt_ct_status st = section_start(w, name, dtype, ndim, dims, &w->open, &w->open_slot);
+    if (st) return st;
+    if (XXH3_64bits_reset(w->xxh) != XXH_OK) return werr(w, SRT_CT_EIO, "%s: checksum state", w->path);
+    w->open.compression = SRT_CT_RAW;
+    w->open_section = true;
+    return SRT_CT_OK;
+}
+
+srt_ct_status srt_writer_append(srt_writer *w, const void *data, size_t size) {
+    if (!w) return SRT_CT_EARG;
+    srt_ct_status st = usable(w, "append");
+    if (st) return st;
+    if (!w->open_section) return werr(w, SRT_CT_EARG, "%s: append without srt_writer_begin", w->path);
+    if (size > w->open.raw_size - w->open.stored_size)
+        return werr(w, SRT_CT_EARG, "%s: section '%s': more bytes than its shape holds", w->path, w->open.name);
+    if (size == 0) return SRT_CT_OK;
+    if (!data) return werr(w, SRT_CT_EARG, "%s: section '%s': no data", w->path, w->open.name);
+    XXH3_64bits_update(w->xxh, data, size);
+    if ((st = append(w, data, size))) return st;
+    w->open.stored_size += size;
+    return SRT_CT_OK;
+}
+
+srt_ct_status srt_writer_end(srt_writer *w) {
+    if (!w) return SRT_CT_EARG;
+    srt_ct_status st = usable(w, "end");
+    if (st) return st;
+    if (!w->open_section) return werr(w, SRT_CT_EARG, "%s: end without srt_writer_begin", w->path);
+    if (w->open.stored_size != w->open.raw_size)
+        return werr(w, SRT_CT_EARG, "%s: section '%s': %llu of %llu bytes written", w->path, w->open.name,
+                    (unsigned long long)w->open.stored_size, (unsigned long long)w->open.raw_size);
+    w->open.checksum = XXH3_64bits_digest(w->xxh);
+    w->open_section = false;
+    section_commit(w, &w->open, w->open_slot);
     return SRT_CT_OK;
 }
 
@@ -341,6 +401,7 @@ srt_ct_status srt_writer_finish(srt_writer *w) {
     if (!w) return SRT_CT_EARG;
     srt_ct_status st = usable(w, "finish");
     if (st) return st;
+    if (w->open_section) return werr(w, SRT_CT_EARG, "%s: section '%s' was not ended", w->path, w->open.name);
     ct_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, srt_ct_kind_magic(w->kind), 8);

@@ -85,6 +85,19 @@ void srt_inputs_clear(void) {
     pthread_mutex_unlock(&inputs_mu);
 }
 
+void srt_input_forget_path(const char *path) {
+    struct stat st;
+    if (!path || stat(path, &st) != 0) return;
+    pthread_mutex_lock(&inputs_mu);
+    for (size_t i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) {
+            free(inputs[i].path);
+            inputs[i] = inputs[--n_inputs];
+            break;
+        }
+    pthread_mutex_unlock(&inputs_mu);
+}
+
 srt_ct_status srt_output_check(const char *path, char *err, size_t err_cap) {
     if (!path || !*path) {
         fail_msg(err, err_cap, "no output path");

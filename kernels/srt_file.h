@@ -33,8 +33,11 @@ void srt_inputs_track(bool on);
  * process. Thread-safe. */
 void srt_input_note_fd(int fd, const char *path);
 void srt_input_note_path(const char *path);
-/* Forgets every noted input (a long-lived process between jobs; tests). */
+/* Forgets every noted input (a long-lived process between jobs; tests), or
+ * the one at path: a file the process reads and then rewrites on purpose
+ * (a checkpoint it resumes from and keeps updating). */
 void srt_inputs_clear(void);
+void srt_input_forget_path(const char *path);
 /* SRT_CT_OK when writing path would replace no input and path is not an
  * existing non-regular file (a device, a directory); else SRT_CT_EARG with
  * a one-line message in err naming both files. */

@@ -146,6 +146,12 @@ void srt_model_close(srt_model *m) {
     free(m);
 }
 
+srt_status srt_model_set_ctx(srt_model *m, srt_ctx *ctx) {
+    if (!m || !ctx || srt_ctx_isa(ctx) != srt_ctx_isa(m->ctx)) return SRT_EINVAL;
+    m->ctx = ctx;
+    return SRT_OK;
+}
+
 static char *dupstr(const char *s) {
     size_t n = strlen(s) + 1;
     char *p = malloc(n);

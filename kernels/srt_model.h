@@ -75,6 +75,10 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
 void srt_model_close(srt_model *m); /* accepts NULL */
 
 const srt_model_config *srt_model_get_config(const srt_model *m);
+/* Runs the model's kernels with another context of the same ISA (e.g. one
+ * whose thread count suits the model's shape, known only after open);
+ * borrowed like opts->ctx. Not during a step. SRT_EINVAL for another ISA. */
+srt_status srt_model_set_ctx(srt_model *m, srt_ctx *ctx);
 const srt_json *srt_model_manifest(const srt_model *m);
 /* The artifact's default router ("routing" in the manifest): method name
  * (may be "dense") and density. */

@@ -154,6 +154,8 @@ const sc_method sc_method_cats = {
     cats_finalize,
     cats_arrays,
     cats_free,
+    NULL,
+    NULL,
     cats_validate,
     "",
 };

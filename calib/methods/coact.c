@@ -124,6 +124,19 @@ bool sc_coact_sample(const void *state, int64_t layer, const uint64_t **bits, in
     return true;
 }
 
+/* the stride counters (checkpoints only) */
+static int coact_resume_arrays(void *p, sc_array *out, int cap) {
+    coact *s = p;
+    if (cap < 1) return 0;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "seen");
+    out->kind = SC_ARR_SUM;
+    out->type = SC_ARR_I64;
+    out->shape[0] = s->L1 - s->L0;
+    out->data = s->seen;
+    return 1;
+}
+
 const sc_method sc_method_coact = {
     "coact",
     "co-activation: a sample of CATS live sets per layer (bitmasks), for neuron permutation at pack time",
@@ -134,6 +147,8 @@ const sc_method sc_method_coact = {
     coact_finalize,
     coact_arrays,
     coact_free,
+    coact_resume_arrays,
+    NULL,
     NULL,
     "coact_sample,coact_stride,coact_density",
 };

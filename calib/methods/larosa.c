@@ -213,5 +213,7 @@ const sc_method sc_method_larosa = {
     larosa_arrays,
     larosa_free,
     NULL,
+    NULL,
+    NULL,
     "inputs,damp,max_mib",
 };
