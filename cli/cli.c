@@ -167,7 +167,13 @@ void cli_blas_fix_kernels(char **argv) {
     const char *want = (cpu & avx512) == avx512 ? "SkylakeX" : (cpu & avx2) == avx2 ? "Haswell" : NULL;
     if (!is_narrow || !want) return;
     if (setenv("OPENBLAS_CORETYPE", want, 1) || setenv(BLAS_AUTO_ENV, b.core, 1)) return;
-    execv("/proc/self/exe", argv); /* returns only on failure: go on with what OpenBLAS chose */
+    /* the binary's own path, so that ps and top still show "sparsecal" */
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0 && (size_t)len < sizeof self - 1) {
+        self[len] = '\0';
+        execv(self, argv); /* returns only on failure: go on with what OpenBLAS chose */
+    }
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv(BLAS_AUTO_ENV);
 }
