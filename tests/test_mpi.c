@@ -5,7 +5,9 @@
  *     the shard list): the same per-shard code, and the same additions in
  *     the same order (rank 0's sums + rank 1's);
  *   - equals a single-process run within the documented bounds (docs/SCALE.md):
- *     integer sums exactly; float64 sums to 1e-12 relative (only the order
+ *     integer sums exactly; float64 sums to 1e-12 of the sum of their terms'
+ *     magnitudes (relative for the non-negative sums; LaRoSA's second moments
+ *     against sqrt(H_ii H_jj), which bounds it) (only the order
  *     of the additions differs: (s0 + s2 + ...) + (s1 + s3 + ...) instead of
  *     s0 + s1 + s2 + ...); stored samples (CONCAT) hold the same rows in
  *     another order (rank by rank) - every row of the single run is in the
@@ -179,7 +181,17 @@ static void compare_single(const sc_calib *x, const sc_calib *y) {
                     int_diff += u != v;
                     continue;
                 }
-                double rel = u == v ? 0 : fabs(u - v) / fmax(fmax(fabs(u), fabs(v)), 1e-300);
+                /* another order of the same additions: |u - v| <= ~N eps sum|terms|. The sums of
+                 * non-negative terms (CLAWS, CATS, counts) have sum|terms| = |u|; a LaRoSA second
+                 * moment H[i][j] = sum x_i x_j can cancel, and its sum|terms| is bounded by
+                 * sqrt(H[i][i] H[j][j]) (Cauchy-Schwarz), so it is measured against that */
+                double scale = fmax(fabs(u), fabs(v));
+                bool cov = strcmp(me->name, "larosa") == 0 && a[k].shape[1] == a[k].shape[0] && a[k].shape[1] > 0;
+                if (cov) {
+                    int64_t dd = a[k].shape[1], r = j / dd, cc = j % dd;
+                    scale = sqrt(fabs(value(&a[k], r * dd + r)) * fabs(value(&a[k], cc * dd + cc)));
+                }
+                double rel = u == v ? 0 : fabs(u - v) / fmax(scale, 1e-300);
                 if (a[k].kind != SC_ARR_SUM) {
                     worst_derived = fmax(worst_derived, rel);
                 } else if (rel > worst_sum) {
