@@ -30,6 +30,11 @@ static void cleanup(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static int policy_set;
+    if (!policy_set) { /* convert every weight at load, so the converters are fuzzed too */
+        sc_model_policy(true, 0);
+        policy_set = 1;
+    }
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/sparsecal-fuzz-hf.XXXXXX");
         if (!mkdtemp(dir)) return 0;

@@ -4,6 +4,11 @@
 #include "model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static int policy_set;
+    if (!policy_set) { /* convert every weight at load, so the converters are fuzzed too */
+        sc_model_policy(true, 0);
+        policy_set = 1;
+    }
     const char *p = fz_path(data, size);
     if (!p) return 0;
     sc_err err;

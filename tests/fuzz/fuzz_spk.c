@@ -10,6 +10,11 @@
 #include "tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static int policy_set;
+    if (!policy_set) { /* convert every weight at load, so the converters are fuzzed too */
+        sc_model_policy(true, 0);
+        policy_set = 1;
+    }
     static srt_ctx *ctx;
     if (!ctx && srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) != SRT_OK) return 0;
     uint8_t *b = fz_resealed(data, size);
