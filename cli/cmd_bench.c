@@ -1,5 +1,5 @@
 /* cmd_bench.c - `sparsecal bench`: the cold-cache layer-cycling GEMV
- * benchmark of seed 000 (App. E). N distinct weight matrices per kernel
+ * benchmark of the CLAWS paper (App. E). N distinct weight matrices per kernel
  * (35 by default) are visited in turn so the weights come from DRAM; after
  * warm-up passes, every GEMV of the timed passes is timed and the per-layer
  * median, min and max are reported; the whole measurement is repeated
@@ -605,7 +605,7 @@ int cmd_bench(int argc, char **argv) {
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
     int r = sc_parse_args("bench",
-                          "Cold-cache GEMV benchmark (seed 000, App. E): distinct weight matrices cycled so weights\n"
+                          "Cold-cache GEMV benchmark (the CLAWS paper, App. E): distinct weight matrices cycled so weights\n"
                           "come from DRAM; per-layer median/min/max µs of dense and sparse kernels, speed-ups, GB/s.",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;

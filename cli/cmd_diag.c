@@ -1,4 +1,4 @@
-/* cmd_diag.c - `sparsecal diag`: the rank-leverage diagnostics of seed 000
+/* cmd_diag.c - `sparsecal diag`: the rank-leverage diagnostics of the CLAWS paper
  * (Tables 5 and 7, Appendix G) as Markdown tables or one JSON object. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -99,7 +99,7 @@ int cmd_diag(int argc, char **argv) {
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
     int r = sc_parse_args("diag",
-                          "Rank-leverage diagnostics (seed 000, Tables 5 and 7): spread of the base scores |Q^T x| and\n"
+                          "Rank-leverage diagnostics (the CLAWS paper, Tables 5 and 7): spread of the base scores |Q^T x| and\n"
                           "|phi(W_g x)| and of their static modifiers c_rot and c_j, the leverage lambda, and how far the\n"
                           "modifier moves ranks and the top-K set. c_rot is estimated on the first sequences of the text\n"
                           "and the statistics on the following ones.",

@@ -95,7 +95,7 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name);
 srt_status srt_model_set_router(srt_model *m, srt_router kind, double density);
 int64_t srt_model_live_count(const srt_model *m); /* K (ffn_dim when dense) */
 
-/* LaRoSA (seed 002) on an artifact packed with --method larosa: every block
+/* LaRoSA (the LaRoSA paper) on an artifact packed with --method larosa: every block
  * input with a folded rotation becomes z = R n(x) and only its
  * K_in = round((1 - in s) dim) largest |z_k| feed the projections (which
  * read only those columns in column-sparse layouts); the down projection

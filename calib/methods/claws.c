@@ -1,4 +1,4 @@
-/* claws.c - CLAWS saliency multipliers (seed 000, Eq. 2-3). Per layer and
+/* claws.c - CLAWS saliency multipliers (the CLAWS paper, Eq. 2-3). Per layer and
  * neuron, over calibration tokens:
  *   num_j += |h_j| * ||W_d[:, j]||_2 * |g_j|,  g_j = dL/dh_j (backward pass)
  *   den_j += |phi(u_j)|

@@ -1,4 +1,4 @@
-/* larosa.c - LaRoSA rotations (seed 002, Sec. 4.2; METHODS.md): the
+/* larosa.c - LaRoSA rotations (the LaRoSA paper, Sec. 4.2; METHODS.md): the
  * uncentred second moment of each block input per layer, damped and
  * eigendecomposed (see larosa.h).
  *
