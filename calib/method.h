@@ -89,6 +89,9 @@ const sc_method *const *sc_methods(void);
 /* Helpers for methods: per-layer float64/int64 vectors. */
 double *sc_method_f64(int64_t n);
 /* L2 norms of the columns of W_d [dim, ffn] (a neuron's output vector), in double. */
+/* Describes n int64 counters (one per calibrated layer) as one SUM array
+ * named name in out[0] (cap >= 1); returns the arrays written (0 or 1). */
+int sc_method_counter_array(sc_array *out, int cap, const char *name, int64_t *data, int64_t n);
 sc_status sc_down_col_norms(const sc_model *m, int64_t layer, double *out, sc_err *err);
 
 #endif

@@ -127,14 +127,7 @@ bool sc_coact_sample(const void *state, int64_t layer, const uint64_t **bits, in
 /* the stride counters (checkpoints only) */
 static int coact_resume_arrays(void *p, sc_array *out, int cap) {
     coact *s = p;
-    if (cap < 1) return 0;
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "seen");
-    out->kind = SC_ARR_SUM;
-    out->type = SC_ARR_I64;
-    out->shape[0] = s->L1 - s->L0;
-    out->data = s->seen;
-    return 1;
+    return sc_method_counter_array(out, cap, "seen", s->seen, s->L1 - s->L0);
 }
 
 const sc_method sc_method_coact = {
