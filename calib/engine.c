@@ -219,15 +219,22 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     bool need_grad = x.grad_mask != 0;
     sc_forward *f = NULL;
     float *teacher = NULL;
-    /* the workspace holds the longest selected sequence (cut at seq_len),
-     * not the model's context */
+    /* the selected sequences: those with >= 2 tokens, the first max_seqs, then every n-th for the
+     * shard; the workspace holds the longest of them (cut at seq_len), not the model's context */
     int64_t V = m->cfg.vocab_size, T = 2;
-    for (size_t i = 0, eligible = 0; i < d->n_seqs; i++) {
+    XXH64_state_t *dh = XXH64_createState();
+    XXH64_reset(dh, (unsigned long long)eo.seq_len);
+    int64_t eligible = 0, mine = 0;
+    for (size_t i = 0; i < d->n_seqs; i++) {
         if (d->seqs[i].n < 2) continue;
-        if (o->max_seqs > 0 && (int64_t)eligible++ >= o->max_seqs) break;
-        if ((int64_t)d->seqs[i].n > T) T = (int64_t)d->seqs[i].n;
+        if (o->max_seqs > 0 && eligible >= o->max_seqs) break;
+        int64_t n = (int64_t)d->seqs[i].n < eo.seq_len ? (int64_t)d->seqs[i].n : eo.seq_len;
+        XXH64_update(dh, d->seqs[i].ids, (size_t)n * sizeof(int32_t));
+        if (n > T) T = n;
+        if (eligible++ % o->shard_count == o->shard_index) mine++;
     }
-    if (T > eo.seq_len) T = eo.seq_len;
+    snprintf(c->data_id, sizeof c->data_id, "%016llx", (unsigned long long)XXH64_digest(dh));
+    XXH64_freeState(dh);
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) {
         sc_router_spec rs = {o->student, o->student_density, NULL, NULL, false};
         if (o->student != SRT_ROUTER_CATS && o->student != SRT_ROUTER_ORACLE && o->student != SRT_ROUTER_DENSE) {
@@ -249,19 +256,6 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
             goto done;
         }
     }
-    /* the selected sequences: those with >= 2 tokens, the first max_seqs, then every n-th for the shard */
-    XXH64_state_t *dh = XXH64_createState();
-    XXH64_reset(dh, (unsigned long long)eo.seq_len);
-    int64_t eligible = 0, mine = 0;
-    for (size_t i = 0; i < d->n_seqs; i++) {
-        if (d->seqs[i].n < 2) continue;
-        if (o->max_seqs > 0 && eligible >= o->max_seqs) break;
-        int64_t n = (int64_t)d->seqs[i].n < eo.seq_len ? (int64_t)d->seqs[i].n : eo.seq_len;
-        XXH64_update(dh, d->seqs[i].ids, (size_t)n * sizeof(int32_t));
-        if (eligible++ % o->shard_count == o->shard_index) mine++;
-    }
-    snprintf(c->data_id, sizeof c->data_id, "%016llx", (unsigned long long)XXH64_digest(dh));
-    XXH64_freeState(dh);
     if (mine == 0) {
         st = sc_errf(err, SC_EARG, "compute: no sequence with at least 2 tokens for shard %lld/%lld",
                      (long long)o->shard_index, (long long)o->shard_count);

@@ -140,8 +140,7 @@ sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigne
 }
 
 /* Calls the hook of tap t (if any); f->replaying marks a recomputation. */
-#define tap(hk, t, layer, pos0, n, width, ids, data, err) tap_(f, hk, t, layer, pos0, n, width, ids, data, err)
-static sc_status tap_(const sc_forward *f, const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n,
+static sc_status tap(const sc_forward *f, const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n,
                       int64_t width, const int32_t *ids, float *data, sc_err *err) {
     if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
     sc_tap_event ev = {t, layer, pos0, n, width, ids, data, NULL, false, f->replaying};
@@ -228,7 +227,7 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     if (f->train && !f->replaying) memcpy(f->x_in + l * f->max_batch * D, f->x, rowD);
     sc_rmsnorm_forward(f->xn, r1, f->x, L->attn_norm, n, D, c->norm_eps);
     rotate(f->xn, f->tmp, L->attn_rot, n, D);
-    SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
+    SC_TRY(tap(f, hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
     SC_TRY(lin(f, SC_LIN_Q, l, pos0, n, D, qd, f->xn, L->wq, L->bq, q, err));
     sc_linear_forward(K, f->xn, L->wk, L->bk, n, D, kvd);
@@ -238,7 +237,7 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     sc_rope_forward(q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
     sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
     attention(f, l, q, n, pos0, true);
-    SC_TRY(tap(hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
+    SC_TRY(tap(f, hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
     sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
     SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, L->wo, NULL, f->tmp, err));
     for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
@@ -246,22 +245,22 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     if (f->train) memcpy(x_mid, f->x, rowD);
     sc_rmsnorm_forward(f->xn, r2, f->x, L->ffn_norm, n, D, c->norm_eps);
     rotate(f->xn, f->tmp, L->mlp_rot, n, D);
-    SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
+    SC_TRY(tap(f, hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
     SC_TRY(lin(f, SC_LIN_GATE, l, pos0, n, D, F, f->xn, L->wg, NULL, u, err));
-    SC_TRY(tap(hk, SC_TAP_GATE, l, pos0, n, F, ids, u, err));
+    SC_TRY(tap(f, hk, SC_TAP_GATE, l, pos0, n, F, ids, u, err));
     sc_act_forward(a, u, n * F, c->act);
-    SC_TRY(tap(hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, a, err));
+    SC_TRY(tap(f, hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, a, err));
     sc_linear_forward(v, f->xn, L->wu, NULL, n, D, F);
     SC_TRY(lin(f, SC_LIN_UP, l, pos0, n, D, F, f->xn, L->wu, NULL, v, err));
-    SC_TRY(tap(hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
+    SC_TRY(tap(f, hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
     for (int64_t i = 0; i < n * F; i++) h[i] = a[i] * v[i];
-    SC_TRY(tap(hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
+    SC_TRY(tap(f, hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
     sc_linear_forward(f->tmp, h, L->wd, NULL, n, F, D);
     SC_TRY(lin(f, SC_LIN_DOWN, l, pos0, n, F, D, h, L->wd, NULL, f->tmp, err));
-    SC_TRY(tap(hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
+    SC_TRY(tap(f, hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
     for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
-    SC_TRY(tap(hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
+    SC_TRY(tap(f, hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
     return SC_OK;
 }
 
@@ -296,7 +295,7 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
     if (logits) *logits = f->logits;
     if (f->chunked) return SC_OK; /* f->xn holds the final norm's output for sc_backward_ce */
     SC_TRY(sc_classifier_forward(m, f->logits, f->xn, n, err));
-    SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
+    SC_TRY(tap(f, hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     return SC_OK;
 }
 
