@@ -423,8 +423,9 @@ sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const ch
     sc_config c;
     SC_TRY(make_config(o, &c, err));
     if (c.family != SC_FAMILY_LLAMA) return sc_errf(err, SC_EARG, "synth: GGUF output is for the llama family only");
+    /* matrices in the chosen dtype; vectors (norms) stay F32, as llama.cpp's converter keeps them */
     const uint32_t gt = o->dtype == SC_DT_F32 ? SC_GGML_F32 : o->dtype == SC_DT_F16 ? SC_GGML_F16 : SC_GGML_BF16;
-    const size_t esz = o->dtype == SC_DT_F32 ? 4 : 2, align = SC_GGUF_DEFAULT_ALIGNMENT;
+    const size_t mat_esz = o->dtype == SC_DT_F32 ? 4 : 2, align = SC_GGUF_DEFAULT_ALIGNMENT;
     synth_list l = {calloc(3 + (size_t)c.n_layers * 9, sizeof(synth_tensor)), 0};
     gbuf kv = {0}, inf = {0};
     float *buf = NULL, *perm = NULL;
@@ -469,9 +470,9 @@ sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const ch
         g_u32(&inf, t->d1 < 0 ? 1 : 2);
         if (t->d1 >= 0) g_u64(&inf, (uint64_t)t->d1);
         g_u64(&inf, (uint64_t)t->d0);
-        g_u32(&inf, gt);
+        g_u32(&inf, t->d1 < 0 ? SC_GGML_F32 : gt);
         g_u64(&inf, off);
-        off += (n * esz + align - 1) / align * align;
+        off += (n * (t->d1 < 0 ? 4 : mat_esz) + align - 1) / align * align;
         if (n > max_elems) max_elems = n;
     }
     if (!st && (kv.oom || inf.oom)) st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
@@ -497,7 +498,7 @@ sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const ch
     }
     for (size_t i = 0; i < l.n && !st; i++) {
         const synth_tensor *t = &l.t[i];
-        size_t n = (size_t)t->d0 * (size_t)(t->d1 < 0 ? 1 : t->d1);
+        size_t n = (size_t)t->d0 * (size_t)(t->d1 < 0 ? 1 : t->d1), esz = t->d1 < 0 ? 4 : mat_esz;
         rng r = rng_for(o->seed, i); /* the safetensors writer's stream for this tensor */
         bool q = strstr(t->name, "q_proj.weight") != NULL, k = strstr(t->name, "k_proj.weight") != NULL;
         for (size_t done = 0; done < n && !st;) {

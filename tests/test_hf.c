@@ -559,6 +559,7 @@ static void test_synth_gguf(void) {
                 if (r < 16) CHECK(memcmp(A->wk + r * 32, H->wk + src * 32, 32 * 4) == 0);
             }
             for (int64_t k = 0; k < 48 * 32; k++) CHECK(b->layers[l].wg[k] == sc_f16_to_f32(sc_f32_to_f16(H->wg[k])));
+            CHECK(memcmp(b->layers[l].ffn_norm, H->ffn_norm, 32 * 4) == 0); /* vectors stay f32 */
         }
         int32_t ids[8];
         for (int i = 0; i < 8; i++) ids[i] = (int32_t)((i * 3001 + 7) % V);
