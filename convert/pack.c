@@ -14,20 +14,31 @@
 #include "srt_container.h"
 #include "tok_serial.h"
 
-/* Which runtime layout each linear layer gets under an artifact layout. */
+/* Which runtime layout each linear layer gets under an artifact layout. The
+ * 4-bit plans hold GGML q4_0 values everywhere (same groups, same bytes per
+ * weight), stored in the row tiles the int8-dot kernels read (kmi4r) -
+ * llama.cpp repacks q4_0 the same way at load time; here it happens once, at
+ * pack time. The token embedding is a matrix of the classifier's layout
+ * (rows gathered on lookup), LaRoSA rotations stay q8_0. */
 typedef struct layout_plan {
     const char *name;
-    srt_layout attn, gate, up, down, classifier; /* classifier's layout also holds LaRoSA rotations */
+    srt_layout attn, gate, up, down, classifier, emb, rot;
 } layout_plan;
 
 static const layout_plan plans[] = {
-    {"f32", SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32},
-    {"q8_0", SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0},
-    {"q4_0", SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q8_0},
-    /* row-sparse MLP: up rows read per live neuron, down neuron-major; gate dense */
-    {"kmi4", SRT_LAYOUT_Q4_0, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_Q8_0},
-    /* column-sparse (input channels): every linear layer */
-    {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_Q8_0},
+    {"f32", SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32,
+     SRT_LAYOUT_F32},
+    {"q8_0", SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0,
+     SRT_LAYOUT_Q8_0},
+    /* dense rows everywhere (the MLP's up rows are still read per live neuron) */
+    {"q4_0", SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R,
+     SRT_LAYOUT_Q8_0},
+    /* row-sparse MLP: up rows read per live neuron, down neuron-major */
+    {"kmi4", SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R,
+     SRT_LAYOUT_Q8_0},
+    /* column-sparse (input channels): every linear layer; f32 activations, so the (tied) embedding stays f32 */
+    {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_Q8_0,
+     SRT_LAYOUT_F32, SRT_LAYOUT_Q8_0},
 };
 
 static const layout_plan *find_plan(const char *name) {
@@ -221,7 +232,8 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     cJSON_AddStringToObject(man, "source_model_id", id);
     p.tensors = cJSON_AddObjectToObject(man, "tensors");
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    sc_status st = add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err);
+    sc_status st = plan->emb == SRT_LAYOUT_F32 ? add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err)
+                                               : add_matrix(&p, "tok_emb", plan->emb, m->tok_emb, c->vocab_size, D, err);
     if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
     if (!st && !c->tied_classifier) st = add_matrix(&p, "classifier", plan->classifier, m->classifier, c->vocab_size, D, err);
     uint32_t *perm = NULL;
@@ -287,7 +299,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wv = fb.wv;
             an = fb.ones;
             n_folded++;
-            if ((st = add_matrix(&p, NAME("attn_rot"), plan->classifier, fb.R, D, D, err))) break;
+            if ((st = add_matrix(&p, NAME("attn_rot"), plan->rot, fb.R, D, D, err))) break;
         }
         if (fold_prepare(p.larosa, l, SC_LAROSA_MLP, L->ffn_norm, D, &fb)) { /* gate and up */
             rotate_weights(fb.wg, wg, fb.Qf, F, D);
@@ -296,7 +308,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wu = fb.wu;
             fn = fb.ones;
             n_folded++;
-            if ((st = add_matrix(&p, NAME("mlp_rot"), plan->classifier, fb.R, D, D, err))) break;
+            if ((st = add_matrix(&p, NAME("mlp_rot"), plan->rot, fb.R, D, D, err))) break;
         }
         if ((st = add_f32(&p, NAME("attn_norm"), an, D, err)) ||
             (st = add_f32(&p, NAME("ffn_norm"), fn, D, err)) ||

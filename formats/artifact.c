@@ -178,7 +178,10 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
         goto done;
     }
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    if ((st = get_f32(&r, "tok_emb", c->vocab_size * D, &r.m->tok_emb, err)) ||
+    /* the embedding is a packed matrix, or (f32 plan, older artifacts) an f32 section */
+    if ((st = cJSON_GetObjectItemCaseSensitive(r.tensors, "tok_emb")
+                  ? get_matrix(&r, "tok_emb", c->vocab_size, D, &r.m->tok_emb, err)
+                  : get_f32(&r, "tok_emb", c->vocab_size * D, &r.m->tok_emb, err)) ||
         (st = get_f32(&r, "final_norm", D, &r.m->final_norm, err)))
         goto done;
     if (c->tied_classifier)

@@ -120,6 +120,13 @@ typedef struct srt_act {
     int8_t *q;           /* cap values */
     float *d;            /* cap / 32 block scales */
     int32_t *sum;        /* cap / 32 block sums of q */
+    /* Natural order only, for kernels that read 64 values (two blocks) as one
+     * vector of 16 four-value lanes: lane_off[16 p + l] = 8 x (sum of values
+     * 4l .. 4l+3 of pair p), times 16 on the upper half of each block (lanes
+     * 4-7 and 12-15), and lane_d[16 g + l] = d[8 g + l] for l < 8 and
+     * d[8 g + l - 8] / 16 for l >= 8 (groups of eight blocks). */
+    int32_t *lane_off;   /* cap / 4 */
+    float *lane_d;       /* cap / 16 */
 } srt_act;
 
 /* Bytes srt_act_init needs for n values. */
@@ -203,6 +210,9 @@ const srt_layout_traits *srt_layout_get(srt_layout layout);
 srt_status srt_layout_parse(const char *name, srt_layout *out);
 /* Checks shape, group, size and alignment of m against its layout. */
 srt_status srt_matrix_check(const srt_matrix *m);
+/* Row r of a row layout (f32, q8_0, q4_0, kmi4r) dequantised into out[cols]
+ * (an embedding lookup); SRT_ENOTSUP for the other layouts. */
+srt_status srt_matrix_row(const srt_matrix *m, int64_t r, float *out);
 
 /* ---- selection ------------------------------------------------------------- */
 

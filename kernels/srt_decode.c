@@ -349,7 +349,7 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     double t0 = now();
     clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
     m->logits_pos = -1;
-    memcpy(m->x, m->tok_emb + (int64_t)token * D, (size_t)D * sizeof(float));
+    TRY(srt_matrix_row(&m->emb.m, token, m->x)); /* stored columns: D, or padded with zeros */
     if (c->embed_scale) {
         float sc = sqrtf((float)D);
         for (int64_t i = 0; i < D; i++) m->x[i] *= sc;

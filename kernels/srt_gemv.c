@@ -12,9 +12,10 @@
 
 static int64_t act_cap(int64_t n) { return srt_round_up(n < 1 ? 1 : n, SRT_ACT_PAD); }
 
+/* q (cap) + staging (cap), then d, sum (cap/32 each), lane_off (cap/4), lane_d (cap/16): every region 64-aligned */
 size_t srt_act_bytes(int64_t n) {
     int64_t cap = act_cap(n);
-    return (size_t)(2 * cap + 2 * srt_round_up(cap / SRT_QK * 4, 64));
+    return (size_t)(2 * cap + 2 * srt_round_up(cap / SRT_QK * 4, 64) + cap + cap / 4);
 }
 
 srt_status srt_act_init(srt_act *a, void *mem, size_t bytes, int64_t n, srt_act_order order) {
@@ -29,7 +30,21 @@ srt_status srt_act_init(srt_act *a, void *mem, size_t bytes, int64_t n, srt_act_
     a->q = (int8_t *)p;                          /* cap values, then cap bytes of staging */
     a->d = (float *)(void *)(p + 2 * cap);
     a->sum = (int32_t *)(void *)(p + 2 * cap + sb);
+    a->lane_off = (int32_t *)(void *)(p + 2 * cap + 2 * sb);
+    a->lane_d = (float *)(void *)(p + 3 * cap + 2 * sb);
     return SRT_OK;
+}
+
+/* The per-lane helpers of srt_act (srt.h), from q and d. */
+static void act_lanes(srt_act *a) {
+    for (int64_t l = 0; l < a->cap / 4; l++) {
+        const int8_t *q = a->q + 4 * l;
+        a->lane_off[l] = (q[0] + q[1] + q[2] + q[3]) * ((l & 4) ? 128 : 8);
+    }
+    for (int64_t l = 0; l < a->cap / 16; l++) {
+        const int64_t b = (l / 16) * 8 + l % 8;
+        a->lane_d[l] = (l & 8) ? a->d[b] * 0.0625f : a->d[b];
+    }
 }
 
 srt_status srt_act_quantize(const srt_ctx *ctx, srt_act *a, const float *x) {
@@ -48,7 +63,10 @@ srt_status srt_act_quantize(const srt_ctx *ctx, srt_act *a, const float *x) {
         a->d[b] = 0.0f;
         a->sum[b] = 0;
     }
-    if (a->order == SRT_ACT_TILED) srt_act_tile(a->q, dst, a->cap);
+    if (a->order == SRT_ACT_TILED)
+        srt_act_tile(a->q, dst, a->cap);
+    else
+        act_lanes(a);
     return SRT_OK;
 }
 

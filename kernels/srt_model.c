@@ -220,22 +220,30 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     }
     m->vmax = D > F ? D : F;
     if (qd > m->vmax) m->vmax = qd;
-    if ((st = get_f32(m, "tok_emb", V * D, &m->tok_emb, err, err_cap)) ||
-        (st = get_f32(m, "final_norm", D, &m->final_norm, err, err_cap)))
-        goto bad;
-    if (c->tied_classifier) {
-        srt_matrix mat = {SRT_LAYOUT_F32, V, D, 0, m->tok_emb, (size_t)(V * D) * 4};
+    /* the embedding: a packed matrix of a row layout, or (f32 plan, older artifacts) an f32 section */
+    if (srt_json_get(m->tensors, "tok_emb")) {
+        if ((st = get_matrix(m, "tok_emb", V, D, &m->emb, err, err_cap))) goto bad;
+        if (m->emb.m.layout != SRT_LAYOUT_F32 && m->emb.m.layout != SRT_LAYOUT_Q8_0 &&
+            m->emb.m.layout != SRT_LAYOUT_Q4_0 && m->emb.m.layout != SRT_LAYOUT_KMI4R) {
+            st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: tensors.tok_emb: layout %s has no row lookup", path,
+                      m->emb.tr->name);
+            goto bad;
+        }
+    } else {
+        const float *te;
+        if ((st = get_f32(m, "tok_emb", V * D, &te, err, err_cap))) goto bad;
+        srt_matrix mat = {SRT_LAYOUT_F32, V, D, 0, te, (size_t)(V * D) * 4};
         if (srt_matrix_check(&mat) != SRT_OK) {
             st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: section 'tok_emb' is not 64-byte aligned", path);
             goto bad;
         }
-        m->classifier.m = mat;
-        m->classifier.rows = V;
-        m->classifier.cols = D;
-        m->classifier.tr = srt_layout_get(SRT_LAYOUT_F32);
-    } else if ((st = get_matrix(m, "classifier", V, D, &m->classifier, err, err_cap))) {
-        goto bad;
+        m->emb = (srt_weight){mat, V, D, srt_layout_get(SRT_LAYOUT_F32)};
     }
+    if ((st = get_f32(m, "final_norm", D, &m->final_norm, err, err_cap))) goto bad;
+    if (c->tied_classifier)
+        m->classifier = m->emb;
+    else if ((st = get_matrix(m, "classifier", V, D, &m->classifier, err, err_cap)))
+        goto bad;
     int n_claws = 0;
     for (int64_t l = 0; l < L; l++) {
         srt_layer_w *Lw = &m->layers[l];

@@ -36,7 +36,8 @@ struct srt_model {
     int64_t n_rot;          /* block inputs with a folded rotation */
     double lr_in, lr_h;     /* LaRoSA split recorded at pack time */
     int64_t max_ctx, vmax, vcap;
-    const float *tok_emb, *final_norm;
+    const float *final_norm;
+    srt_weight emb;         /* token embedding: f32 or a row layout, rows gathered on lookup */
     srt_weight classifier;
     srt_layer_w *layers;
     uint64_t weight_bytes;

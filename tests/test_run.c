@@ -225,7 +225,7 @@ int main(void) {
      * flip one neuron (f32: rarely, from summation order; int8 activations:
      * often), so the mean per-step difference is bounded, not the max. */
     const double tol_route_mean[] = {1e-3, 0.15, 0.15, 0.15, 1e-3};
-    const double tol_threads[] = {1e-4, 1e-4, 1e-4, 1e-4, 1e-4};
+    const double tol_threads_f32 = 1e-4; /* f32: the max too (no int8 rounding to tip a tie) */
     const int64_t exact_tokens[] = {STEPS, 24, 24, 24, STEPS}; /* greedy tokens that must match sc_generate */
     for (int li = 0; li < 5; li++) {
         char name[64];
@@ -300,12 +300,14 @@ int main(void) {
             CHECK_MSG(w <= tol_dense[li], "%s %s: %.3g > %.3g", layouts[li], srt_router_name(kinds[ki]), w,
                       tol_dense[li]);
             CHECK(agree >= nf * 9 / 10);
-            /* 2 threads: the same routing, partial sums reduced in another order */
+            /* 2 threads: the same routing, partial sums reduced in another order (which can flip a
+             * near-tie at the top-K boundary for either router: the mean is bounded) */
             CHECK(srt_model_set_router(rt2, kinds[ki], 0.5) == SRT_OK);
             double m2 = 0, w2 = compare_rt(rt, rt2, gr.tokens.ids, nf, ref->cfg.vocab_size, &m2);
             printf("%-6s %-5s 0.5 1 vs 2 threads: max rel diff %.2e (mean %.2e)\n", layouts[li],
                    srt_router_name(kinds[ki]), w2, m2);
-            CHECK_MSG(kinds[ki] == SRT_ROUTER_CATS ? m2 <= tol_route_mean[li] : w2 <= tol_threads[li], "%s %s: 2 threads differ by %g", layouts[li], srt_router_name(kinds[ki]), w2);
+            CHECK_MSG(m2 <= tol_route_mean[li] && (li != 0 || w2 <= tol_threads_f32), "%s %s: 2 threads differ by %g",
+                      layouts[li], srt_router_name(kinds[ki]), w2);
             sc_router_free(rr);
         }
         /* density 1 through the sparse path's selection equals dense */

@@ -91,26 +91,88 @@ static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* Eight q4_0 blocks (144 bytes) of one row, two per 512-bit step: vpermw
+ * (the nibbles of a pair's blocks sit at words 1-8 and 10-17) lays them out
+ * as [b0 | b0 | b1 | b1] and one AND keeps the
+ * low nibbles in the first copy of each and the high nibbles, in place (x16),
+ * in the second, so vpdpbusd against 64 natural activation values (the same
+ * two blocks) leaves in every 32-bit lane four products of one block. Per
+ * lane the -8 offset (x16 on high lanes) comes off as an integer
+ * (lane_off), and the float scale dw * da (/16 on high lanes) is the
+ * block's: the eight fp16 scales are gathered once from the pair vectors
+ * (vpermt2w), times lane_d, and spread per pair with vpermps. acc[4] take
+ * the four pairs. */
+typedef struct q4_consts {
+    __m512i pidx, nmask, widx, sidx[4];
+} q4_consts;
+
+static q4_consts q4_consts_make(void) {
+    q4_consts c;
+    _Alignas(64) uint8_t mb[64];
+    _Alignas(64) uint16_t pb[32], wb[32];
+    _Alignas(64) int32_t sb[4][16];
+    for (int j = 0; j < 64; j++) mb[j] = (j / 16) % 2 ? 0xf0 : 0x0f;
+    for (int k = 0; k < 32; k++) pb[k] = (uint16_t)((k < 16 ? 1 : 10) + k % 8);
+    for (int k = 0; k < 32; k++) wb[k] = (uint16_t)(k % 8 < 4 ? 9 * (k % 4) : 32 + 9 * (k % 4));
+    for (int q = 0; q < 4; q++)
+        for (int l = 0; l < 16; l++) sb[q][l] = 2 * q + (l >= 8) + ((l / 4) % 2 ? 8 : 0);
+    c.pidx = _mm512_load_si512(pb);
+    c.nmask = _mm512_load_si512(mb);
+    c.widx = _mm512_load_si512(wb);
+    for (int q = 0; q < 4; q++) c.sidx[q] = _mm512_load_si512(sb[q]);
+    return c;
+}
+
+#define Q4_PAIR(acc, r, q)                                                                                      \
+    do {                                                                                                        \
+        const __m512i w_ = _mm512_and_si512(_mm512_permutexvar_epi16(c.pidx, r), c.nmask);                       \
+        __m512i v_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_, _mm512_load_si512(aq + 64 * (q)));         \
+        v_ = _mm512_sub_epi32(v_, _mm512_load_si512(ao + 16 * (q)));                                            \
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v_), _mm512_permutexvar_ps(c.sidx[q], d16), acc);              \
+    } while (0)
+
+static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_act *a, int64_t nb) {
+    const q4_consts c = *cp;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const int64_t ng = nb / 8;
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *p = row + 144 * g;
+        const int8_t *aq = a->q + 256 * g;
+        const int32_t *ao = a->lane_off + 64 * g;
+        const __m512i r0 = _mm512_loadu_si512(p), r1 = _mm512_loadu_si512(p + 36), r2 = _mm512_loadu_si512(p + 72);
+        const __m512i r3 = _mm512_maskz_loadu_epi8((__mmask64)0xfffffffffull, p + 108); /* not past the group */
+        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(r0, c.widx, r2)));
+        const __m512 d16 = _mm512_mul_ps(dw, _mm512_load_ps(a->lane_d + 16 * g));
+        Q4_PAIR(acc0, r0, 0);
+        Q4_PAIR(acc1, r1, 1);
+        Q4_PAIR(acc2, r2, 2);
+        Q4_PAIR(acc3, r3, 3);
+    }
+    float y = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+    if (ng * 8 < nb) { /* the last 1-7 blocks, one at a time */
+        __m256 t = _mm256_setzero_ps();
+        for (int64_t b = ng * 8; b < nb; b++) {
+            const uint8_t *b0 = row + b * SRT_Q4_BYTES;
+            t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q4(b0, a->q + 32 * b, a->sum[b])),
+                                _mm256_set1_ps(half(b0) * a->d[b]), t);
+        }
+        y += hsum256(t);
+    }
+    return y;
+}
+#undef Q4_PAIR
+
 static void rows_q4_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t nb = j->cols / SRT_QK;
-    const srt_act *a = j->xq;
+    const q4_consts c = q4_consts_make();
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        const uint8_t *row = j->w + r * j->row_bytes;
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-        int64_t b = 0;
-        for (; b + 1 < nb; b += 2) {
-            const uint8_t *b0 = row + b * SRT_Q4_BYTES, *b1 = b0 + SRT_Q4_BYTES;
-            const __m256i s0 = dot_q4(b0, a->q + 32 * b, a->sum[b]), s1 = dot_q4(b1, a->q + 32 * b + 32, a->sum[b + 1]);
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(half(b0) * a->d[b]), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(half(b1) * a->d[b + 1]), acc1);
+        if (j->idx && i + 3 < i1) { /* scattered live rows: fetch three rows ahead */
+            const uint8_t *pr = j->w + (int64_t)j->idx[i + 3] * j->row_bytes;
+            for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
+            _mm_prefetch((const char *)(pr + j->row_bytes - 1), _MM_HINT_T0);
         }
-        if (b < nb) {
-            const uint8_t *b0 = row + b * SRT_Q4_BYTES;
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q4(b0, a->q + 32 * b, a->sum[b])),
-                                   _mm256_set1_ps(half(b0) * a->d[b]), acc0);
-        }
-        j->y[r] = hsum256(_mm256_add_ps(acc0, acc1));
+        j->y[r] = q4_row_avx512(&c, j->w + r * j->row_bytes, j->xq, nb);
     }
 }
 
