@@ -42,7 +42,7 @@ int cmd_run(int argc, char **argv) {
     int64_t steps = 256, threads = 1;
     double temperature = 1.0, top_p = 0.9, density = -1.0;
     uint64_t seed = 0;
-    bool json = false, dense = false;
+    bool json = false, dense = false, ignore_eos = false;
     const sc_opt opts[] = {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
@@ -54,6 +54,7 @@ int cmd_run(int argc, char **argv) {
         {"method", 0, SC_ARG_STR, &method, "M", "router: dense, cats, claws, larosa, cats-threshold, cett, clada, teal (default: the artifact's)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
+        {"ignore-eos", 0, SC_ARG_FLAG, &ignore_eos, NULL, "keep generating after BOS/EOS (fixed-length benchmarks, as llama-bench)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
         {"threads", 0, SC_ARG_INT, &threads, "N", "kernel threads (default 1)", 1, 256},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
@@ -205,7 +206,7 @@ int cmd_run(int argc, char **argv) {
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
-        if (next == bos || next == eos) break;
+        if (!ignore_eos && (next == bos || next == eos)) break;
         if (sc_tokens_push(&toks, next)) {
             st = sc_errf(&err, SC_ENOMEM, "out of memory");
             break;
