@@ -262,6 +262,9 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(pt, "rotate", 1e3 * tm.rotate / ns);
         cJSON_AddNumberToObject(pt, "head", 1e3 * tm.head / ns);
         cJSON_AddNumberToObject(pt, "other", 1e3 * (t_decode - tm.attn - tm.mlp - tm.head) / ns);
+        /* weight bytes read per token and the rate the step achieved on them */
+        cJSON_AddNumberToObject(j, "weight_mb_per_token", tm.weight_bytes / ns / 1e6);
+        cJSON_AddNumberToObject(j, "weight_gb_per_s", t_decode > 0 ? tm.weight_bytes / t_decode / 1e9 : 0.0);
         cJSON_AddNumberToObject(j, "mlp_density", tm.steps ? (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim) : 0.0);
         (void)tm_prompt;
         cli_print_json(j);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "srt_kern.h"
 #include "srt_model_internal.h"
 
 static double now(void) {
@@ -79,9 +80,26 @@ static srt_status input_for(srt_model *m, const srt_weight *w, const float *x, s
     return SRT_OK;
 }
 
+/* Packed bytes a GEMV over w reads: all of them, or for the live list idx[0..n)
+ * the live rows (row layouts), the live neurons' vectors and the scales of
+ * every K-block they touch (kmi4), the live channels' share (zigzag). */
+static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
+    const srt_matrix *mm = &w->m;
+    if (!idx) return (double)mm->bytes;
+    if (w->tr->sparse == SRT_SPARSE_ROWS) return (double)n * (double)(mm->bytes / (size_t)mm->rows);
+    if (mm->layout == SRT_LAYOUT_KMI4) {
+        const int64_t rp = srt_kd_rows_pad(mm->rows);
+        int64_t blocks = 0;
+        for (int64_t i = 0; i < n; i++) blocks += i == 0 || idx[i] / 32 != idx[i - 1] / 32;
+        return (double)n * (double)(rp / 2) + (double)blocks * (double)(2 * rp);
+    }
+    return (double)n * ((double)mm->bytes / (double)mm->cols);
+}
+
 static srt_status mv(srt_model *m, const srt_weight *w, const float *x, float *y) {
     srt_input in;
     srt_status st = input_for(m, w, x, &in);
+    m->tm.weight_bytes += bytes_read(w, NULL, 0);
     return st != SRT_OK ? st : w->tr->gemv(m->ctx, &w->m, &in, y);
 }
 
@@ -90,6 +108,7 @@ static srt_status mv_sparse(srt_model *m, const srt_weight *w, const float *x, c
     srt_input in;
     srt_live lv = {idx, n, NULL};
     srt_status st = input_for(m, w, x, &in);
+    m->tm.weight_bytes += bytes_read(w, idx, n);
     return st != SRT_OK ? st : w->tr->gemv_sparse(m->ctx, &w->m, &in, &lv, y);
 }
 
@@ -360,6 +379,7 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
     m->logits_pos = -1;
     TRY(srt_matrix_row(&m->emb.m, token, m->x)); /* stored columns: D, or padded with zeros */
+    m->tm.weight_bytes += (double)(m->emb.m.bytes / (size_t)m->emb.m.rows);
     if (c->embed_scale) {
         float sc = sqrtf((float)D);
         for (int64_t i = 0; i < D; i++) m->x[i] *= sc;

@@ -43,6 +43,9 @@ typedef struct srt_model_timing {
     double attn_proj, attn_core;   /* attn = norm + q/k/v + rope + attention core + o-proj */
     double mlp_gate, mlp_route, mlp_up, mlp_down;
     double rotate;                 /* LaRoSA input rotations (inside attn and mlp) */
+    double weight_bytes;           /* packed weight bytes the kernels had to read: whole matrices, or for a
+                                    * sparse GEMV the live rows / live neurons' vectors plus the scales of
+                                    * the K-blocks they touch; the embedding row */
     int64_t steps;
     int64_t live_sum;              /* live neurons summed over (layer, step) */
 } srt_model_timing;
