@@ -226,4 +226,13 @@ int64_t srt_compact(const srt_ctx *ctx, uint32_t *idx, const float *x, int64_t n
 /* Indices i with |x[i]| > t[i] (per-channel thresholds), ascending. */
 int64_t srt_compact_vec(const srt_ctx *ctx, uint32_t *idx, const float *x, const float *t, int64_t n);
 
+/* ---- the decode's f32 parts ---------------------------------------------------- */
+
+/* a[i] = phi(u[i]) for i < n: SiLU u / (1 + e^-u), or GELU-tanh when gelu (a may be u). */
+void srt_activate(const srt_ctx *ctx, float *a, const float *u, int64_t n, bool gelu);
+/* One attention head over positions 0..n-1 (n >= 1): scores scale q.K_t, softmax into p[0..n), and
+ * out[0..hd) = sum_t p_t V_t, with K_t = K + t * stride and V_t = V + t * stride (stride >= hd). */
+void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
+                        int64_t n, int64_t stride, int64_t hd, float scale);
+
 #endif

@@ -23,14 +23,6 @@ static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float
     for (int64_t i = 0; i < n; i++) out[i] = w[i] * (r * x[i]);
 }
 
-static inline float act_fn(float u, bool gelu) {
-    if (gelu) {
-        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
-    }
-    return u / (1.0f + expf(-u));
-}
-
 static void rope(float *x, int64_t n_heads, int64_t hd, const float *c, const float *s, bool half_style) {
     int64_t half = hd / 2;
     for (int64_t h = 0; h < n_heads; h++) {
@@ -42,19 +34,6 @@ static void rope(float *x, int64_t n_heads, int64_t hd, const float *c, const fl
             v[b] = x0 * s[i] + x1 * c[i];
         }
     }
-}
-
-/* a . b with 16 partial sums: a fixed order the compiler vectorises (one
- * running sum would be a chain of n dependent adds) */
-static float dot_f32(const float *a, const float *b, int64_t n) {
-    float p[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 16; k++) p[k] += a[i + k] * b[i + k];
-    for (int k = 0; i < n; i++, k++) p[k] += a[i] * b[i];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int k = 0; k < w; k++) p[k] += p[k + w];
-    return p[0];
 }
 
 static void stale(srt_model *m) { m->act_src[0] = m->act_src[1] = NULL; }
@@ -203,28 +182,9 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     memcpy(V + pos * kvd, m->vt, (size_t)kvd * sizeof(float));
     int64_t group = c->n_heads / c->n_kv_heads, n = pos + 1;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t h = 0; h < c->n_heads; h++) {
-        const float *qh = m->q + h * hd;
-        int64_t ko = (h / group) * hd;
-        float mx = -INFINITY;
-        for (int64_t t = 0; t < n; t++) {
-            m->s[t] = scale * dot_f32(qh, K + t * kvd + ko, hd);
-            mx = m->s[t] > mx ? m->s[t] : mx;
-        }
-        float sum = 0.0f;
-        for (int64_t t = 0; t < n; t++) {
-            m->s[t] = expf(m->s[t] - mx);
-            sum += m->s[t];
-        }
-        float inv = 1.0f / sum;
-        float *o = m->att + h * hd;
-        for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
-        for (int64_t t = 0; t < n; t++) {
-            const float *vr = V + t * kvd + ko;
-            float p = m->s[t] * inv;
-            for (int64_t i = 0; i < hd; i++) o[i] += p * vr[i];
-        }
-    }
+    for (int64_t h = 0; h < c->n_heads; h++)
+        srt_attention_head(m->ctx, m->att + h * hd, m->s, m->q + h * hd, K + (h / group) * hd, V + (h / group) * hd, n,
+                           kvd, hd, scale);
     double t2 = now();
     stale(m);
     int64_t n_ctx = m->mode == SRT_MODE_TEAL ? teal_mask(m, m->att, qd, m->thr_l[l * 4 + 1]) : -1;
@@ -279,7 +239,7 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     TRY(rotate_input(m, &L->mlp_rot, &n_in));
     if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * 4 + 2]);
     TRY(mv_in(m, &L->wg, m->xn, n_in, m->u));
-    for (int64_t j = 0; j < F; j++) m->a[j] = act_fn(m->u[j], c->gelu);
+    srt_activate(m->ctx, m->a, m->u, F, c->gelu);
     double t1 = now();
     if (m->larosa || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) {
         TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));

@@ -355,3 +355,15 @@ int64_t srt_compact_vec(const srt_ctx *ctx, uint32_t *idx, const float *x, const
     if (!ctx || !idx || !x || !t || n <= 0) return 0;
     return srt_ctx_kernels(ctx)->compact(idx, x, t, 0.0f, n);
 }
+
+/* ---- activation and attention -------------------------------------------------------- */
+
+void srt_activate(const srt_ctx *ctx, float *a, const float *u, int64_t n, bool gelu) {
+    if (ctx && a && u && n > 0) srt_ctx_kernels(ctx)->act(a, u, n, gelu);
+}
+
+void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
+                        int64_t n, int64_t stride, int64_t hd, float scale) {
+    if (ctx && out && p && q && K && V && n > 0 && hd > 0 && stride >= hd)
+        srt_ctx_kernels(ctx)->attn_head(out, p, q, K, V, n, stride, hd, scale);
+}

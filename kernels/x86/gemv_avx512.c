@@ -2,6 +2,7 @@
  * quantiser, the GGML-format rows (f32, q8_0, q4_0), the PowerInfer-style
  * q4_0t axpy scatter, zigzag/stripe column-sparse GEMV and compaction. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "../srt_kern.h"
 
@@ -295,6 +296,94 @@ static int64_t compact_avx512(uint32_t *idx, const float *x, const float *tv, fl
     return m;
 }
 
+/* ---- activation and attention -------------------------------------------------------------- */
+
+/* e^x: x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r (Cephes' expf coefficients, about
+ * 1 ulp) scaled by 2^n with vscalefps (overflow to inf, underflow to 0). NaN stays NaN. */
+static inline __m512 exp512(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __m512 act512(__m512 u, bool gelu) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    if (!gelu) return _mm512_div_ps(u, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), u))));
+    /* tanh z = 1 - 2 / (1 + e^2z) */
+    const __m512 u3 = _mm512_mul_ps(_mm512_mul_ps(u, u), u);
+    const __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), u3, u));
+    const __m512 th = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(one, exp512(_mm512_add_ps(z, z)))));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), u), _mm512_add_ps(one, th));
+}
+
+static void act_avx512(float *a, const float *u, int64_t n, bool gelu) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(a + i, act512(_mm512_loadu_ps(u + i), gelu));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(a + i, m, act512(_mm512_maskz_loadu_ps(m, u + i), gelu));
+    }
+}
+
+static void attn_head_avx512(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                             int64_t stride, int64_t hd, float scale) {
+    const int64_t h16 = hd / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (hd - h16)) - 1);
+    for (int64_t t = 0; t < n; t++) {
+        const float *kr = K + t * stride;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < h16; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(kr + i), acc);
+        if (tail) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + h16), _mm512_maskz_loadu_ps(tail, kr + h16), acc);
+        s[t] = scale * _mm512_reduce_add_ps(acc);
+    }
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
+    int64_t t = 0;
+    for (; t + 16 <= n; t += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(s + t));
+    const __mmask16 nt = (__mmask16)((1u << (n - t)) - 1);
+    vmx = _mm512_mask_max_ps(vmx, nt, vmx, _mm512_maskz_loadu_ps(nt, s + t));
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
+    __m512 vs = _mm512_setzero_ps();
+    for (t = 0; t + 16 <= n; t += 16) {
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + t), mx));
+        _mm512_storeu_ps(s + t, e);
+        vs = _mm512_add_ps(vs, e);
+    }
+    if (nt) {
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(nt, s + t), mx));
+        _mm512_mask_storeu_ps(s + t, nt, e);
+        vs = _mm512_add_ps(vs, _mm512_maskz_mov_ps(nt, e));
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+    for (t = 0; t + 16 <= n; t += 16) _mm512_storeu_ps(s + t, _mm512_mul_ps(_mm512_loadu_ps(s + t), inv));
+    if (nt) _mm512_mask_storeu_ps(s + t, nt, _mm512_mul_ps(_mm512_maskz_loadu_ps(nt, s + t), inv));
+    /* out: 64 values at a time in registers */
+    for (int64_t i0 = 0; i0 < hd; i0 += 64) {
+        __m512 o[4];
+        __mmask16 mk[4];
+        for (int c = 0; c < 4; c++) {
+            const int64_t left = hd - i0 - 16 * c;
+            mk[c] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+            o[c] = _mm512_setzero_ps();
+        }
+        for (t = 0; t < n; t++) {
+            const __m512 p = _mm512_set1_ps(s[t]);
+            const float *vr = V + t * stride + i0;
+            for (int c = 0; c < 4; c++) o[c] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(mk[c], vr + 16 * c), o[c]);
+        }
+        for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + i0 + 16 * c, mk[c], o[c]);
+    }
+}
+
 void srt_avx512_register(srt_kernels *k) {
     k->act_q8 = act_q8_avx512;
     k->rows_f32 = rows_f32_avx512;
@@ -303,4 +392,6 @@ void srt_avx512_register(srt_kernels *k) {
     k->axpy_q4_0t = axpy_q4_0t_avx512;
     k->zigzag = zigzag_avx512;
     k->compact = compact_avx512;
+    k->act = act_avx512;
+    k->attn_head = attn_head_avx512;
 }
