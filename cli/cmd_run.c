@@ -190,13 +190,11 @@ int cmd_run(int argc, char **argv) {
     sc_sampler_init(&smp, (float)temperature, (float)top_p, seed);
     FILE *out = json ? NULL : stdout;
     for (int64_t i = 1; i < n_prompt; i++) emit(out, tok, toks.ids[i - 1], toks.ids[i], &text, &tn, &tcap);
-    /* the prompt, token by token */
+    /* the prompt, its tokens through each layer together */
     const float *logits = NULL;
     double t0 = sc_now();
-    for (int64_t i = 0; i < n_prompt && !st; i++) {
-        ks = srt_model_step(m, toks.ids[i], i, &logits);
-        if (ks != SRT_OK) st = sc_errf(&err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)i, srt_status_str(ks));
-    }
+    ks = srt_model_prefill(m, toks.ids, n_prompt, 0, &logits);
+    if (ks != SRT_OK) st = sc_errf(&err, ks == SRT_ENOMEM ? SC_ENOMEM : SC_EFORMAT, "prompt failed (%s)", srt_status_str(ks));
     double t_prompt = sc_now() - t0;
     srt_model_timing tm_prompt;
     srt_model_get_timing(m, &tm_prompt);

@@ -214,6 +214,11 @@ srt_status srt_matrix_check(const srt_matrix *m);
  * (an embedding lookup); SRT_ENOTSUP for the other layouts. */
 srt_status srt_matrix_row(const srt_matrix *m, int64_t r, float *out);
 
+/* y[v] = W x[v] for v < nvec (a prompt's tokens): row layouts read each block of rows once for all
+ * inputs, and every y[v] equals the single-input GEMV's bit for bit; the other layouts run one GEMV
+ * per input. */
+srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y);
+
 /* ---- selection ------------------------------------------------------------- */
 
 /* Exact top-k of score (|score| with SRT_SELECT_ABS) in O(n) by radix

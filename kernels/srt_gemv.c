@@ -110,8 +110,8 @@ static void rows_thread(void *arg, int tid, int nth) {
     if (b > a) t->fn(&t->job, a, b);
 }
 
-static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
-                           float *y) {
+static srt_status rows_setup(const srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx,
+                             int64_t n, float *y, rows_task *out) {
     const srt_kernels *k = srt_ctx_kernels(ctx);
     rows_task t = {0};
     t.job.y = y;
@@ -141,8 +141,16 @@ static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x
         break;
     default: return SRT_ENOTSUP;
     }
-    srt_ctx_run(ctx, rows_thread, &t);
+    *out = t;
     return SRT_OK;
+}
+
+static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
+                           float *y) {
+    rows_task t;
+    srt_status st = rows_setup(ctx, m, x, idx, n, y, &t);
+    if (st == SRT_OK) srt_ctx_run(ctx, rows_thread, &t);
+    return st;
 }
 
 srt_status srt_gemv_rows(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
@@ -155,6 +163,56 @@ srt_status srt_gemv_rows_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
     srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
     if (st == SRT_OK) st = check_list(live->idx, live->n, m->rows);
     return st != SRT_OK ? st : rows_run(ctx, m, x, live->idx, live->n, y);
+}
+
+/* ---- several inputs (prefill): row layouts take blocks of rows for every input in turn,
+ * so a block is read from memory once and from cache for the other inputs; each row's
+ * result is the single-input kernel's, bit for bit ---- */
+
+#define BATCH_ROWS 32
+
+typedef struct batch_task {
+    rows_task t;
+    const srt_input *x;
+    float *const *y;
+    int64_t nvec;
+} batch_task;
+
+static void batch_thread(void *arg, int tid, int nth) {
+    batch_task *b = arg;
+    int64_t a, e;
+    split(b->t.n, tid, nth, &a, &e);
+    for (int64_t r = a; r < e; r += BATCH_ROWS) {
+        const int64_t r1 = r + BATCH_ROWS < e ? r + BATCH_ROWS : e;
+        for (int64_t v = 0; v < b->nvec; v++) {
+            srt_rows_job j = b->t.job;
+            j.y = b->y[v];
+            j.xf = b->x[v].f;
+            j.xq = b->x[v].q;
+            b->t.fn(&j, r, r1);
+        }
+    }
+}
+
+srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y) {
+    if (!ctx || !x || !y || nvec < 0) return SRT_EINVAL;
+    for (int64_t v = 0; v < nvec; v++) {
+        srt_status st = check_input(m, &x[v], y[v]);
+        if (st != SRT_OK) return st;
+    }
+    const srt_layout_traits *t = srt_layout_get(m->layout);
+    if (t->sparse != SRT_SPARSE_ROWS) { /* column layouts: one GEMV per input */
+        for (int64_t v = 0; v < nvec; v++) {
+            srt_status st = t->gemv(ctx, m, &x[v], y[v]);
+            if (st != SRT_OK) return st;
+        }
+        return SRT_OK;
+    }
+    batch_task b = {{0}, x, y, nvec};
+    srt_status st = rows_setup(ctx, m, &x[0], NULL, m->rows, y[0], &b.t);
+    if (st != SRT_OK) return st;
+    srt_ctx_run(ctx, batch_thread, &b);
+    return SRT_OK;
 }
 
 /* ---- q4_0t axpy scatter -------------------------------------------------------------- */

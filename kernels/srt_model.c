@@ -145,6 +145,7 @@ static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, in
 void srt_model_close(srt_model *m) {
     if (!m) return;
     srt_free(m->arena);
+    srt_free(m->pf_arena);
     free(m->thr_l);
     free(m->layers);
     srt_container_close(m->ct);

@@ -116,6 +116,12 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
  * *logits at vocab_size floats owned by the model (valid until the next
  * step). */
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits);
+/* The prompt: tokens[0..n) at positions pos..pos+n-1, each linear layer applied to up to 16 tokens
+ * together (row layouts read a block of rows once for all of them); attention, the MLP router and
+ * everything per token is srt_model_step's code, so the logits (the last token's) and the cache equal
+ * n steps' bit for bit. Input rotations, TEAL and CLADA run token by token. Allocates its buffers on
+ * first use. */
+srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int64_t pos, const float **logits);
 int64_t srt_model_max_ctx(const srt_model *m);
 
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out);

@@ -66,6 +66,10 @@ struct srt_model {
     const float *act_src[2]; /* what act[i] holds (NULL: stale) */
     int64_t act_n[2];
     srt_model_timing tm;
+    /* prefill (srt_decode.c), allocated on first use: 7 x 16 vectors, 2 x 16 activations */
+    void *pf_arena;
+    float *pf_vec[7 * 16];
+    void *pf_actmem[2 * 16];
 };
 
 #endif

@@ -7,7 +7,8 @@
  *    tolerances;
  *  - sparse (CATS and CLAWS at density 0.5): per-step logits are close to the
  *    reference forward with the same router applied at the h tap;
- *  - 2 threads agree with 1; hostile artifacts give clean one-line errors;
+ *  - 2 threads agree with 1; the prompt through srt_model_prefill equals
+ *    token-by-token steps bit for bit; hostile artifacts give clean one-line errors;
  *  - the CLI: greedy text equals `sparsecal generate`, bad inputs exit 2. */
 #include <math.h>
 #include <stdlib.h>
@@ -177,6 +178,19 @@ static bool rewrite(const char *src, const char *dst, const char *drop, const ch
     return ok;
 }
 
+/* srt_model_prefill of ids[0..n) against n steps on another model of the same artifact, router and
+ * context (so the same code on the same inputs), then one step more on each: logits equal bit for bit
+ * (the key/value caches too, or the extra step would differ). */
+static bool prefill_matches(srt_model *a, srt_model *b, const int32_t *ids, int64_t n, int64_t vocab) {
+    const float *la = NULL, *lb = NULL;
+    if (srt_model_prefill(a, ids, n, 0, &la) != SRT_OK) return false;
+    for (int64_t i = 0; i < n; i++)
+        if (srt_model_step(b, ids[i], i, &lb) != SRT_OK) return false;
+    bool same = memcmp(la, lb, (size_t)vocab * sizeof(float)) == 0;
+    if (srt_model_step(a, ids[n], n, &la) != SRT_OK || srt_model_step(b, ids[n], n, &lb) != SRT_OK) return false;
+    return same && memcmp(la, lb, (size_t)vocab * sizeof(float)) == 0;
+}
+
 static void expect_open_error(const char *path, srt_ctx *ctx, const char *needle) {
     srt_model_opts mo = {0, ctx};
     srt_model *m = NULL;
@@ -256,6 +270,19 @@ int main(void) {
         printf("%-6s dense greedy: %lld of %zu tokens equal to sc_generate\n", layouts[li], (long long)same, gr.tokens.n);
         CHECK_MSG(same >= need, "%s: greedy tokens diverge at %lld (need %lld)", layouts[li], (long long)same, (long long)need);
         if (exact_tokens[li] == STEPS) CHECK(n == (int64_t)gr.tokens.n);
+        /* the prompt through srt_model_prefill (40 tokens: three chunks) equals token-by-token steps */
+        {
+            srt_model *pa = NULL, *pb = NULL;
+            CHECK(srt_model_open(p, &mo, &pa, msg, sizeof msg) == SRT_CT_OK && srt_model_open(p, &mo, &pb, msg, sizeof msg) == SRT_CT_OK);
+            const srt_router kinds2[] = {SRT_ROUTER_DENSE, SRT_ROUTER_CATS};
+            for (int k = 0; pa && pb && k < 2 && gr.tokens.n > 41; k++) {
+                CHECK(srt_model_set_router(pa, kinds2[k], 0.5) == SRT_OK && srt_model_set_router(pb, kinds2[k], 0.5) == SRT_OK);
+                CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s %s: prefill differs from steps",
+                          layouts[li], srt_router_name(kinds2[k]));
+            }
+            srt_model_close(pa);
+            srt_model_close(pb);
+        }
         /* dense teacher-forced logits on the reference's tokens */
         int64_t agree, nf = (int64_t)gr.tokens.n < STEPS ? (int64_t)gr.tokens.n : STEPS; /* positions fed */
         double mean;
