@@ -42,7 +42,7 @@ int cmd_run(int argc, char **argv) {
     int64_t steps = 256, threads = 1;
     double temperature = 1.0, top_p = 0.9, density = -1.0;
     uint64_t seed = 0;
-    bool json = false, dense = false, ignore_eos = false;
+    bool json = false, dense = false, ignore_eos = false, fallback = false;
     const sc_opt opts[] = {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
@@ -54,6 +54,7 @@ int cmd_run(int argc, char **argv) {
         {"method", 0, SC_ARG_STR, &method, "M", "router: dense, cats, claws, larosa, cats-threshold, cett, clada, teal (default: the artifact's)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
+        {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
         {"ignore-eos", 0, SC_ARG_FLAG, &ignore_eos, NULL, "keep generating after BOS/EOS (fixed-length benchmarks, as llama-bench)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
         {"threads", 0, SC_ARG_INT, &threads, "N", "kernel threads (default 1)", 1, 256},
@@ -201,6 +202,10 @@ int cmd_run(int argc, char **argv) {
     srt_model_reset_timing(m);
     double t1 = sc_now();
     int64_t pos = n_prompt;
+    enum { FB_STEPS = 4 };
+    const bool fb_on = fallback && strcmp(mname, "dense") != 0;
+    double fb_ms[2] = {0, 0};
+    bool fb_dense = false;
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
@@ -211,7 +216,21 @@ int cmd_run(int argc, char **argv) {
         }
         emit(out, tok, toks.ids[pos - 1], next, &text, &tn, &tcap);
         if (pos >= steps) break;
+        /* --fallback-dense: steps 1..2*FB_STEPS alternate routed / dense, then the faster one stays */
+        int64_t k = pos - n_prompt;
+        bool trial = fb_on && k < 2 * FB_STEPS;
+        if (trial) srt_model_set_method(m, k % 2 ? "dense" : method, density);
+        double ts = sc_now();
         ks = srt_model_step(m, next, pos, &logits);
+        if (trial) {
+            fb_ms[k % 2] += 1e3 * (sc_now() - ts) / FB_STEPS;
+            if (k + 1 == 2 * FB_STEPS) {
+                fb_dense = fb_ms[1] < fb_ms[0];
+                srt_model_set_method(m, fb_dense ? "dense" : method, density);
+                fprintf(stderr, "note: %s %.3g: %.3f ms/step, dense %.3f ms/step: decoding %s from here on\n", mname,
+                        density, fb_ms[0], fb_ms[1], fb_dense ? "dense" : "routed");
+            }
+        }
         if (ks != SRT_OK) st = sc_errf(&err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)pos, srt_status_str(ks));
         pos++;
     }
@@ -234,6 +253,12 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(mname, "dense") || !strcmp(mname, "cats") || !strcmp(mname, "claws") || larosa)
             cJSON_AddNumberToObject(j, "live_neurons", (double)(larosa ? k_h : srt_model_live_count(m)));
         cJSON_AddNumberToObject(j, "rotated_inputs", (double)srt_model_rotated_inputs(m));
+        if (fb_on && fb_ms[1] > 0) { /* --fallback-dense: the trial and its outcome */
+            cJSON *fb = cJSON_AddObjectToObject(j, "fallback");
+            cJSON_AddNumberToObject(fb, "routed_ms_per_step", fb_ms[0]);
+            cJSON_AddNumberToObject(fb, "dense_ms_per_step", fb_ms[1]);
+            cJSON_AddStringToObject(fb, "kept", fb_dense ? "dense" : "routed");
+        }
         if (larosa) {
             cJSON_AddNumberToObject(j, "live_input_channels", (double)k_in);
             cJSON_AddNumberToObject(j, "dim", (double)c->dim);
