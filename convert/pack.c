@@ -18,8 +18,11 @@
  * 4-bit plans hold GGML q4_0 values everywhere (same groups, same bytes per
  * weight), stored in the row tiles the int8-dot kernels read (kmi4r) -
  * llama.cpp repacks q4_0 the same way at load time; here it happens once, at
- * pack time. The token embedding is a matrix of the classifier's layout
- * (rows gathered on lookup), LaRoSA rotations stay q8_0. */
+ * pack time - except rows whose length is not a multiple of kmi4r's 512-wide
+ * tiles, which stay GGML q4_0 rows rather than carry padding. The token
+ * embedding is a matrix of the classifier's layout (rows gathered on lookup);
+ * a tied embedding (one matrix for both, the model's most sensitive) is q8_0
+ * in the 4-bit plans. LaRoSA rotations stay q8_0. */
 typedef struct layout_plan {
     const char *name;
     srt_layout attn, gate, up, down, classifier, emb, rot;
@@ -40,6 +43,11 @@ static const layout_plan plans[] = {
     {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_Q8_0,
      SRT_LAYOUT_F32, SRT_LAYOUT_Q8_0},
 };
+
+/* kmi4r only where the rows fill whole 512-wide tiles (else GGML q4_0 rows: the same values) */
+static srt_layout fit(srt_layout l, int64_t cols) {
+    return l == SRT_LAYOUT_KMI4R && cols % SRT_KMI4R_TILE ? SRT_LAYOUT_Q4_0 : l;
+}
 
 static const layout_plan *find_plan(const char *name) {
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++)
@@ -232,10 +240,12 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     cJSON_AddStringToObject(man, "source_model_id", id);
     p.tensors = cJSON_AddObjectToObject(man, "tensors");
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    sc_status st = plan->emb == SRT_LAYOUT_F32 ? add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err)
-                                               : add_matrix(&p, "tok_emb", plan->emb, m->tok_emb, c->vocab_size, D, err);
+    const bool four_bit = plan->emb == SRT_LAYOUT_KMI4R;
+    const srt_layout emb = c->tied_classifier && four_bit ? SRT_LAYOUT_Q8_0 : fit(plan->emb, D);
+    sc_status st = emb == SRT_LAYOUT_F32 ? add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err)
+                                         : add_matrix(&p, "tok_emb", emb, m->tok_emb, c->vocab_size, D, err);
     if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
-    if (!st && !c->tied_classifier) st = add_matrix(&p, "classifier", plan->classifier, m->classifier, c->vocab_size, D, err);
+    if (!st && !c->tied_classifier) st = add_matrix(&p, "classifier", fit(plan->classifier, D), m->classifier, c->vocab_size, D, err);
     uint32_t *perm = NULL;
     float *pg = NULL, *pu = NULL, *pd = NULL;
     if (!st && o->permute) {
@@ -312,13 +322,13 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         }
         if ((st = add_f32(&p, NAME("attn_norm"), an, D, err)) ||
             (st = add_f32(&p, NAME("ffn_norm"), fn, D, err)) ||
-            (st = add_matrix(&p, NAME("wq"), plan->attn, wq, qd, D, err)) ||
-            (st = add_matrix(&p, NAME("wk"), plan->attn, wk, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME("wv"), plan->attn, wv, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME("wo"), plan->attn, L->wo, D, qd, err)) ||
-            (st = add_matrix(&p, NAME("wg"), plan->gate, wg, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wu"), plan->up, wu, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wd"), plan->down, wd, D, F, err)))
+            (st = add_matrix(&p, NAME("wq"), fit(plan->attn, D), wq, qd, D, err)) ||
+            (st = add_matrix(&p, NAME("wk"), fit(plan->attn, D), wk, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME("wv"), fit(plan->attn, D), wv, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME("wo"), fit(plan->attn, qd), L->wo, D, qd, err)) ||
+            (st = add_matrix(&p, NAME("wg"), fit(plan->gate, D), wg, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wu"), fit(plan->up, D), wu, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wd"), fit(plan->down, F), wd, D, F, err)))
             break;
         if (c->qkv_bias && ((st = add_f32(&p, NAME("bq"), L->bq, qd, err)) || (st = add_f32(&p, NAME("bk"), L->bk, kvd, err)) ||
                             (st = add_f32(&p, NAME("bv"), L->bv, kvd, err))))

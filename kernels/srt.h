@@ -164,6 +164,8 @@ typedef enum srt_input_kind {
     SRT_IN_Q8_TILED
 } srt_input_kind;
 
+#define SRT_KMI4R_TILE 512 /* kmi4r rows are padded to a multiple of this many columns */
+
 typedef struct srt_matrix {
     srt_layout layout;
     int64_t rows, cols;

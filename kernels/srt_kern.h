@@ -15,7 +15,7 @@
 #define SRT_QK 32          /* weights per quantisation block */
 #define SRT_Q4_BYTES 18    /* GGML block_q4_0: fp16 d + 16 bytes of nibbles */
 #define SRT_Q8_BYTES 34    /* GGML block_q8_0: fp16 d + 32 int8 */
-#define SRT_KR_TILE 512    /* kmi4r: weights per row tile (16 blocks) */
+#define SRT_KR_TILE SRT_KMI4R_TILE /* kmi4r: weights per row tile (16 blocks) */
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
 
