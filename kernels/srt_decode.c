@@ -154,6 +154,23 @@ static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
     return k;
 }
 
+typedef struct heads_task {
+    srt_model *m;
+    const float *K, *V; /* the layer's cache */
+    int64_t n;          /* positions */
+    float scale;
+} heads_task;
+
+static void heads_thread(void *arg, int tid, int nth) {
+    const heads_task *t = arg;
+    const srt_model *m = t->m;
+    const int64_t H = m->cfg.n_heads, hd = m->cfg.head_dim, kvd = m->cfg.n_kv_heads * hd, group = H / m->cfg.n_kv_heads;
+    float *s = tid ? srt_ctx_scratch(m->ctx, tid, t->n) : m->s;
+    for (int64_t h = H * tid / nth; h < H * (tid + 1) / nth; h++)
+        srt_attention_head(m->ctx, m->att + h * hd, s, m->q + h * hd, t->K + (h / group) * hd, t->V + (h / group) * hd,
+                           t->n, kvd, hd, t->scale);
+}
+
 /* q, kt, vt (biases added) -> RoPE at pos, the key and value into the cache,
  * the heads' outputs into m->att. */
 static void attention_core(srt_model *m, int64_t l, int64_t pos) {
@@ -165,11 +182,12 @@ static void attention_core(srt_model *m, int64_t l, int64_t pos) {
     float *K = m->kc + l * m->max_ctx * kvd, *V = m->vc + l * m->max_ctx * kvd;
     memcpy(K + pos * kvd, m->kt, (size_t)kvd * sizeof(float));
     memcpy(V + pos * kvd, m->vt, (size_t)kvd * sizeof(float));
-    int64_t group = c->n_heads / c->n_kv_heads, n = pos + 1;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t h = 0; h < c->n_heads; h++)
-        srt_attention_head(m->ctx, m->att + h * hd, m->s, m->q + h * hd, K + (h / group) * hd, V + (h / group) * hd, n,
-                           kvd, hd, scale);
+    heads_task t = {m, K, V, pos + 1, 1.0f / sqrtf((float)hd)};
+    /* the heads over the pool when every thread has room for the scores */
+    if (srt_ctx_threads(m->ctx) > 1 && srt_ctx_scratch(m->ctx, 1, t.n))
+        srt_ctx_run(m->ctx, heads_thread, &t);
+    else
+        heads_thread(&t, 0, 1);
 }
 
 static void add_biases(srt_model *m, const srt_layer_w *L) {
