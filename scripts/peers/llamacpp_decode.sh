@@ -10,11 +10,14 @@
 # `sparsecal pack` makes the q4_0 and kmi4 artifacts from the same F16 file. Then, for REPS rounds, every
 # thread count and every configuration runs once per round in turn (interleaved, so machine noise hits
 # them alike): llama-bench tg$NGEN, and `sparsecal run --json` generating $NGEN tokens after BOS with
-# --ignore-eos (dense on both artifacts, CATS top-K at densities 0.5 and 0.3 on kmi4). Prints the median
-# tokens/s per configuration, its ratio to llama.cpp, and the load average seen during the runs.
+# --ignore-eos (dense on both artifacts; on kmi4 CATS top-K at densities 0.5 and 0.3, and CATS with the
+# per-layer thresholds of a calibration at density 0.5 - the CATS paper's router, which costs a compare
+# per neuron instead of a top-K selection). Prints the median tokens/s per configuration, its ratio to
+# llama.cpp, and the load average seen during the runs.
 #
 # Environment: SPARSECAL (default build/sparsecal), SPARSECAL_ASSETS (default ../shared/assets),
-# OUT (default build/peers), THREADS (default "1 2"), REPS (default 4), NGEN (default 128),
+# OUT (default build/peers), THREADS (default "1 2"), REPS (default 4), NGEN (default 128), CALIB_DOCS
+# (stories of the shipped TinyStories text the CATS thresholds are calibrated on, default 8: ~500 tokens),
 # SHAPE ("--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4": TinyLlama-1.1B), SEED (1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,6 +30,7 @@ REPS=${REPS:-4}
 NGEN=${NGEN:-128}
 SHAPE=${SHAPE:-"--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4"}
 SEED=${SEED:-1}
+CALIB_DOCS=${CALIB_DOCS:-8}
 VOCAB=$A/tokenizers/llama_cpp_vocab/ggml-vocab-llama-spm.gguf
 LB=$LLAMA_CPP_DIR/build/bin/llama-bench
 LQ=$LLAMA_CPP_DIR/build/bin/llama-quantize
@@ -46,11 +50,15 @@ SPK_Q4=$OUT/model-q4_0.spk SPK_KMI4=$OUT/model-kmi4.spk
 [[ -f $F16 ]] || "$S" synth $SHAPE --vocab 32000 --seed "$SEED" --dtype f16 --gguf --gguf-vocab "$VOCAB" -o "$F16"
 [[ -f $Q4 ]] || "$LQ" "$F16" "$Q4" Q4_0 >"$OUT/quantize.log" 2>&1
 [[ -f $SPK_Q4 ]] || "$S" pack -m "$F16" --layout q4_0 -q -o "$SPK_Q4"
-[[ -f $SPK_KMI4 ]] || "$S" pack -m "$F16" --layout kmi4 -q -o "$SPK_KMI4"
+CAL=$OUT/cats.scal
+[[ -f $CAL ]] || "$S" compute -m "$F16" -f "$A/text/tinystories_valid_a.txt" --max-docs "$CALIB_DOCS" --method cats \
+                   -o "$CAL" 2>/dev/null
+[[ -f $SPK_KMI4 ]] || "$S" pack -m "$F16" --calib "$CAL" --layout kmi4 --method cats-threshold --density 0.5 -q \
+                        -o "$SPK_KMI4"
 
 # name | command printing tokens/s (one number)
 configs=("llama.cpp q4_0 (llama-bench tg$NGEN)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
-         "sparsecal kmi4, CATS d=0.5" "sparsecal kmi4, CATS d=0.3")
+         "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5")
 tps_of() { # config index, threads
   local out
   case $1 in
@@ -61,6 +69,7 @@ tps_of() { # config index, threads
        [[ $1 == 1 ]] && art=$SPK_Q4
        [[ $1 == 3 ]] && meth=(--method cats --density 0.5)
        [[ $1 == 4 ]] && meth=(--method cats --density 0.3)
+       [[ $1 == 5 ]] && meth=(--method cats-threshold --density 0.5)
        out=$("$S" run -m "$art" -n $((NGEN + 1)) --temperature 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
        grep -o '"tokens_per_second":[0-9.e+-]*' <<<"$out" | cut -d: -f2 ;;
   esac
