@@ -196,6 +196,7 @@ static void batch_thread(void *arg, int tid, int nth) {
 
 srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y) {
     if (!ctx || !x || !y || nvec < 0) return SRT_EINVAL;
+    if (nvec == 0) return SRT_OK;
     for (int64_t v = 0; v < nvec; v++) {
         srt_status st = check_input(m, &x[v], y[v]);
         if (st != SRT_OK) return st;
