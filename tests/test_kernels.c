@@ -425,6 +425,57 @@ static void test_attention(void) {
     CHECK_MSG(bad == 0, "%d of %d attention outputs differ", bad, cases);
 }
 
+/* ---- several inputs at once ---------------------------------------------------------------- */
+
+/* srt_gemv_batch on 5 inputs equals 5 single GEMVs bit for bit, every layout and context (row
+ * layouts: the same kernel on the same rows; column layouts: the same GEMV). */
+static void test_batch(void) {
+    const int64_t rows = 300, cols = 1056, nv = 5;
+    int bad = 0;
+    for (int l = 0; l < SRT_LAYOUT_COUNT; l++) {
+        const srt_layout_traits *t = srt_layout_get((srt_layout)l);
+        const int64_t g = l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE ? 64 : 0, r = l == SRT_LAYOUT_Q4_0T ? 320 : rows;
+        size_t bytes;
+        if (t->size(&bytes, r, cols, g) != SRT_OK) {
+            bad++;
+            continue;
+        }
+        float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * nv * cols);
+        float *y = malloc(sizeof(float) * nv * r), *yb = malloc(sizeof(float) * nv * r);
+        fill(w, r * cols, 0.05f);
+        fill(x, nv * cols, 1.0f);
+        void *mem = srt_alloc(bytes);
+        srt_matrix m;
+        CHECK(t->pack(&m, mem, bytes, w, r, cols, g) == SRT_OK);
+        act_buf ab[5] = {{{0}, NULL}};
+        srt_input in[5];
+        float *yp[5];
+        for (int64_t v = 0; v < nv; v++) {
+            in[v].f = x + v * cols;
+            in[v].q = NULL;
+            if (t->input != SRT_IN_F32) {
+                act_make(&ab[v], cols, t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+                CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
+                in[v].q = &ab[v].a;
+            }
+            yp[v] = yb + v * r;
+        }
+        for (int c = 0; c < nctx; c++) {
+            for (int64_t v = 0; v < nv; v++) CHECK(t->gemv(ctxs[c], &m, &in[v], y + v * r) == SRT_OK);
+            CHECK(srt_gemv_batch(ctxs[c], &m, in, nv, yp) == SRT_OK);
+            bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
+        }
+        CHECK(srt_gemv_batch(ctx_ref, &m, in, 0, yp) == SRT_OK);
+        for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
+        srt_free(mem);
+        free(w);
+        free(x);
+        free(y);
+        free(yb);
+    }
+    CHECK_MSG(bad == 0, "%d batched GEMVs differ from single ones", bad);
+}
+
 /* ---- the pool ---------------------------------------------------------------------------- */
 
 typedef struct pool_arg {
@@ -454,6 +505,7 @@ int main(void) {
     test_compact();
     test_act_fn();
     test_attention();
+    test_batch();
     test_gemv();
     for (int c = 0; c < nctx; c++) srt_ctx_free(ctxs[c]);
     srt_ctx_free(ctx_ref);
