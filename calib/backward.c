@@ -14,7 +14,7 @@
 static sc_status gtap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t n, int64_t width, float *g,
                       const float *act, sc_err *err) {
     if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
-    sc_tap_event ev = {t, layer, 0, n, width, NULL, g, act, true};
+    sc_tap_event ev = {t, layer, 0, n, width, NULL, g, act, true, false};
     return hk->fn(hk->user, &ev, err);
 }
 
@@ -64,22 +64,22 @@ static void attention_backward(sc_forward *f, int64_t l, int64_t n) {
     }
 }
 
-sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *hk, sc_err *err) {
-    if (!f->train) return sc_errf(err, SC_EARG, "backward: the workspace was not created for training");
+/* From dL/d(final norm output) in f->g_xn through every layer. */
+static sc_status layers_backward(sc_forward *f, const sc_hooks *hk, sc_err *err) {
     const sc_model *m = f->m;
     const sc_config *c = &m->cfg;
     int64_t n = f->n_last;
-    if (n <= 0) return sc_errf(err, SC_EARG, "backward: no forward window to differentiate");
     int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-    int64_t V = c->vocab_size, B = f->max_batch;
+    int64_t B = f->max_batch;
     float *dx = f->g_x, *dxn = f->g_xn;
-    SC_TRY(gtap(hk, SC_TAP_LOGITS, c->n_layers, n, V, (float *)dlogits, f->logits, err));
-    /* final norm and classifier */
-    linear_backward(dxn, dlogits, m->classifier, n, D, V, false);
     memset(dx, 0, (size_t)(n * D) * sizeof(float));
     sc_rmsnorm_backward(dx, dxn, f->x_fin, m->final_norm, f->r_fin, n, D);
     for (int64_t l = c->n_layers - 1; l >= 0; l--) {
-        const sc_layer *L = &m->layers[l];
+        /* checkpointed: the shared buffers hold the last layer's activations
+         * from the forward pass; every other layer is recomputed first */
+        if (f->checkpoint && l + 1 < c->n_layers) SC_TRY(sc_forward_replay_layer(f, l, err));
+        const sc_layer *L;
+        SC_TRY(sc_model_layer(m, l, &L, err));
         const float *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f, *v = f->v + (size_t)l * f->s_f,
                     *h = f->h + (size_t)l * f->s_f;
         const float *resid_after = l + 1 < c->n_layers ? f->x_in + (l + 1) * B * D : f->x_fin;
@@ -103,7 +103,7 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
         linear_backward(dxn, dh, L->wg, n, D, F, false);
         linear_backward(dxn, dv, L->wu, n, D, F, true);
         SC_TRY(gtap(hk, SC_TAP_MLP_IN, l, n, D, dxn, NULL, err));
-        sc_rmsnorm_backward(dx, dxn, f->x_mid + l * B * D, L->ffn_norm, f->r2 + l * B, n, D);
+        sc_rmsnorm_backward(dx, dxn, f->x_mid + (size_t)l * f->s_d, L->ffn_norm, f->r2 + (size_t)l * f->s_r, n, D);
         /* attention: x_mid = x_in + W_o ctx */
         linear_backward(f->g_ctx, dx, L->wo, n, qd, D, false);
         SC_TRY(gtap(hk, SC_TAP_ATTN_CTX, l, n, qd, f->g_ctx, NULL, err));
@@ -114,9 +114,95 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
         linear_backward(dxn, f->g_k, L->wk, n, D, kvd, true);
         linear_backward(dxn, f->g_v, L->wv, n, D, kvd, true);
         SC_TRY(gtap(hk, SC_TAP_ATTN_IN, l, n, D, dxn, NULL, err));
-        sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + l * B, n, D);
+        sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + (size_t)l * f->s_r, n, D);
     }
     return SC_OK;
+}
+
+static sc_status check_window(const sc_forward *f, sc_err *err) {
+    if (!f->train) return sc_errf(err, SC_EARG, "backward: the workspace was not created for training");
+    if (f->n_last <= 0) return sc_errf(err, SC_EARG, "backward: no forward window to differentiate");
+    return SC_OK;
+}
+
+sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *hk, sc_err *err) {
+    SC_TRY(check_window(f, err));
+    if (f->chunked) return sc_errf(err, SC_EARG, "backward: a chunked-loss workspace has no logits (use sc_backward_ce)");
+    const sc_model *m = f->m;
+    int64_t n = f->n_last, D = m->cfg.dim, V = m->cfg.vocab_size;
+    SC_TRY(gtap(hk, SC_TAP_LOGITS, m->cfg.n_layers, n, V, (float *)dlogits, f->logits, err));
+    /* the classifier: dxn[n, D] = dlogits[n, V] W[V, D], by chunks when it is read on use */
+    for (int64_t r0 = 0, chunk = sc_model_classifier_chunk(m); r0 < V; r0 += chunk) {
+        int64_t nr = V - r0 < chunk ? V - r0 : chunk;
+        const float *W;
+        SC_TRY(sc_model_classifier_rows(m, r0, nr, &W, err));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)D, (blasint)nr, 1.0f, dlogits + r0,
+                    (blasint)V, W, (blasint)D, r0 ? 1.0f : 0.0f, f->g_xn, (blasint)D);
+    }
+    return layers_backward(f, hk, err);
+}
+
+sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hk, double *loss, sc_err *err) {
+    *loss = NAN;
+    SC_TRY(check_window(f, err));
+    if (!f->chunked) return sc_errf(err, SC_EARG, "backward: sc_backward_ce needs a chunked-loss workspace");
+    const sc_model *m = f->m;
+    int64_t n = f->n_last, D = m->cfg.dim, V = m->cfg.vocab_size, CH = f->lchunk_rows;
+    const int32_t *ids = f->ids_last;
+    const float *xn = f->xn; /* the final norm's output, left by sc_forward_run */
+    double *mx = malloc((size_t)n * 3 * sizeof(double)), *se = mx + n, *zy = se + n;
+    if (!mx) return sc_errf(err, SC_ENOMEM, "backward: out of memory");
+    for (int64_t t = 0; t < n; t++) mx[t] = -INFINITY, se[t] = 0.0, zy[t] = 0.0;
+    sc_status st = SC_OK;
+    /* pass 1: per position, the running max and sum of exp (an online log-sum-exp) and the target's logit */
+    for (int64_t r0 = 0; r0 < V && !st; r0 += CH) {
+        int64_t nr = V - r0 < CH ? V - r0 : CH;
+        const float *W;
+        if ((st = sc_model_classifier_rows(m, r0, nr, &W, err))) break;
+        sc_linear_forward(f->lchunk, xn, W, NULL, n, D, nr);
+        for (int64_t t = 0; t + 1 < n; t++) {
+            const float *z = f->lchunk + t * nr;
+            double cm = z[0];
+            for (int64_t i = 1; i < nr; i++) cm = z[i] > cm ? z[i] : cm;
+            if (cm > mx[t]) {
+                se[t] *= exp(mx[t] - cm);
+                mx[t] = cm;
+            }
+            double s = 0.0;
+            for (int64_t i = 0; i < nr; i++) s += exp((double)z[i] - mx[t]);
+            se[t] += s;
+            int64_t y = ids[t + 1];
+            if (y >= r0 && y < r0 + nr) zy[t] = z[y - r0];
+        }
+    }
+    double total = 0.0;
+    for (int64_t t = 0; t + 1 < n; t++) {
+        mx[t] += log(se[t]); /* now the log-sum-exp */
+        total += mx[t] - zy[t];
+    }
+    /* pass 2: dL/dz = softmax(z) - onehot(y) per chunk, dxn += dL/dz W_chunk; the last position is not scored */
+    for (int64_t r0 = 0; r0 < V && !st; r0 += CH) {
+        int64_t nr = V - r0 < CH ? V - r0 : CH;
+        const float *W;
+        if ((st = sc_model_classifier_rows(m, r0, nr, &W, err))) break;
+        sc_linear_forward(f->lchunk, xn, W, NULL, n, D, nr);
+        for (int64_t t = 0; t < n; t++) {
+            float *z = f->lchunk + t * nr;
+            if (t + 1 == n) {
+                memset(z, 0, (size_t)nr * sizeof(float));
+                continue;
+            }
+            for (int64_t i = 0; i < nr; i++) z[i] = (float)exp((double)z[i] - mx[t]);
+            int64_t y = ids[t + 1];
+            if (y >= r0 && y < r0 + nr) z[y - r0] -= 1.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)D, (blasint)nr, 1.0f, f->lchunk,
+                    (blasint)nr, W, (blasint)D, r0 ? 1.0f : 0.0f, f->g_xn, (blasint)D);
+    }
+    free(mx);
+    if (st) return st;
+    *loss = total;
+    return layers_backward(f, hk, err);
 }
 
 /* softmax of a row in double, written to p */

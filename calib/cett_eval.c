@@ -107,10 +107,13 @@ sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_e
         int64_t rows;
         x.thr[l] = -1.0;
         out->lc.layer_threshold[l] = out->lc.layer_cett[l] = out->lc.layer_sample_sparsity[l] = NAN;
-        sc_down_col_norms(m, l, x.wnorm + l * F);
+        if ((st = sc_down_col_norms(m, l, x.wnorm + l * F, err))) goto done;
         if (target <= 0 || !sc_cett_sample(cs, l, &h, &rows)) continue; /* target 0 / uncalibrated layer: dense */
         sc_cett_fit fit;
-        if ((st = sc_cett_search(h, rows, D, F, m->layers[l].wd, x.wnorm + l * F, target, &fit, err))) goto done;
+        const sc_layer *Ly;
+        if ((st = sc_model_layer(m, l, &Ly, err)) ||
+            (st = sc_cett_search(h, rows, D, F, Ly->wd, x.wnorm + l * F, target, &fit, err)))
+            goto done;
         x.thr[l] = fit.threshold;
         out->lc.layer_threshold[l] = fit.threshold;
         out->lc.layer_cett[l] = fit.cett;

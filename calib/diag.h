@@ -1,4 +1,4 @@
-/* diag.h - the routing diagnostics of seed 000 (Tables 5 and 7, Appendix
+/* diag.h - the routing diagnostics of the CLAWS paper (Tables 5 and 7, Appendix
  * G): how much a static modifier c can reorder a magnitude score a.
  *
  * Two score families per layer and token:

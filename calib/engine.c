@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "router.h"
+#include "scal.h"
 
 void sc_compute_opts_default(sc_compute_opts *o) {
     memset(o, 0, sizeof *o);
@@ -18,7 +19,10 @@ void sc_compute_opts_default(sc_compute_opts *o) {
     o->student_density = 0.5;
 }
 
-void sc_model_identity(const sc_model *m, char out[17]) {
+/* The hash covers the f32 values the model computes with, however they are
+ * stored: weights converted on use are hashed after conversion, in the same
+ * order, so a model hashes the same resident or not. */
+sc_status sc_model_identity(const sc_model *m, char out[17], sc_err *err) {
     const sc_config *c = &m->cfg;
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
@@ -30,9 +34,25 @@ void sc_model_identity(const sc_model *m, char out[17]) {
                       c->qkv_bias,   eps_bits, theta_bits,   c->rope_scaling};
     XXH64_update(st, dims, sizeof dims);
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    XXH64_update(st, m->tok_emb, (size_t)(c->vocab_size * D) * 4);
-    for (int64_t l = 0; l < c->n_layers; l++) {
-        const sc_layer *L = &m->layers[l];
+    sc_status s = SC_OK;
+    if (m->tok_emb) {
+        XXH64_update(st, m->tok_emb, (size_t)(c->vocab_size * D) * 4);
+    } else { /* converted on use: hash the same f32 rows in the same order */
+        int64_t chunk = 4096;
+        float *rows = malloc((size_t)(chunk * D) * sizeof(float));
+        int32_t *ids = malloc((size_t)chunk * sizeof(int32_t));
+        if (!rows || !ids) s = sc_errf(err, SC_ENOMEM, "%s: out of memory", m->path);
+        for (int64_t r0 = 0; !s && r0 < c->vocab_size; r0 += chunk) {
+            int64_t n = c->vocab_size - r0 < chunk ? c->vocab_size - r0 : chunk;
+            for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(r0 + i);
+            if (!(s = sc_model_embed(m, ids, n, rows, err))) XXH64_update(st, rows, (size_t)(n * D) * 4);
+        }
+        free(rows);
+        free(ids);
+    }
+    for (int64_t l = 0; !s && l < c->n_layers; l++) {
+        const sc_layer *L;
+        if ((s = sc_model_layer(m, l, &L, err))) break;
         XXH64_update(st, L->attn_norm, (size_t)D * 4);
         XXH64_update(st, L->wq, (size_t)(qd * D) * 4);
         XXH64_update(st, L->wk, (size_t)(kvd * D) * 4);
@@ -45,10 +65,15 @@ void sc_model_identity(const sc_model *m, char out[17]) {
         if (L->attn_rot) XXH64_update(st, L->attn_rot, (size_t)(D * D) * 4); /* folded LaRoSA (unrotated models */
         if (L->mlp_rot) XXH64_update(st, L->mlp_rot, (size_t)(D * D) * 4);   /* hash exactly as before) */
     }
-    XXH64_update(st, m->final_norm, (size_t)D * 4);
-    if (!c->tied_classifier) XXH64_update(st, m->classifier, (size_t)(c->vocab_size * D) * 4);
+    if (!s) XXH64_update(st, m->final_norm, (size_t)D * 4);
+    for (int64_t r0 = 0, chunk = sc_model_classifier_chunk(m); !s && !c->tied_classifier && r0 < c->vocab_size; r0 += chunk) {
+        int64_t n = c->vocab_size - r0 < chunk ? c->vocab_size - r0 : chunk;
+        const float *W;
+        if (!(s = sc_model_classifier_rows(m, r0, n, &W, err))) XXH64_update(st, W, (size_t)(n * D) * 4);
+    }
     snprintf(out, 17, "%016llx", (unsigned long long)XXH64_digest(st));
     XXH64_freeState(st);
+    return s;
 }
 
 void sc_calib_free(sc_calib *c) {
@@ -113,6 +138,7 @@ typedef struct loop_ctx {
 static sc_status dispatch(void *user, const sc_tap_event *ev, sc_err *err) {
     loop_ctx *x = user;
     if (x->student && !ev->is_grad) SC_TRY(sc_router_hook(x->student, ev, err));
+    if (ev->replay) return SC_OK; /* the backward pass recomputing a layer: observed already */
     for (int i = 0; i < x->c->n_entries; i++) {
         const sc_method *me = x->c->entries[i].method;
         uint32_t want = ev->is_grad ? me->grad_taps : me->fwd_taps;
@@ -136,18 +162,54 @@ static void canonical_options(const sc_compute_opts *o, const sc_calib *c, char 
                  o->loss == SC_LOSS_KIND_DISTILL ? o->ce_weight : 0.0, o->params ? o->params : "");
 }
 
+/* Replaces *c (fresh, with this run's identity) by the checkpoint at path
+ * after checking that it is a checkpoint of this very run and shard. */
+static sc_status resume_from(const sc_model *m, const char *path, int64_t mine, sc_calib **c, int64_t *skip,
+                             sc_err *err) {
+    sc_calib *r;
+    int64_t done, of;
+    SC_TRY(sc_calib_load_checkpoint(path, m, &r, &done, &of, err)); /* (checks the model identity) */
+    const sc_calib *f = *c;
+    sc_status st = SC_OK;
+    if (strcmp(r->options, f->options) != 0) /* (first: other options, e.g. seq_len, also change the data id) */
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint with other options (%s; this run: %s)", path, r->options, f->options);
+    else if (strcmp(r->data_id, f->data_id) != 0)
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint of other data (%s, this run's is %s)", path, r->data_id, f->data_id);
+    else if (strcmp(r->shards, f->shards) != 0)
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint of shard %s, this run is shard %s", path, r->shards, f->shards);
+    else if (of != mine)
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint of a run of %lld sequences, this one has %lld", path, (long long)of,
+                     (long long)mine);
+    for (int i = 0; i < r->n_entries && !st; i++)
+        if (r->entries[i].method->resume) st = r->entries[i].method->resume(r->entries[i].state, err);
+    if (st) {
+        sc_calib_free(r);
+        return st;
+    }
+    sc_calib_free(*c);
+    *c = r;
+    *skip = done;
+    return SC_OK;
+}
+
 sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_compute_opts *o, sc_calib **out,
                            sc_err *err) {
     *out = NULL;
     if (o->shard_count < 1 || o->shard_index < 0 || o->shard_index >= o->shard_count)
         return sc_errf(err, SC_EARG, "compute: bad shard %lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
+    if (o->checkpoint_every < 0 || (o->checkpoint_every > 0 && !o->checkpoint_path))
+        return sc_errf(err, SC_EARG, "compute: checkpoints need a period >= 1 and a path");
     sc_calib *c;
     SC_TRY(sc_calib_new(m, o->methods, o->n_methods, o->layer_begin, o->layer_end, o->params, &c, err));
     sc_compute_opts eo = *o;
     if (eo.seq_len <= 0) eo.seq_len = m->cfg.max_seq_len;
     canonical_options(&eo, c, c->options, sizeof c->options);
     snprintf(c->shards, sizeof c->shards, "%lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
-    sc_model_identity(m, c->model_id);
+    sc_status st = sc_model_identity(m, c->model_id, err);
+    if (st) {
+        sc_calib_free(c);
+        return st;
+    }
 
     loop_ctx x = {c, NULL, 0, 0, 0};
     for (int i = 0; i < c->n_entries; i++) {
@@ -155,10 +217,17 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         x.grad_mask |= c->entries[i].method->grad_taps;
     }
     bool need_grad = x.grad_mask != 0;
-    sc_status st = SC_OK;
     sc_forward *f = NULL;
-    float *dl = NULL, *teacher = NULL;
-    int64_t V = m->cfg.vocab_size, T = eo.seq_len;
+    float *teacher = NULL;
+    /* the workspace holds the longest selected sequence (cut at seq_len),
+     * not the model's context */
+    int64_t V = m->cfg.vocab_size, T = 2;
+    for (size_t i = 0, eligible = 0; i < d->n_seqs; i++) {
+        if (d->seqs[i].n < 2) continue;
+        if (o->max_seqs > 0 && (int64_t)eligible++ >= o->max_seqs) break;
+        if ((int64_t)d->seqs[i].n > T) T = (int64_t)d->seqs[i].n;
+    }
+    if (T > eo.seq_len) T = eo.seq_len;
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) {
         sc_router_spec rs = {o->student, o->student_density, NULL, NULL, false};
         if (o->student != SRT_ROUTER_CATS && o->student != SRT_ROUTER_ORACLE && o->student != SRT_ROUTER_DENSE) {
@@ -168,24 +237,26 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         if ((st = sc_router_create(m, &rs, &x.student, err))) goto done;
         x.fwd_mask |= sc_router_taps();
     }
-    st = need_grad ? sc_forward_create_train(m, T, &f, err) : sc_forward_create(m, T, T, &f, err);
+    /* the cross-entropy without [T x vocab] logits when no method looks at them */
+    bool chunked = need_grad && o->loss == SC_LOSS_KIND_CE && !(x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS));
+    st = need_grad ? sc_forward_create_train_ex(m, T, chunked ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err)
+                   : sc_forward_create(m, T, T, &f, err);
     if (st) goto done;
-    if (need_grad) {
-        dl = malloc((size_t)(T * V) * sizeof(float));
-        teacher = o->loss == SC_LOSS_KIND_DISTILL ? malloc((size_t)(T * V) * sizeof(float)) : NULL;
-        if (!dl || (o->loss == SC_LOSS_KIND_DISTILL && !teacher)) {
+    if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) { /* the loss overwrites the logits with their gradient */
+        teacher = malloc((size_t)(T * V) * sizeof(float));
+        if (!teacher) {
             st = sc_errf(err, SC_ENOMEM, "compute: out of memory for %lld x %lld logits", (long long)T, (long long)V);
             goto done;
         }
     }
     /* the selected sequences: those with >= 2 tokens, the first max_seqs, then every n-th for the shard */
     XXH64_state_t *dh = XXH64_createState();
-    XXH64_reset(dh, (unsigned long long)T);
+    XXH64_reset(dh, (unsigned long long)eo.seq_len);
     int64_t eligible = 0, mine = 0;
     for (size_t i = 0; i < d->n_seqs; i++) {
         if (d->seqs[i].n < 2) continue;
         if (o->max_seqs > 0 && eligible >= o->max_seqs) break;
-        int64_t n = (int64_t)d->seqs[i].n < T ? (int64_t)d->seqs[i].n : T;
+        int64_t n = (int64_t)d->seqs[i].n < eo.seq_len ? (int64_t)d->seqs[i].n : eo.seq_len;
         XXH64_update(dh, d->seqs[i].ids, (size_t)n * sizeof(int32_t));
         if (eligible++ % o->shard_count == o->shard_index) mine++;
     }
@@ -196,13 +267,22 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
                      (long long)o->shard_index, (long long)o->shard_count);
         goto done;
     }
-    double t0 = sc_now(), last = t0;
+    int64_t skip = 0; /* resumed: this process's first `skip` sequences are in the checkpoint */
+    if (o->resume_path && (st = resume_from(m, o->resume_path, mine, &c, &skip, err))) goto done;
+    x.c = c; /* (resume_from replaced it) */
+    double t0 = sc_now();
     int64_t k = 0, done_seqs = 0, tokens_run = 0;
+    sc_progress pr; /* counts this run's sequences (a resumed run's rate and ETA are its own) */
+    sc_progress_start(&pr, o->progress, "compute", "sequences", mine - skip);
     sc_hooks hk = {dispatch, &x, x.fwd_mask};
     sc_hooks ghk = {dispatch, &x, x.grad_mask};
     for (size_t i = 0; i < d->n_seqs && done_seqs < mine; i++) {
         if (d->seqs[i].n < 2) continue;
         if (k++ % o->shard_count != o->shard_index) continue;
+        if (done_seqs < skip) {
+            done_seqs++;
+            continue;
+        }
         int64_t n = (int64_t)d->seqs[i].n < T ? (int64_t)d->seqs[i].n : T;
         const int32_t *ids = d->seqs[i].ids;
         x.n_scored = n - 1;
@@ -212,7 +292,11 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
             memcpy(teacher, logits, (size_t)(n * V) * sizeof(float));
         }
         if ((st = sc_forward_run(f, ids, n, 0, &hk, &logits, err))) break;
-        if (need_grad) {
+        if (chunked) {
+            double loss;
+            if ((st = sc_backward_ce(f, &ghk, &loss, err))) break;
+        } else if (need_grad) {
+            float *dl = sc_forward_logits(f); /* in place: no second [T x vocab] buffer */
             if (teacher)
                 sc_loss_distill(logits, teacher, ids, n, V, o->ce_weight, dl);
             else
@@ -223,21 +307,16 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         c->n_tokens += n - 1;
         tokens_run += n;
         done_seqs++;
-        double now = sc_now();
-        if (o->progress && (now - last > 1.0 || done_seqs == mine)) {
-            last = now;
-            double el = now - t0;
-            fprintf(o->progress, "\rcompute: %lld/%lld sequences, %lld tokens, %.0f tok/s, ETA %.0f s   ",
-                    (long long)done_seqs, (long long)mine, (long long)tokens_run, (double)tokens_run / (el > 0 ? el : 1e-9),
-                    el / (double)done_seqs * (double)(mine - done_seqs));
-            fflush(o->progress);
-        }
+        if (o->checkpoint_every > 0 && done_seqs % o->checkpoint_every == 0 && done_seqs < mine &&
+            (st = sc_calib_save_checkpoint(c, m, o->checkpoint_path, done_seqs, mine, err)))
+            break;
+        if (o->on_seq && (st = o->on_seq(o->on_seq_user, done_seqs, mine, err))) break;
+        sc_progress_update(&pr, done_seqs - skip, (double)tokens_run, NULL);
     }
-    if (o->progress) fputc('\n', o->progress);
+    sc_progress_end(&pr);
     c->seconds = sc_now() - t0;
     if (!st) st = sc_calib_finalize(c, err);
 done:
-    free(dl);
     free(teacher);
     sc_forward_free(f);
     sc_router_free(x.student);
@@ -281,6 +360,13 @@ static bool shards_compatible(const char *a, const char *b, char *why, size_t ca
             }
         if (ns < 512) seen[ns++] = i;
     }
+    return true;
+}
+
+static bool sums_finite(const sc_array *a, int64_t n) {
+    for (int64_t j = 0; j < n; j++)
+        if (!isfinite(a->type == SC_ARR_F64 ? ((const double *)a->data)[j] : (double)((const float *)a->data)[j]))
+            return false;
     return true;
 }
 
@@ -330,16 +416,30 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
             }
             if (a[k].kind != SC_ARR_SUM) continue;
             int64_t n = a[k].shape[0] * (a[k].shape[1] ? a[k].shape[1] : 1);
-            if (a[k].type == SC_ARR_F64)
+            if (a[k].type == SC_ARR_I64) { /* counts: checked, so that no sum of shards wraps */
+                int64_t *x = a[k].data;
+                const int64_t *y = b[k].data;
+                for (int64_t j = 0; j < n && !st; j++)
+                    if (y[j] < 0 || x[j] < 0 || __builtin_add_overflow(x[j], y[j], &x[j]) || x[j] > SC_COUNT_MAX)
+                        st = sc_errf(err, SC_ERANGE, "merge: %s: array %s: counts overflow (more than 2^62)", me->name,
+                                     a[k].name);
+                if (st) break;
+            } else if (a[k].type == SC_ARR_F64) {
                 for (int64_t j = 0; j < n; j++) ((double *)a[k].data)[j] += ((const double *)b[k].data)[j];
-            else if (a[k].type == SC_ARR_I64)
-                for (int64_t j = 0; j < n; j++) ((int64_t *)a[k].data)[j] += ((const int64_t *)b[k].data)[j];
-            else
+            } else {
                 for (int64_t j = 0; j < n; j++) ((float *)a[k].data)[j] += ((const float *)b[k].data)[j];
+            }
+            if (a[k].type != SC_ARR_I64 && !sums_finite(&a[k], n)) {
+                st = sc_errf(err, SC_ERANGE, "merge: %s: array %s: the sum overflows to infinity", me->name, a[k].name);
+                break;
+            }
         }
     }
     free(a);
     if (st) return st;
+    if (src->n_seqs < 0 || src->n_tokens < 0 || dst->n_seqs > INT64_MAX / 2 - src->n_seqs ||
+        dst->n_tokens > INT64_MAX / 2 - src->n_tokens)
+        return sc_errf(err, SC_ERANGE, "merge: the sequence or token counts overflow");
     size_t used = strlen(dst->shards);
     snprintf(dst->shards + used, sizeof dst->shards - used, ",%s", src->shards);
     dst->n_seqs += src->n_seqs;

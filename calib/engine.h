@@ -29,6 +29,19 @@ typedef struct sc_compute_opts {
     double ce_weight;        /* distillation: weight of the CE term (0.2) */
     const char *params;      /* method parameters "k=v,..." */
     FILE *progress;          /* status lines (NULL: quiet) */
+    /* Called after each sequence of this process (NULL: never) with the number
+     * done and the number this process takes; an error stops the run with it
+     * (cli/cli_mpi.c stops a rank whose peer failed). */
+    sc_status (*on_seq)(void *user, int64_t done, int64_t mine, sc_err *err);
+    void *on_seq_user;
+    /* Checkpoints: every checkpoint_every sequences of this process (0: never)
+     * the accumulators are written to checkpoint_path (scal.h,
+     * sc_calib_save_checkpoint). resume_path: continue from such a file (it
+     * must exist and match the model, data, options and shard); its sequences
+     * are skipped and the result equals an uninterrupted run bit for bit. */
+    int64_t checkpoint_every;
+    const char *checkpoint_path;
+    const char *resume_path;
 } sc_compute_opts;
 
 void sc_compute_opts_default(sc_compute_opts *o);
@@ -44,6 +57,7 @@ typedef struct sc_calib {
     char data_id[17];     /* xxh64 of the token ids of the selected sequences (before sharding), hex */
     char options[1024];   /* canonical JSON of the options that must match to merge */
     char shards[512];     /* comma-separated "i/n" shards included */
+    char model_family[16], model_format[16]; /* as loaded from a file ("" unknown); saving with a model uses its own */
     int64_t n_seqs, n_tokens; /* sequences and scored positions observed */
     double seconds;
     sc_calib_entry entries[SC_MAX_METHODS];
@@ -64,6 +78,6 @@ void sc_calib_free(sc_calib *c);
 void *sc_calib_state(const sc_calib *c, const char *method);
 
 /* xxh64 of the config and every weight, as 16 hex digits. */
-void sc_model_identity(const sc_model *m, char out[17]);
+sc_status sc_model_identity(const sc_model *m, char out[17], sc_err *err);
 
 #endif

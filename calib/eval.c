@@ -1,5 +1,7 @@
 #include "eval.h"
 
+#include "finite.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +24,10 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
     sc_forward *f;
     SC_TRY(sc_forward_create(m, win, win, &f, err));
     int64_t V = m->cfg.vocab_size;
-    double t0 = sc_now(), last = t0;
+    double t0 = sc_now();
     sc_status st = SC_OK;
+    sc_progress pr;
+    sc_progress_start(&pr, o->progress, "ppl", "sequences", (int64_t)d->n_seqs);
     for (size_t i = 0; i < d->n_seqs && st == SC_OK; i++) {
         const sc_tokens *s = &d->seqs[i];
         if (s->n < 2) continue;
@@ -36,6 +40,13 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
             const float *logits;
             st = sc_forward_run(f, s->ids + start, n, 0, o->hooks, &logits, err);
             if (st) break;
+            if (sc_first_nonfinite(logits + from * V, (n - 1 - from) * V) >= 0) {
+                /* with hooks (a router) the pass is not the model's own: name the sequence only */
+                st = !o->hooks && !o->before_window
+                         ? sc_explain_nonfinite(m, s->ids + start, n, m->path, err)
+                         : sc_errf(err, SC_EFORMAT, "ppl: non-finite logits in sequence %zu", i);
+                break;
+            }
             for (int64_t t = from; t + 1 < n; t++) {
                 const float *row = logits + t * V;
                 out->nll_sum += sc_logsumexp(row, V) - (double)row[s->ids[start + t + 1]];
@@ -44,17 +55,11 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
             out->n_tokens += n;
             out->n_windows++;
         }
-        double now = sc_now();
-        if (o->progress && (now - last > 1.0 || i + 1 == d->n_seqs)) {
-            last = now;
-            double el = now - t0, frac = (double)(i + 1) / (double)d->n_seqs;
-            fprintf(o->progress, "\rppl: %zu/%zu sequences, %lld tokens, %.0f tok/s, ppl %.4f, ETA %.0f s   ", i + 1,
-                    d->n_seqs, (long long)out->n_tokens, (double)out->n_tokens / (el > 0 ? el : 1e-9),
-                    exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)), el / frac - el);
-            fflush(o->progress);
-        }
+        char extra[32];
+        snprintf(extra, sizeof extra, "ppl %.4f", exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)));
+        sc_progress_update(&pr, (int64_t)i + 1, (double)out->n_tokens, extra);
     }
-    if (o->progress) fputc('\n', o->progress);
+    sc_progress_end(&pr);
     out->seconds = sc_now() - t0;
     sc_forward_free(f);
     if (st == SC_OK && out->n_scored == 0) st = sc_errf(err, SC_EARG, "ppl: no position to score");
@@ -109,8 +114,11 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratch) {
-    if (s->temperature == 0.0f) return argmax(logits, n);
+    if (n <= 0 || sc_first_nonfinite(logits, n) >= 0) return -1;
+    int32_t best = argmax(logits, n);
+    if (s->temperature == 0.0f) return best;
     for (int64_t i = 0; i < n; i++) logits[i] /= s->temperature;
+    if (!isfinite(logits[best])) return best; /* a temperature so small the scaled logits overflow: greedy */
     softmax(logits, n);
     float coin = random_f32(&s->state);
     if (s->top_p <= 0.0f || s->top_p >= 1.0f) {
@@ -127,6 +135,9 @@ int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratc
     const float cutoff = (1.0f - s->top_p) / (float)(n - 1);
     for (int64_t i = 0; i < n; i++)
         if (logits[i] >= cutoff) pi[n0++] = (prob_idx){logits[i], (int32_t)i};
+    /* top_p <= 1/n can put the cutoff above every probability (uniform logits): the nucleus is never empty,
+       it holds at least the most probable token */
+    if (n0 == 0) return best;
     qsort(pi, (size_t)n0, sizeof *pi, cmp_desc);
     float cum = 0.0f;
     int64_t last = n0 - 1;
@@ -190,6 +201,10 @@ sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_token
     while (st == SC_OK) {
         memcpy(row, last, (size_t)c->vocab_size * sizeof(float));
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
+        if (next < 0) {
+            st = sc_explain_nonfinite(m, res->tokens.ids, pos, m->path, err);
+            break;
+        }
         if (next == bos || next == eos) break;
         if (sc_tokens_push(&res->tokens, next)) {
             st = sc_errf(err, SC_ENOMEM, "generate: out of memory");

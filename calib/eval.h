@@ -54,7 +54,9 @@ typedef struct sc_sampler {
 } sc_sampler;
 
 void sc_sampler_init(sc_sampler *s, float temperature, float top_p, uint64_t seed);
-/* Samples from logits[n] (modified in place); scratch holds 2n floats. */
+/* Samples from logits[n] (modified in place); scratch holds 2n floats.
+ * Returns -1 when a logit is NaN or inf (nothing to sample from: the caller
+ * reports where the model went non-finite, finite.h). */
 int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratch);
 
 typedef struct sc_gen_opts {

@@ -95,10 +95,12 @@ static sc_status install(void *user, sc_forward *f, const int32_t *ids, int64_t 
     return SC_OK;
 }
 
-static const float *proj_weight(const sc_model *m, int64_t l, int p) {
-    const sc_layer *L = &m->layers[l];
+static sc_status proj_weight(const sc_model *m, int64_t l, int p, const float **out, sc_err *err) {
+    const sc_layer *L;
+    SC_TRY(sc_model_layer(m, l, &L, err));
     const float *w[SC_TEAL_NPROJ] = {L->wq, L->wk, L->wv, L->wo, L->wg, L->wu, L->wd};
-    return w[p];
+    *out = w[p];
+    return SC_OK;
 }
 
 static void proj_shape(const sc_config *c, int p, int64_t *in, int64_t *out) {
@@ -354,7 +356,8 @@ sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *
                          (long long)(k / SC_TEAL_NPROJ), sc_linear_name((sc_linear)(k % SC_TEAL_NPROJ)));
             break;
         }
-        const float *W = proj_weight(m, k / SC_TEAL_NPROJ, (int)(k % SC_TEAL_NPROJ));
+        const float *W;
+        if ((st = proj_weight(m, k / SC_TEAL_NPROJ, (int)(k % SC_TEAL_NPROJ), &W, err))) break;
         if (!have_t && apr > 1.0) fit_matrix(c, W, apr, laplace, u);
         c->all_zero = true;
         for (int64_t j = 0; j < c->ns * c->in; j++) {

@@ -25,7 +25,7 @@ void sc_forward_set_linear_hook(sc_forward *f, sc_linear_fn fn, void *user) {
 
 void sc_forward_free(sc_forward *f) {
     if (!f) return;
-    float *bufs[] = {f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,
+    float *bufs[] = {f->lchunk, f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,
                      f->u,  f->a,  f->v,   f->h,   f->x_in, f->x_mid, f->r1, f->r2, f->x_fin, f->r_fin,
                      f->g_x, f->g_xn, f->g_q, f->g_k, f->g_v, f->g_ctx, f->g_p, f->g_dp, f->g_f1, f->g_f2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) sc_free_aligned(bufs[i]);
@@ -46,8 +46,9 @@ static float *alloc3(int64_t a, int64_t b, int64_t c, bool *ok) {
     return p;
 }
 
-static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, bool train, sc_forward **out,
-                        sc_err *err) {
+static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, bool train, unsigned flags,
+                        sc_forward **out, sc_err *err) {
+    bool keep_all = flags & SC_TRAIN_KEEP_ALL;
     *out = NULL;
     const sc_config *c = &m->cfg;
     if (max_ctx <= 0 || max_ctx > SC_MAX_SEQ || max_batch <= 0 || max_batch > max_ctx)
@@ -60,14 +61,23 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
     f->train = train;
     int64_t B = max_batch, D = c->dim, F = c->ffn_dim, L = c->n_layers;
     int64_t qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    int64_t LS = train ? L : 1; /* layers that keep their own copy */
+    int64_t LS = train && keep_all ? L : 1; /* layers that keep their own copy */
+    f->checkpoint = train && !keep_all;
     bool ok = true;
     f->x = alloc3(1, B, D, &ok);
     f->xn = alloc3(1, B, D, &ok);
     f->ctx = alloc3(1, B, qd, &ok);
     f->tmp = alloc3(1, B, D > qd ? D : qd, &ok);
     f->s = alloc3(1, B, max_ctx, &ok);
-    f->logits = alloc3(1, B, c->vocab_size, &ok);
+    f->chunked = train && (flags & SC_TRAIN_CHUNKED_LOSS);
+    if (f->chunked) { /* one [B, chunk] block of at most 64 MiB, and no more rows than the classifier's chunk */
+        int64_t rows = ((int64_t)16 << 20) / B, cap = sc_model_classifier_chunk(m);
+        rows = rows < 256 ? 256 : rows;
+        f->lchunk_rows = rows < cap ? rows : cap;
+        f->lchunk = alloc3(1, B, f->lchunk_rows, &ok);
+    } else {
+        f->logits = alloc3(1, B, c->vocab_size, &ok);
+    }
     f->kc = alloc3(L, max_ctx, kvd, &ok);
     f->vc = alloc3(L, max_ctx, kvd, &ok);
     f->cos_t = alloc3(1, max_ctx, c->head_dim / 2, &ok);
@@ -77,13 +87,15 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
     f->a = alloc3(LS, B, F, &ok);
     f->v = alloc3(LS, B, F, &ok);
     f->h = alloc3(LS, B, F, &ok);
-    f->s_q = train ? (size_t)(B * qd) : 0;
-    f->s_f = train ? (size_t)(B * F) : 0;
+    f->s_q = LS > 1 ? (size_t)(B * qd) : 0;
+    f->s_f = LS > 1 ? (size_t)(B * F) : 0;
+    f->s_d = LS > 1 ? (size_t)(B * D) : 0;
+    f->s_r = LS > 1 ? (size_t)B : 0;
     if (train) {
         f->x_in = alloc3(L, B, D, &ok);
-        f->x_mid = alloc3(L, B, D, &ok);
-        f->r1 = alloc3(L, B, 1, &ok);
-        f->r2 = alloc3(L, B, 1, &ok);
+        f->x_mid = alloc3(LS, B, D, &ok);
+        f->r1 = alloc3(LS, B, 1, &ok);
+        f->r2 = alloc3(LS, B, 1, &ok);
         f->x_fin = alloc3(1, B, D, &ok);
         f->r_fin = alloc3(1, B, 1, &ok);
         f->g_x = alloc3(1, B, D, &ok);
@@ -109,22 +121,50 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
 }
 
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err) {
-    return create(m, max_ctx, max_batch, false, out, err);
+    return create(m, max_ctx, max_batch, false, 0, out, err);
 }
 
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err) {
-    for (int64_t l = 0; l < m->cfg.n_layers; l++)
-        if (m->layers[l].attn_rot || m->layers[l].mlp_rot)
-            return sc_errf(err, SC_EUNSUPPORTED, "%s: gradients through folded LaRoSA rotations are not supported; "
-                                                 "calibrate the model it was packed from", m->path);
-    return create(m, max_ctx, max_ctx, true, out, err);
+    return sc_forward_create_train_ex(m, max_ctx, 0, out, err);
 }
 
-static sc_status tap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n, int64_t width,
-                     const int32_t *ids, float *data, sc_err *err) {
+float *sc_forward_logits(sc_forward *f) { return f->logits; }
+
+sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigned flags, sc_forward **out,
+                                     sc_err *err) {
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        if (sc_model_present(m, &m->layers[l].attn_rot) || sc_model_present(m, &m->layers[l].mlp_rot))
+            return sc_errf(err, SC_EUNSUPPORTED, "%s: gradients through folded LaRoSA rotations are not supported; "
+                                                 "calibrate the model it was packed from", m->path);
+    return create(m, max_ctx, max_ctx, true, flags, out, err);
+}
+
+/* Calls the hook of tap t (if any); f->replaying marks a recomputation. */
+#define tap(hk, t, layer, pos0, n, width, ids, data, err) tap_(f, hk, t, layer, pos0, n, width, ids, data, err)
+static sc_status tap_(const sc_forward *f, const sc_hooks *hk, sc_tap t, int64_t layer, int64_t pos0, int64_t n,
+                      int64_t width, const int32_t *ids, float *data, sc_err *err) {
     if (!hk || !hk->fn || !(hk->mask & SC_TAP_BIT(t))) return SC_OK;
-    sc_tap_event ev = {t, layer, pos0, n, width, ids, data, NULL, false};
+    sc_tap_event ev = {t, layer, pos0, n, width, ids, data, NULL, false, f->replaying};
     return hk->fn(hk->user, &ev, err);
+}
+
+sc_status sc_classifier_forward(const sc_model *m, float *logits, const float *xn, int64_t n, sc_err *err) {
+    int64_t D = m->cfg.dim, V = m->cfg.vocab_size, chunk = sc_model_classifier_chunk(m);
+    if (chunk >= V) { /* resident: one product, as before chunking existed */
+        const float *W;
+        SC_TRY(sc_model_classifier_rows(m, 0, V, &W, err));
+        sc_linear_forward(logits, xn, W, NULL, n, D, V);
+        return SC_OK;
+    }
+    for (int64_t r0 = 0; r0 < V; r0 += chunk) {
+        int64_t nr = V - r0 < chunk ? V - r0 : chunk;
+        const float *W;
+        SC_TRY(sc_model_classifier_rows(m, r0, nr, &W, err));
+        /* logits[:, r0:r0+nr] = xn W_chunk^T (ldc = V) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)nr, (blasint)D, 1.0f, xn, (blasint)D,
+                    W, (blasint)D, 0.0f, logits + r0, (blasint)V);
+    }
+    return SC_OK;
 }
 
 double sc_logsumexp(const float *x, int64_t n) {
@@ -177,14 +217,16 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     const sc_config *c = &f->m->cfg;
     int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     size_t rowD = (size_t)(n * D) * sizeof(float);
-    const sc_layer *L = &f->m->layers[l];
+    const sc_layer *L;
+    SC_TRY(sc_model_layer(f->m, l, &L, err));
     float *K = f->kc + (l * f->max_ctx + pos0) * kvd, *V = f->vc + (l * f->max_ctx + pos0) * kvd;
     float *q = f->q + (size_t)l * f->s_q, *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f,
           *v = f->v + (size_t)l * f->s_f, *h = f->h + (size_t)l * f->s_f;
-    int64_t lb = l * f->max_batch;
+    float *x_mid = f->train ? f->x_mid + (size_t)l * f->s_d : NULL, *r1 = f->train ? f->r1 + (size_t)l * f->s_r : NULL,
+          *r2 = f->train ? f->r2 + (size_t)l * f->s_r : NULL;
     /* attention block */
-    if (f->train) memcpy(f->x_in + lb * D, f->x, rowD);
-    sc_rmsnorm_forward(f->xn, f->train ? f->r1 + lb : NULL, f->x, L->attn_norm, n, D, c->norm_eps);
+    if (f->train && !f->replaying) memcpy(f->x_in + l * f->max_batch * D, f->x, rowD);
+    sc_rmsnorm_forward(f->xn, r1, f->x, L->attn_norm, n, D, c->norm_eps);
     rotate(f->xn, f->tmp, L->attn_rot, n, D);
     SC_TRY(tap(hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
@@ -201,8 +243,8 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, L->wo, NULL, f->tmp, err));
     for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
     /* MLP block */
-    if (f->train) memcpy(f->x_mid + lb * D, f->x, rowD);
-    sc_rmsnorm_forward(f->xn, f->train ? f->r2 + lb : NULL, f->x, L->ffn_norm, n, D, c->norm_eps);
+    if (f->train) memcpy(x_mid, f->x, rowD);
+    sc_rmsnorm_forward(f->xn, r2, f->x, L->ffn_norm, n, D, c->norm_eps);
     rotate(f->xn, f->tmp, L->mlp_rot, n, D);
     SC_TRY(tap(hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
     sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
@@ -237,21 +279,34 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
         if (ids[t] < 0 || ids[t] >= c->vocab_size)
             return sc_errf(err, SC_ERANGE, "forward: token id %d at position %lld is outside the vocabulary (%lld)",
                            ids[t], (long long)(pos0 + t), (long long)c->vocab_size);
-        memcpy(f->x + t * D, m->tok_emb + (int64_t)ids[t] * D, (size_t)D * sizeof(float));
     }
+    SC_TRY(sc_model_embed(m, ids, n, f->x, err));
     if (c->embed_scale) {
         float sc = sqrtf((float)D);
         for (int64_t i = 0; i < n * D; i++) f->x[i] *= sc;
     }
     f->n_last = n;
+    f->ids_last = ids;
+    f->has_hk = hk != NULL;
+    if (hk) f->hk_last = *hk;
     size_t rowD = (size_t)(n * D) * sizeof(float);
     for (int64_t l = 0; l < c->n_layers; l++) SC_TRY(layer_forward(f, l, ids, n, pos0, hk, err));
     if (f->train) memcpy(f->x_fin, f->x, rowD);
     sc_rmsnorm_forward(f->xn, f->train ? f->r_fin : NULL, f->x, m->final_norm, n, D, c->norm_eps);
-    sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
-    SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     if (logits) *logits = f->logits;
+    if (f->chunked) return SC_OK; /* f->xn holds the final norm's output for sc_backward_ce */
+    SC_TRY(sc_classifier_forward(m, f->logits, f->xn, n, err));
+    SC_TRY(tap(hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     return SC_OK;
+}
+
+sc_status sc_forward_replay_layer(sc_forward *f, int64_t l, sc_err *err) {
+    int64_t n = f->n_last, D = f->m->cfg.dim;
+    memcpy(f->x, f->x_in + l * f->max_batch * D, (size_t)(n * D) * sizeof(float));
+    f->replaying = true;
+    sc_status st = layer_forward(f, l, f->ids_last, n, 0, f->has_hk ? &f->hk_last : NULL, err);
+    f->replaying = false;
+    return st;
 }
 
 sc_status sc_forward_layer(sc_forward *f, int64_t layer, float *x, int64_t n, sc_err *err) {
@@ -281,7 +336,8 @@ sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
     if (n <= 0 || n > f->max_batch) return sc_errf(err, SC_EARG, "forward: bad window %lld", (long long)n);
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     for (int64_t l = 0; l < c->n_layers; l++) {
-        const sc_layer *L = &m->layers[l];
+        const sc_layer *L;
+        SC_TRY(sc_model_layer(m, l, &L, err));
         float *K = f->kc + l * f->max_ctx * kvd, *V = f->vc + l * f->max_ctx * kvd;
         sc_linear_forward(f->q, f->xn, L->wq, NULL, n, D, qd);
         sc_linear_forward(K, f->xn, L->wk, NULL, n, D, kvd);
@@ -292,6 +348,5 @@ sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
         sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);
         sc_linear_forward(f->tmp, f->h, L->wd, NULL, n, F, D);
     }
-    sc_linear_forward(f->logits, f->xn, m->classifier, NULL, n, D, c->vocab_size);
-    return SC_OK;
+    return f->logits ? sc_classifier_forward(m, f->logits, f->xn, n, err) : SC_OK;
 }

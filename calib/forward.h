@@ -46,6 +46,9 @@ typedef struct sc_tap_event {
                          backward: the gradient dL/d(activation), read-only by convention */
     const float *act; /* backward only: the forward activation at this tap (as hooks left it) */
     bool is_grad;     /* true for backward events */
+    bool replay;      /* forward events only: the backward pass is recomputing this layer (activation
+                         checkpointing) from the same input. Hooks that replace values must do it again,
+                         identically; hooks that only observe must ignore the event. */
 } sc_tap_event;
 
 typedef sc_status (*sc_tap_fn)(void *user, const sc_tap_event *ev, sc_err *err);
@@ -89,8 +92,24 @@ typedef sc_status (*sc_linear_fn)(void *user, const sc_linear_event *ev, sc_err 
  * positions (max_ctx <= model context is not required; RoPE extrapolates). */
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err);
 /* A training workspace: windows of up to max_ctx tokens from position 0,
- * keeping what sc_backward_run needs. */
+ * keeping what sc_backward_run needs. With activation checkpointing (the
+ * default) only each layer's input (and the key/value cache) is kept; the
+ * backward pass recomputes a layer's internals when it reaches that layer,
+ * replaying the forward hooks with ev->replay set. Memory is then
+ * O(layers x T x dim) + one layer's O(T x ffn) instead of O(layers x T x ffn),
+ * for about one more forward pass of compute. keep_all keeps every layer's
+ * activations instead (the reference the checkpointed pass is tested against). */
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err);
+/* Options of sc_forward_create_train_ex. CHUNKED_LOSS: no [T x vocab] logits
+ * buffer at all; sc_forward_run stops at the final norm (no logits, no
+ * SC_TAP_LOGITS event) and sc_backward_ce computes the cross-entropy and its
+ * gradient in vocabulary chunks. */
+enum { SC_TRAIN_KEEP_ALL = 1, SC_TRAIN_CHUNKED_LOSS = 2 };
+sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigned flags, sc_forward **out, sc_err *err);
+/* The logits buffer of the last window [n, vocab], writable: a loss may
+ * overwrite it with dL/dlogits and hand it to sc_backward_run, so training
+ * needs no second [T x vocab] buffer. */
+float *sc_forward_logits(sc_forward *f);
 void sc_forward_free(sc_forward *f);
 int64_t sc_forward_max_ctx(const sc_forward *f);
 
@@ -114,7 +133,9 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
                          const float **logits, sc_err *err);
 
 /* Activation gradients of the last window run on a training workspace,
- * given dL/dlogits [n, vocab]. Gradient events go to hooks (is_grad set):
+ * given dL/dlogits [n, vocab] (may be the workspace's own logits buffer, see
+ * sc_forward_logits). The window's ids and forward hooks given to
+ * sc_forward_run must still be valid (they are replayed). Gradient events go to hooks (is_grad set):
  * SC_TAP_LOGITS (dL/dlogits), SC_TAP_RESID (dL/d residual after layer l),
  * SC_TAP_H (dL/dh), SC_TAP_GATE_ACT, SC_TAP_UP, SC_TAP_GATE (dL/du),
  * SC_TAP_MLP_IN (dL/d normalised MLP input), SC_TAP_ATTN_CTX, SC_TAP_ATTN_IN
@@ -124,14 +145,28 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
  * backward (identity). No weight gradients are computed. */
 sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *hooks, sc_err *err);
 
+/* The next-token cross-entropy of the last window on a CHUNKED_LOSS training
+ * workspace, and the backward pass from it: the classifier runs over
+ * vocabulary chunks twice (an online log-sum-exp per position, then the
+ * gradient chunk by chunk, accumulated into dL/d(final norm output)), so the
+ * only vocabulary-sized buffer is one [T x chunk] block. *loss is the summed
+ * CE as sc_loss_ce returns it. */
+sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hooks, double *loss, sc_err *err);
+
 /* Next-token cross-entropy of a window: loss = sum over t < n-1 of
  * -log softmax(logits[t])[ids[t+1]]; writes dL/dlogits [n, V] (row n-1 zero)
- * and returns the loss. */
+ * and returns the loss. dlogits may be logits itself (computed row by row,
+ * each row read before it is written); the same holds for sc_loss_distill's
+ * student logits. */
 double sc_loss_ce(const float *logits, const int32_t *ids, int64_t n, int64_t V, float *dlogits);
 /* The CLAWS paper's distillation loss: sum over t < n-1 of
  * KL(student || teacher) + ce_weight * CE, with dL/d(student logits). */
 double sc_loss_distill(const float *student, const float *teacher, const int32_t *ids, int64_t n, int64_t V,
                        double ce_weight, float *dlogits);
+
+/* logits[n, vocab] = xn[n, dim] classifier^T, the classifier read in chunks
+ * when it is converted on use (model.h). */
+sc_status sc_classifier_forward(const sc_model *m, float *logits, const float *xn, int64_t n, sc_err *err);
 
 /* log-sum-exp of a row, in double. */
 double sc_logsumexp(const float *x, int64_t n);

@@ -1,8 +1,11 @@
 /* forward_internal.h - the workspace shared by forward.c and backward.c.
  *
- * In training mode (sc_forward_create_train) every per-layer activation the
- * backward pass needs is kept: buffer X of layer l is X + l * stride, where
- * the stride is 0 in inference mode (all layers share one buffer). */
+ * Per-layer activations: buffer X of layer l is X + l * stride. The stride is
+ * 0 in inference mode and in checkpointed training (all layers share one
+ * buffer; the backward pass recomputes layer l into it with
+ * sc_forward_replay_layer), and one layer's size when training keeps every
+ * layer (keep_all). The residual into each layer (x_in) is always kept in
+ * training. */
 #ifndef SC_FORWARD_INTERNAL_H
 #define SC_FORWARD_INTERNAL_H
 
@@ -24,14 +27,27 @@ struct sc_forward {
     /* per layer (stride 0 in inference mode) */
     float *q;          /* [B, qd] after RoPE */
     float *u, *a, *v, *h; /* [B, F] gate pre-activation, phi(u), up, h (all as left by hooks) */
-    size_t s_q, s_f;
-    /* train mode only: [L, B, D] residual into each layer and after its attention,
-     * [L, B] rms scales; the final residual and its rms scale */
+    size_t s_q, s_f, s_d, s_r; /* strides of q, the [B, F] buffers, x_mid, r1/r2 */
+    /* train mode only: [L, B, D] residual into each layer; residual after the
+     * attention and the rms scales (per layer with stride s_d / s_r); the final
+     * residual and its rms scale */
     float *x_in, *x_mid, *r1, *r2, *x_fin, *r_fin;
+    bool checkpoint;          /* train mode: recompute layers in backward */
+    bool chunked;             /* train mode: no logits buffer; the loss runs over vocabulary chunks */
+    float *lchunk;            /* chunked: [B, chunk] logits of one vocabulary chunk */
+    int64_t lchunk_rows;      /* vocabulary rows per chunk */
+    bool replaying;           /* inside sc_forward_replay_layer */
+    const int32_t *ids_last;  /* the last window's ids and forward hooks (replayed) */
+    sc_hooks hk_last;
+    bool has_hk;
     /* train mode only: backward scratch */
     sc_linear_fn lin_fn; /* the linear hook (NULL: none) */
     void *lin_user;
     float *g_x, *g_xn, *g_q, *g_k, *g_v, *g_ctx, *g_p, *g_dp, *g_f1, *g_f2;
 };
+
+/* Recomputes layer l of the last window from its stored input (checkpointed
+ * training), replaying the forward hooks with ev->replay set. */
+sc_status sc_forward_replay_layer(sc_forward *f, int64_t l, sc_err *err);
 
 #endif

@@ -119,7 +119,8 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
     bool folded = false;
-    for (int64_t l = 0; l < c->n_layers; l++) folded = folded || m->layers[l].attn_rot || m->layers[l].mlp_rot;
+    for (int64_t l = 0; l < c->n_layers; l++) 
+        folded = folded || sc_model_present(m, &m->layers[l].attn_rot) || sc_model_present(m, &m->layers[l].mlp_rot);
     const void *st8 = o->calib ? sc_calib_state(o->calib, "larosa") : NULL;
     if (folded && st8)
         return sc_errf(err, SC_EARG, "eval: %s already holds folded LaRoSA rotations; drop the calibration's", m->path);
@@ -149,8 +150,8 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
         goto done;
     }
     for (int64_t l = 0; folded && l < L; l++) {
-        x.on[l] = m->layers[l].attn_rot != NULL;
-        x.on[L + l] = m->layers[l].mlp_rot != NULL;
+        x.on[l] = sc_model_present(m, &m->layers[l].attn_rot);
+        x.on[L + l] = sc_model_present(m, &m->layers[l].mlp_rot);
     }
     for (int w = 0; st8 && w < 2; w++)
         for (int64_t l = 0; l < L; l++) {

@@ -1,5 +1,5 @@
 /* lc_eval.h - evaluation of the input-rotation and threshold methods
- * (LaRoSA, CETT, CLADA) and the routing diagnostics of seed 000.
+ * (LaRoSA, CETT, CLADA) and the routing diagnostics of the CLAWS paper.
  * sc_eval_sparse dispatches here for these method names. */
 #ifndef SC_LC_EVAL_H
 #define SC_LC_EVAL_H

@@ -46,6 +46,42 @@ sc_status sc_lc_param(const char *params, const char *key, double def, double lo
     return SC_OK;
 }
 
+/* Whether the n-byte key is an item of the comma-separated list. */
+static bool in_list(const char *list, const char *key, size_t n) {
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (l == n && strncmp(p, key, n) == 0) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+sc_status sc_params_check(const char *params, const char *known, const char *who, sc_err *err) {
+    for (const char *p = params; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        size_t kl = eq ? (size_t)(eq - p) : n;
+        if (!eq || kl == 0)
+            return sc_errf(err, SC_EARG, "%s: --params item '%.*s' is not key=value", who, (int)(n < 64 ? n : 64), p);
+        if (!in_list(known, p, kl))
+            return sc_errf(err, SC_EARG, "%s: unknown key '%.*s' (known: %s)", who, (int)(kl < 64 ? kl : 64), p,
+                           known && *known ? known : "none");
+        for (const char *q = end ? end + 1 : NULL; q && *q;) { /* the same key again */
+            const char *qe = strchr(q, ',');
+            size_t qn = qe ? (size_t)(qe - q) : strlen(q);
+            if (qn > kl && strncmp(q, p, kl) == 0 && q[kl] == '=')
+                return sc_errf(err, SC_EARG, "%s: parameter '%.*s' is given twice", who, (int)(kl < 64 ? kl : 64), p);
+            q = qe ? qe + 1 : NULL;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return SC_OK;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;

@@ -16,6 +16,18 @@ sc_status sc_lc_param(const char *params, const char *key, double def, double lo
 /* true if the key is present (any value). */
 bool sc_lc_param_has(const char *params, const char *key);
 
+/* Checks that params is a list of key=value items whose keys are all in
+ * `known` (comma-separated; "" accepts none) and appear once: a misspelt
+ * key (tagret=0.5) is an error naming the known ones, never ignored. */
+sc_status sc_params_check(const char *params, const char *known, const char *who, sc_err *err);
+
+/* --params keys of the consumers outside the calibration methods (each
+ * method lists its own: sc_method.param_keys). */
+#define SC_LAROSA_PACK_KEYS "in,h"
+#define SC_LAROSA_EVAL_KEYS "in,h,grid,grid_seqs,grid_step"
+#define SC_CETT_ROUTING_KEYS "target,lambda,gamma,qs,qh"
+#define SC_CWIC_EVAL_KEYS "apr,stripe,dist,stats,thresholds,export"
+
 /* The q-quantile (0..1) of x[0..n) by linear interpolation between order
  * statistics; x is sorted in place. n = 0 gives 0. */
 double sc_lc_quantile_sorted(double *x, int64_t n, double q);

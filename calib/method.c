@@ -42,8 +42,21 @@ sc_status sc_array_concat_resize(sc_array *a, int64_t rows, sc_err *err) {
 
 double *sc_method_f64(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
 
-void sc_down_col_norms(const sc_model *m, int64_t layer, double *out) {
-    const float *wd = m->layers[layer].wd;
+int sc_method_counter_array(sc_array *out, int cap, const char *name, int64_t *data, int64_t n) {
+    if (cap < 1) return 0;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->kind = SC_ARR_SUM;
+    out->type = SC_ARR_I64;
+    out->shape[0] = n;
+    out->data = data;
+    return 1;
+}
+
+sc_status sc_down_col_norms(const sc_model *m, int64_t layer, double *out, sc_err *err) {
+    const sc_layer *Ly;
+    SC_TRY(sc_model_layer(m, layer, &Ly, err));
+    const float *wd = Ly->wd;
     int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
     for (int64_t j = 0; j < F; j++) out[j] = 0.0;
     for (int64_t i = 0; i < D; i++) {
@@ -51,4 +64,5 @@ void sc_down_col_norms(const sc_model *m, int64_t layer, double *out) {
         for (int64_t j = 0; j < F; j++) out[j] += (double)row[j] * row[j];
     }
     for (int64_t j = 0; j < F; j++) out[j] = sqrt(out[j]);
+    return SC_OK;
 }

@@ -60,7 +60,27 @@ typedef struct sc_method {
     /* Lists the arrays (pointers stay valid for the state's lifetime). */
     int (*arrays)(void *state, sc_array *out, int cap);
     void (*free)(void *state);
+    /* Checkpoints (`compute --checkpoint-every` / `--resume`); both optional
+     * (NULL). resume_arrays lists what observe reads besides the arrays
+     * (running averages, stride counters): fixed-shape state of this process
+     * that a checkpoint saves so a resumed run continues exactly; it is never
+     * merged and never in a final file. resume runs after a checkpoint is
+     * loaded, before observe runs again (e.g. to restore the room that
+     * loading trimmed from fixed-capacity buffers). */
+    int (*resume_arrays)(void *state, sc_array *out, int cap);
+    sc_status (*resume)(void *state, sc_err *err);
+    /* Optional: checks what a file loaded into the state against the method's
+     * invariants (n_tokens: the calibration's scored positions), beyond the
+     * checks every file gets (scal.c: counts non-negative and bounded, sums
+     * and samples finite). NULL: none. */
+    sc_status (*validate)(void *state, int64_t n_tokens, sc_err *err);
+    /* The --params keys create reads, comma-separated ("" when none). */
+    const char *param_keys;
 } sc_method;
+
+/* Bound on any count a calibration holds (and on the sum of two, so merging
+ * shards never overflows int64). */
+#define SC_COUNT_MAX ((int64_t)1 << 62)
 
 const sc_method *sc_method_find(const char *name);
 /* The registry, NULL-terminated. */
@@ -69,6 +89,9 @@ const sc_method *const *sc_methods(void);
 /* Helpers for methods: per-layer float64/int64 vectors. */
 double *sc_method_f64(int64_t n);
 /* L2 norms of the columns of W_d [dim, ffn] (a neuron's output vector), in double. */
-void sc_down_col_norms(const sc_model *m, int64_t layer, double *out);
+/* Describes n int64 counters (one per calibrated layer) as one SUM array
+ * named name in out[0] (cap >= 1); returns the arrays written (0 or 1). */
+int sc_method_counter_array(sc_array *out, int cap, const char *name, int64_t *data, int64_t n);
+sc_status sc_down_col_norms(const sc_model *m, int64_t layer, double *out, sc_err *err);
 
 #endif

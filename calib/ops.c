@@ -1,4 +1,5 @@
 #include "ops.h"
+#include "threads.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -130,11 +131,10 @@ void sc_linear_forward(float *y, const float *x, const float *W, const float *b,
             for (int64_t o = 0; o < out; o++) y[t * out + o] += b[o];
 }
 
-void sc_blas_configure(const sc_config *c) {
-    const char *env = getenv("OPENBLAS_NUM_THREADS");
-    if (env && *env) return;
-    double layer_params = (double)c->dim * (double)(3 * c->ffn_dim + 2 * c->n_heads * c->head_dim);
-    openblas_set_num_threads(layer_params < 4e6 ? 1 : openblas_get_num_procs());
+int sc_blas_configure(const sc_config *c) {
+    int n = c ? sc_threads_for(c->dim, c->ffn_dim, c->n_heads * c->head_dim, NULL) : sc_threads_for(0, 0, 0, NULL);
+    openblas_set_num_threads(n);
+    return openblas_get_num_threads();
 }
 
 void sc_blas_describe(sc_blas_desc *out) {

@@ -35,11 +35,10 @@ float sc_act_scalar(float u, sc_act act);
 /* d phi / du */
 float sc_act_deriv(float u, sc_act act);
 
-/* Chooses the BLAS thread count for a model: one thread when its layers are
- * so small that waking a second thread costs more than it saves (stories260K
- * runs 5x faster that way), otherwise all cores. OPENBLAS_NUM_THREADS, when
- * set, always wins. */
-void sc_blas_configure(const sc_config *c);
+/* Sets OpenBLAS to the thread count of threads.h for this model (c may be
+ * NULL: no model yet) and returns the count it really uses (it caps the
+ * request at its build limit). */
+int sc_blas_configure(const sc_config *c);
 
 /* Which BLAS computes the matrix products, so a number can be traced to the
  * kernels that produced it: OpenBLAS picks its kernel set from the CPU at

@@ -160,7 +160,7 @@ sc_status sc_router_hook(void *user, const sc_tap_event *ev, sc_err *err) {
             break;
         default: return sc_errf(err, SC_EARG, "router: unknown kind");
         }
-        record(r, l, live);
+        if (!ev->replay) record(r, l, live); /* a backward pass's recomputation is not a new row */
         if (live == F) continue;
         int64_t runs = live > 0;
         for (int64_t i = 1; i < live; i++) runs += r->idx[i] != r->idx[i - 1] + 1;

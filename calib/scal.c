@@ -3,6 +3,7 @@
 #include "json_out.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,17 +17,20 @@ static srt_ct_dtype ct_type(sc_arr_type t) {
 
 static size_t elem_size(sc_arr_type t) { return t == SC_ARR_F32 ? 4 : 8; }
 
-sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, int compress, sc_err *err) {
+/* Saves c; ckpt (done, of) non-NULL: a checkpoint, with the methods' resume
+ * arrays as sections "METHOD/resume.NAME" and "checkpoint" in the manifest. */
+static sc_status save_impl(const sc_calib *c, const sc_model *m, const char *path, int compress, const int64_t *ckpt,
+                           sc_err *err) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", "sparsecal-calibration");
     cJSON_AddNumberToObject(j, "format_version", 1);
     cJSON_AddStringToObject(j, "tool", "sparsecal " SC_VERSION);
     cJSON *mo = cJSON_AddObjectToObject(j, "model");
     cJSON_AddStringToObject(mo, "id", c->model_id);
-    if (m) {
-        cJSON_AddStringToObject(mo, "family", sc_family_name(m->cfg.family));
-        cJSON_AddStringToObject(mo, "format", m->format);
-    }
+    /* a merge saves without a model: the shards' own record carries over */
+    const char *family = m ? sc_family_name(m->cfg.family) : c->model_family, *format = m ? m->format : c->model_format;
+    if (family[0]) cJSON_AddStringToObject(mo, "family", family);
+    if (format[0]) cJSON_AddStringToObject(mo, "format", format);
     cJSON_AddNumberToObject(mo, "dim", (double)c->dim);
     cJSON_AddNumberToObject(mo, "ffn_dim", (double)c->ffn_dim);
     cJSON_AddNumberToObject(mo, "n_layers", (double)c->n_layers);
@@ -39,6 +43,11 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     if (opt) cJSON_AddItemToObject(j, "options", opt);
     cJSON *ms = cJSON_AddArrayToObject(j, "methods");
     for (int i = 0; i < c->n_entries; i++) cJSON_AddItemToArray(ms, cJSON_CreateString(c->entries[i].method->name));
+    if (ckpt) { /* this process's sequences done so far, of how many */
+        cJSON *ck = cJSON_AddObjectToObject(j, "checkpoint");
+        cJSON_AddNumberToObject(ck, "done", (double)ckpt[0]);
+        cJSON_AddNumberToObject(ck, "of", (double)ckpt[1]);
+    }
     char *text = sc_json_print(j, false);
     cJSON_Delete(j);
     if (!text) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
@@ -52,10 +61,11 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     if (!arr && !cs) cs = SRT_CT_ENOMEM;
     for (int i = 0; i < c->n_entries && !cs; i++) {
         const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n && !cs; k++) {
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS), nr = 0;
+        if (ckpt && me->resume_arrays) nr = me->resume_arrays(c->entries[i].state, arr + n, SC_MAX_ARRAYS - n);
+        for (int k = 0; k < n + nr && !cs; k++) {
             char name[SRT_CT_MAX_NAME + 1];
-            snprintf(name, sizeof name, "%s/%s", me->name, arr[k].name);
+            snprintf(name, sizeof name, "%s/%s%s", me->name, k < n ? "" : "resume.", arr[k].name);
             uint64_t dims[2] = {(uint64_t)arr[k].shape[0], (uint64_t)arr[k].shape[1]};
             uint32_t nd = arr[k].shape[1] ? 2 : 1;
             size_t bytes = (size_t)arr[k].shape[0] * (arr[k].shape[1] ? (size_t)arr[k].shape[1] : 1) * elem_size(arr[k].type);
@@ -70,6 +80,16 @@ sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, 
     return st;
 }
 
+sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, int compress, sc_err *err) {
+    return save_impl(c, m, path, compress, NULL, err);
+}
+
+sc_status sc_calib_save_checkpoint(const sc_calib *c, const sc_model *m, const char *path, int64_t done, int64_t of,
+                                   sc_err *err) {
+    int64_t ck[2] = {done, of};
+    return save_impl(c, m, path, 1, ck, err); /* zstd 1: a checkpoint is written often and read once */
+}
+
 static sc_status ct_fail(const char *path, srt_container *ct, const char *msg, sc_err *err) {
     (void)path;
     return sc_errf(err, SC_EFORMAT, "%s", ct ? srt_container_errmsg(ct) : msg);
@@ -80,16 +100,50 @@ static const char *jstr(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static bool jint(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(v) || v->valuedouble < (double)lo || v->valuedouble > (double)hi ||
-        v->valuedouble != (double)(int64_t)v->valuedouble)
+/* An integral JSON number within [lo, hi]; the range is checked before any
+ * conversion (a double beyond int64 must never reach the cast). */
+static bool jnum_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo) || !(v->valuedouble <= (double)hi) ||
+        v->valuedouble != floor(v->valuedouble))
         return false;
     *out = (int64_t)v->valuedouble;
-    return true;
+    return *out >= lo && *out <= hi; /* (double)hi may round up past hi */
 }
 
-sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
+static bool jint(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
+    return jnum_int(cJSON_GetObjectItemCaseSensitive(o, k), lo, hi, out);
+}
+
+/* What every loaded array must satisfy whatever its method, as if the file
+ * had no checksum (a checksum catches corruption, not a crafted file): SUM
+ * counts are non-negative and bounded (so merging shards cannot overflow),
+ * sums and stored samples are finite. DERIVED arrays are recomputed. */
+static sc_status check_array(const char *path, const char *name, const sc_array *a, sc_err *err) {
+    if (a->kind == SC_ARR_DERIVED) return SC_OK;
+    int64_t n = a->shape[0] * (a->shape[1] ? a->shape[1] : 1);
+    if (a->type == SC_ARR_I64) {
+        if (a->kind != SC_ARR_SUM) return SC_OK; /* stored samples of ids or bits: their method checks them */
+        const int64_t *x = a->data;
+        int64_t total = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (x[i] < 0 || x[i] > SC_COUNT_MAX - total)
+                return sc_errf(err, SC_EFORMAT, "%s: section '%s' holds count %lld at %lld (counts are 0..2^62 in total)",
+                               path, name, (long long)x[i], (long long)i);
+            total += x[i];
+        }
+        return SC_OK;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double v = a->type == SC_ARR_F64 ? ((const double *)a->data)[i] : (double)((const float *)a->data)[i];
+        if (!isfinite(v))
+            return sc_errf(err, SC_EFORMAT, "%s: section '%s' holds a non-finite value at %lld", path, name, (long long)i);
+    }
+    return SC_OK;
+}
+
+/* ckpt non-NULL: the file must be a checkpoint; *ckpt = (done, of). A
+ * checkpoint loaded as a plain file (ckpt NULL) is a partial calibration. */
+static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, int64_t *ckpt, sc_err *err) {
     *out = NULL;
     char msg[768] = "";
     srt_container *ct = NULL;
@@ -119,16 +173,20 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
         st = sc_errf(err, SC_EFORMAT, "%s: the manifest is not a valid sparsecal calibration manifest", path);
         goto done;
     }
-    lb = (int64_t)cJSON_GetArrayItem(layers, 0)->valuedouble;
-    le = (int64_t)cJSON_GetArrayItem(layers, 1)->valuedouble;
-    if (lb < 0 || le > nl || lb >= le) {
-        st = sc_errf(err, SC_EFORMAT, "%s: options.layers [%lld, %lld] do not fit %lld layers", path, (long long)lb,
-                     (long long)le, (long long)nl);
+    if (!jnum_int(cJSON_GetArrayItem(layers, 0), 0, nl - 1, &lb) || !jnum_int(cJSON_GetArrayItem(layers, 1), 1, nl, &le) ||
+        lb >= le) {
+        st = sc_errf(err, SC_EFORMAT, "%s: options.layers must be two integers 0 <= begin < end <= %lld", path,
+                     (long long)nl);
+        goto done;
+    }
+    const char *family = jstr(mo, "family"), *format = jstr(mo, "format");
+    if ((family && strlen(family) >= sizeof c->model_family) || (format && strlen(format) >= sizeof c->model_format)) {
+        st = sc_errf(err, SC_EFORMAT, "%s: model.family or model.format is too long", path);
         goto done;
     }
     if (m) {
         char id[17];
-        sc_model_identity(m, id);
+        if ((st = sc_model_identity(m, id, err))) goto done;
         if (strcmp(id, mid) != 0) {
             st = sc_errf(err, SC_EARG, "%s: computed on another model (identity %s, this model is %s)", path, mid, id);
             goto done;
@@ -149,11 +207,24 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
             goto done;
         }
     }
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
+    int64_t ck_done = 0, ck_of = 0;
+    if (ck && (!jint(ck, "done", 0, INT64_MAX / 2, &ck_done) || !jint(ck, "of", 1, INT64_MAX / 2, &ck_of) ||
+               ck_done > ck_of || ck_done != nseq)) {
+        st = sc_errf(err, SC_EFORMAT, "%s: the manifest's checkpoint record is not valid", path);
+        goto done;
+    }
+    if (ckpt && !ck) {
+        st = sc_errf(err, SC_EARG, "%s: not a checkpoint (a finished calibration file)", path);
+        goto done;
+    }
     const char *params = jstr(opt, "params");
     if ((st = sc_calib_new(m ? m : &shape, names, nm, lb, le, params, &c, err))) goto done;
     snprintf(c->model_id, sizeof c->model_id, "%s", mid);
     snprintf(c->data_id, sizeof c->data_id, "%s", did);
     snprintf(c->shards, sizeof c->shards, "%s", shards);
+    snprintf(c->model_family, sizeof c->model_family, "%s", family ? family : "");
+    snprintf(c->model_format, sizeof c->model_format, "%s", format ? format : "");
     char *ot = sc_json_print(opt, false);
     if (!ot || strlen(ot) >= sizeof c->options) {
         free(ot);
@@ -172,10 +243,11 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
     size_t expected_sections = 0;
     for (int i = 0; i < c->n_entries && !st; i++) {
         const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n; k++) {
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS), nr = 0;
+        if (ck && me->resume_arrays) nr = me->resume_arrays(c->entries[i].state, arr + n, SC_MAX_ARRAYS - n);
+        for (int k = 0; k < n + nr; k++) {
             char name[SRT_CT_MAX_NAME + 1];
-            snprintf(name, sizeof name, "%s/%s", me->name, arr[k].name);
+            snprintf(name, sizeof name, "%s/%s%s", me->name, k < n ? "" : "resume.", arr[k].name);
             int64_t rows = arr[k].shape[0];
             if (arr[k].kind == SC_ARR_CONCAT) { /* stored samples: the file decides the row count */
                 int64_t si = srt_container_find(ct, name);
@@ -203,13 +275,26 @@ sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_
             }
             if (arr[k].kind == SC_ARR_CONCAT && (st = sc_array_concat_resize(&arr[k], rows, err))) break;
             if (count) memcpy(arr[k].data, data, count * elem_size(arr[k].type));
+            if ((st = check_array(path, name, &arr[k], err))) break;
             expected_sections++;
         }
     }
     if (!st && expected_sections != srt_container_section_count(ct))
         st = sc_errf(err, SC_EFORMAT, "%s: %zu sections, expected %zu", path, srt_container_section_count(ct),
                      expected_sections);
+    for (int i = 0; i < c->n_entries && !st; i++) {
+        const sc_method *me = c->entries[i].method;
+        if (me->validate && (st = me->validate(c->entries[i].state, c->n_tokens, err))) {
+            char m2[sizeof err->msg];
+            snprintf(m2, sizeof m2, "%s", err->msg);
+            st = sc_errf(err, st, "%s: %s", path, m2);
+        }
+    }
     if (!st) st = sc_calib_finalize(c, err);
+    if (!st && ckpt) {
+        ckpt[0] = ck_done;
+        ckpt[1] = ck_of;
+    }
 done:
     free(arr);
     cJSON_Delete(j);
@@ -220,4 +305,18 @@ done:
     }
     *out = c;
     return SC_OK;
+}
+
+sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
+    return load_impl(path, m, out, NULL, err);
+}
+
+sc_status sc_calib_load_checkpoint(const char *path, const sc_model *m, sc_calib **out, int64_t *done, int64_t *of,
+                                   sc_err *err) {
+    int64_t ck[2] = {0, 0};
+    sc_status st = load_impl(path, m, out, ck, err);
+    srt_input_forget_path(path); /* the run's own state: the next checkpoint replaces it */
+    *done = ck[0];
+    *of = ck[1];
+    return st;
 }

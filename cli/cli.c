@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
 #include "json_out.h"
@@ -9,11 +10,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+
+int cli_exit_code(sc_status st) { return (st == SC_EARG || st == SC_EIO) ? 2 : 1; }
 
 int cli_fail(const char *cmd, sc_status st, const sc_err *err) {
     fprintf(stderr, "sparsecal %s: %s\n", cmd, err->msg[0] ? err->msg : sc_status_name(st));
-    return (st == SC_EARG || st == SC_EIO) ? 2 : 1;
+    return cli_exit_code(st);
+}
+
+sc_status cli_check_output(const cli_inputs *in, const char *out, const char *const *more, sc_err *err) {
+    if (in) {
+        const char *named[] = {in->model_path, in->tok_path, in->data_path, in->tokens_path};
+        for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) srt_input_note_path(named[i]);
+    }
+    for (size_t i = 0; more && more[i]; i++) srt_input_note_path(more[i]);
+    if (!out) return SC_OK;
+    char msg[sizeof err->msg];
+    if (srt_output_check(out, msg, sizeof msg)) return sc_errf(err, SC_EARG, "%s", msg);
+    return SC_OK;
+}
+
+sc_status cli_steps(int64_t given, int64_t limit, const char *limit_what, int64_t *steps, sc_err *err) {
+    if (given < 0) {
+        *steps = limit < CLI_DEFAULT_STEPS ? limit : CLI_DEFAULT_STEPS;
+        return SC_OK;
+    }
+    if (given > limit)
+        return sc_errf(err, SC_EARG, "-n %lld exceeds %s (%lld positions)", (long long)given, limit_what,
+                       (long long)limit);
+    *steps = given;
+    return SC_OK;
 }
 
 /* tokenizer.json (else tokenizer.model) beside a Hugging Face model, or NULL. */
@@ -24,9 +52,28 @@ static const char *hf_tokenizer_file(const char *model_path, char *buf, size_t c
     return NULL;
 }
 
+const char *cli_threads_help(void) {
+    static char buf[192];
+    snprintf(buf, sizeof buf,
+             "threads to compute with, BLAS and runtime kernels (default: all %d cores, 1 for layers under %.0fM "
+             "parameters; OPENBLAS_NUM_THREADS if set)",
+             sc_cpu_count(), SC_THREADS_SMALL_LAYER / 1e6);
+    return buf;
+}
+
+sc_status cli_threads_setup(int64_t threads, sc_err *err) {
+    if (threads == 0 && sc_threads_env() < 0)
+        return sc_errf(err, SC_EARG, "OPENBLAS_NUM_THREADS=%s is not an integer in 1..%d (unset it or give --threads)",
+                       getenv("OPENBLAS_NUM_THREADS"), SC_THREADS_MAX);
+    sc_threads_request((int)threads);
+    return SC_OK;
+}
+
 sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err) {
+    SC_TRY(cli_threads_setup(in->threads, err));
     if (!in->model_path) return sc_errf(err, SC_EARG, "no model given (-m MODEL)");
     SC_TRY(sc_model_load(in->model_path, &in->model, err));
+    sc_blas_configure(&in->model->cfg);
     char buf[4096];
     const char *tok_path = in->tok_path ? in->tok_path : hf_tokenizer_file(in->model_path, buf, sizeof buf);
     if (tok_path) {
@@ -82,18 +129,6 @@ void cli_inputs_free(cli_inputs *in) {
     in->model = NULL;
 }
 
-static uint64_t status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    uint64_t kb = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, kl) == 0) kb = strtoull(line + kl, NULL, 10);
-    fclose(f);
-    return kb * 1024;
-}
-
 /* the available runtime ISAs as "scalar avx2 avx512", and the selected one
  * (or the reason SPARSECAL_ISA cannot be honoured) */
 static void isa_lists(char *avail, size_t cap, char *chosen, size_t ccap) {
@@ -110,19 +145,61 @@ static void isa_lists(char *avail, size_t cap, char *chosen, size_t ccap) {
         snprintf(chosen, ccap, "none (SPARSECAL_ISA=%s is not available here)", getenv("SPARSECAL_ISA"));
 }
 
-void cli_print_provenance(FILE *f) {
+/* the count for model c (NULL: none yet), why, and the count BLAS really takes */
+static int threads_for(const sc_config *c, sc_threads_source *why, int *blas) {
+    int n = c ? sc_threads_for(c->dim, c->ffn_dim, c->n_heads * c->head_dim, why) : sc_threads_for(0, 0, 0, why);
+    *blas = sc_blas_configure(c);
+    return n;
+}
+
+#define BLAS_AUTO_ENV "SPARSECAL_OPENBLAS_CHOSE"
+
+void cli_blas_fix_kernels(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv(BLAS_AUTO_ENV)) return;
+    sc_blas_desc b;
+    sc_blas_describe(&b);
+    static const char *narrow[] = {"Prescott", "Core2",  "Penryn", "Dunnington", "Nehalem",
+                                   "Atom",     "Katmai", "Banias", "Northwood",  "Sandybridge"};
+    bool is_narrow = false;
+    for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) is_narrow |= strcmp(b.core, narrow[i]) == 0;
+    uint32_t cpu = srt_cpu_features();
+    uint32_t avx512 = SRT_CPU_AVX512F | SRT_CPU_AVX512BW | SRT_CPU_AVX512VL, avx2 = SRT_CPU_AVX2 | SRT_CPU_FMA;
+    const char *want = (cpu & avx512) == avx512 ? "SkylakeX" : (cpu & avx2) == avx2 ? "Haswell" : NULL;
+    if (!is_narrow || !want) return;
+    if (setenv("OPENBLAS_CORETYPE", want, 1) || setenv(BLAS_AUTO_ENV, b.core, 1)) return;
+    /* the binary's own path, so that ps and top still show "sparsecal" */
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0 && (size_t)len < sizeof self - 1) {
+        self[len] = '\0';
+        execv(self, argv); /* returns only on failure: go on with what OpenBLAS chose */
+    }
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(BLAS_AUTO_ENV);
+}
+
+void cli_print_provenance(FILE *f, const sc_config *c) {
     char avail[128], chosen[128];
     isa_lists(avail, sizeof avail, chosen, sizeof chosen);
     const char *env = getenv("SPARSECAL_ISA");
     fprintf(f, "kernels     %s available; using %s (SPARSECAL_ISA%s%s)\n", avail, chosen, env && *env ? "=" : " unset",
             env && *env ? env : "");
+    sc_threads_source why;
+    int blas_n, n = threads_for(c, &why, &blas_n);
     sc_blas_desc b;
     sc_blas_describe(&b);
-    fprintf(f, "blas        %s %s, %s kernels (OPENBLAS_CORETYPE%s%s), %d threads\n", b.library, b.version, b.core,
-            b.coretype_env[0] ? "=" : " unset", b.coretype_env, b.threads);
+    const char *chose = getenv(BLAS_AUTO_ENV);
+    if (chose)
+        fprintf(f, "blas        %s %s, %s kernels (set by sparsecal: OpenBLAS chose %s for this CPU; set OPENBLAS_CORETYPE to override), %d threads\n",
+                b.library, b.version, b.core, chose, b.threads);
+    else
+        fprintf(f, "blas        %s %s, %s kernels (OPENBLAS_CORETYPE%s%s), %d threads\n", b.library, b.version, b.core,
+                b.coretype_env[0] ? "=" : " unset", b.coretype_env, b.threads);
+    fprintf(f, "threads     %d (%s%s): BLAS %d, runtime kernels %d\n", n, sc_threads_source_name(why),
+            !c && why == SC_THREADS_ALL_CORES ? "; 1 for models with layers under 4M parameters" : "", blas_n, n);
 }
 
-void cli_provenance_json(cJSON *j) {
+void cli_provenance_json(cJSON *j, const sc_config *c) {
     char avail[128], chosen[128];
     isa_lists(avail, sizeof avail, chosen, sizeof chosen);
     cJSON *k = cJSON_AddObjectToObject(j, "kernels");
@@ -130,6 +207,8 @@ void cli_provenance_json(cJSON *j) {
     for (int i = 0; i < SRT_ISA_COUNT; i++)
         if (srt_isa_available((srt_isa)i)) cJSON_AddItemToArray(arr, cJSON_CreateString(srt_isa_name((srt_isa)i)));
     cJSON_AddStringToObject(k, "selected", chosen);
+    sc_threads_source why;
+    int blas_n, n = threads_for(c, &why, &blas_n);
     sc_blas_desc b;
     sc_blas_describe(&b);
     cJSON *o = cJSON_AddObjectToObject(j, "blas");
@@ -140,12 +219,32 @@ void cli_provenance_json(cJSON *j) {
         cJSON_AddStringToObject(o, "openblas_coretype", b.coretype_env);
     else
         cJSON_AddNullToObject(o, "openblas_coretype");
+    const char *chose = getenv(BLAS_AUTO_ENV); /* set by cli_blas_fix_kernels: what OpenBLAS chose itself */
+    if (chose)
+        cJSON_AddStringToObject(o, "openblas_chose", chose);
+    else
+        cJSON_AddNullToObject(o, "openblas_chose");
     cJSON_AddNumberToObject(o, "threads", b.threads);
     cJSON_AddStringToObject(o, "config", b.config);
+    cJSON *t = cJSON_AddObjectToObject(j, "threads");
+    cJSON_AddNumberToObject(t, "count", n);
+    cJSON_AddStringToObject(t, "source", sc_threads_source_name(why));
+    cJSON_AddNumberToObject(t, "blas", blas_n);
+    cJSON_AddNumberToObject(t, "kernels", n);
+    cJSON_AddNumberToObject(t, "cpus", sc_cpu_count());
 }
 
-uint64_t cli_rss_bytes(void) { return status_kb("VmRSS:"); }
-uint64_t cli_peak_rss_bytes(void) { return status_kb("VmHWM:"); }
+uint64_t cli_rss_bytes(void) {
+    sc_mem m;
+    sc_mem_read(&m);
+    return m.rss;
+}
+
+uint64_t cli_peak_rss_bytes(void) {
+    sc_mem m;
+    sc_mem_read(&m);
+    return m.hwm;
+}
 
 void cli_print_json(cJSON *j) {
     char *s = sc_json_print(j, false);

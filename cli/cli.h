@@ -10,10 +10,13 @@
 #include "common.h"
 #include "data.h"
 #include "model.h"
+#include "threads.h"
 #include "tokenizer.h"
 
 /* Exit status for a failure: 2 for bad usage or an unreadable input, 1 otherwise. */
 int cli_fail(const char *cmd, sc_status st, const sc_err *err);
+/* The exit status cli_fail returns, without printing. */
+int cli_exit_code(sc_status st);
 
 typedef struct cli_inputs {
     const char *model_path, *tok_path, *data_path, *tokens_path, *separator;
@@ -25,6 +28,7 @@ typedef struct cli_inputs {
     int64_t seed;           /* --seed S (S >= 1): shuffle documents deterministically; 0 keeps the file order */
     int64_t pack;           /* --pack N: sequences of exactly N tokens; 0: one document per sequence */
     const char *chat_format; /* --chat-format NAME for "messages" JSONL lines; NULL: from the tokenizer */
+    int64_t threads;        /* --threads N; 0: not given (see threads.h) */
     sc_model *model;
     sc_tokenizer *tok_owned; /* from -t, or tokenizer.json beside a Hugging Face model; else the model's */
     const sc_tokenizer *tok;
@@ -52,26 +56,62 @@ typedef struct cli_inputs {
     {"chat-format", 0, SC_ARG_STR, &(in).chat_format, "F",                                                           \
      "chat format for JSONL \"messages\": llama3, gemma, chatml, mistral (default: from the tokenizer)", 0, 0}
 
+/* --threads N, the threads a command computes with (BLAS and the runtime
+ * kernels, calib/threads.h), for every command that does heavy work; var
+ * (int64_t) stays 0 when the option is not given. */
+#define CLI_THREADS_OPT(var) {"threads", 0, SC_ARG_INT, &(var), "N", cli_threads_help(), 1, SC_THREADS_MAX}
+const char *cli_threads_help(void);
+/* Makes --threads (0: not given) the count of threads.h; an OPENBLAS_NUM_THREADS
+ * that is not an integer in 1..1024 is an error unless --threads is given. */
+sc_status cli_threads_setup(int64_t threads, sc_err *err);
+
 /* Loads -m and the tokenizer: -t (any kind, see sc_tokenizer_load_auto),
  * else tokenizer.json / tokenizer.model beside a Hugging Face model, else
- * the model's own. need_tok: fail when there is none. */
+ * the model's own. need_tok: fail when there is none. Sets the thread count
+ * (in->threads) for the model. */
 sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err);
 /* Loads -f (text/JSONL) or --tokens into d, then shuffles (--seed), cuts
  * (--max-docs) and packs (--pack). */
 sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err);
 void cli_inputs_free(cli_inputs *in);
+/* Refuses an output (-o) that is the same file as an input: notes the named
+ * inputs of in (may be NULL) and the NULL-terminated list more (may be NULL)
+ * beside every file read so far (srt_file.h), then checks out (may be NULL).
+ * Commands call it before loading (a quick refusal) and again before long
+ * work; the writers check once more when they create and commit the file. */
+sc_status cli_check_output(const cli_inputs *in, const char *out, const char *const *more, sc_err *err);
+
+/* -n of generate and run: the total positions, BOS and prompt included (as
+ * llama2.c's steps). Unset (given < 0): CLI_DEFAULT_STEPS, at most limit;
+ * given beyond limit (the context) is an error naming limit_what. There is
+ * no "0 = whole context": give the number. */
+#define CLI_DEFAULT_STEPS 256
+#define CLI_STEPS_OPT(v)                                                                                              \
+    {"steps", 'n', SC_ARG_INT, &(v), "N",                                                                             \
+     "total positions including BOS and prompt, as llama2.c (default 256, at most the context)", 1, 1 << 21}
+sc_status cli_steps(int64_t given, int64_t limit, const char *limit_what, int64_t *steps, sc_err *err);
 
 /* Prints j on one line to stdout and frees it (the --json output of every command). */
 struct cJSON;
 void cli_print_json(struct cJSON *j);
 
 /* What computes the numbers: the runtime kernel sets this CPU can run (and
- * the one SPARSECAL_ISA / the CPU selects) and the BLAS library with the
- * kernel set it chose. As text lines ("kernels ...", "blas ...") or as the
- * "kernels" and "blas" members of a JSON object. */
+ * the one SPARSECAL_ISA / the CPU selects), the BLAS library with the
+ * kernel set it chose, and the threads both use for model c (NULL: before a
+ * model is known). As text lines ("kernels ...", "blas ...", "threads ...")
+ * or as the "kernels", "blas" and "threads" members of a JSON object. */
 #include <stdio.h>
-void cli_print_provenance(FILE *f);
-void cli_provenance_json(struct cJSON *j);
+void cli_print_provenance(FILE *f, const sc_config *c);
+/* OpenBLAS picks its kernels from the CPU's model name when it is loaded; a
+ * CPU it does not know (VMs that report a generic "Intel Xeon Processor")
+ * gets its baseline SSE3 kernels ("Prescott"), several times slower than the
+ * AVX2/AVX-512 ones the CPU has. When OPENBLAS_CORETYPE is unset and the
+ * chosen kernels are narrower than the CPU's vector unit, this runs the
+ * program again (execv) with OPENBLAS_CORETYPE=Haswell or SkylakeX, and
+ * --version / info say so. Setting OPENBLAS_CORETYPE yourself disables it.
+ * Call first thing in main. */
+void cli_blas_fix_kernels(char **argv);
+void cli_provenance_json(struct cJSON *j, const sc_config *c);
 
 /* Resident set size of this process in bytes (0 if unknown). */
 uint64_t cli_rss_bytes(void);

@@ -1,5 +1,5 @@
 /* cmd_bench.c - `sparsecal bench`: the cold-cache layer-cycling GEMV
- * benchmark of seed 000 (App. E). N distinct weight matrices per kernel
+ * benchmark of the CLAWS paper (App. E). N distinct weight matrices per kernel
  * (35 by default) are visited in turn so the weights come from DRAM; after
  * warm-up passes, every GEMV of the timed passes is timed and the per-layer
  * median, min and max are reported; the whole measurement is repeated
@@ -565,12 +565,13 @@ static void machine(char *cpu, size_t cap) {
     fclose(f);
 }
 
-static int parse_list(const char *s, double *v, int max, double lo, double hi) {
+/* A comma-separated list of numbers in [lo, hi] (NaN is in no range; integral: whole numbers only). */
+static int parse_list(const char *s, double *v, int max, double lo, double hi, bool integral) {
     int n = 0;
     while (s && *s) {
         char *end;
         double x = strtod(s, &end);
-        if (end == s || n == max || x < lo || x > hi) return -1;
+        if (end == s || n == max || !(x >= lo && x <= hi) || (integral && x != floor(x))) return -1;
         v[n++] = x;
         s = *end == ',' ? end + 1 : end;
         if (*end && *end != ',') return -1;
@@ -604,7 +605,7 @@ int cmd_bench(int argc, char **argv) {
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
     int r = sc_parse_args("bench",
-                          "Cold-cache GEMV benchmark (seed 000, App. E): distinct weight matrices cycled so weights\n"
+                          "Cold-cache GEMV benchmark (the CLAWS paper, App. E): distinct weight matrices cycled so weights\n"
                           "come from DRAM; per-layer median/min/max µs of dense and sparse kernels, speed-ups, GB/s.",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
@@ -614,9 +615,10 @@ int cmd_bench(int argc, char **argv) {
         warm = 2;
     }
     double sp[MAX_SP], thd[MAX_THREADS], dd[2 * MAX_SHAPES];
-    int nsp = parse_list(sps, sp, MAX_SP, 0.0, 0.99), nth = parse_list(ths, thd, MAX_THREADS, 1, 64);
-    if (nsp < 0 || nth <= 0) {
-        fprintf(stderr, "sparsecal bench: bad --sparsity or --threads list\n");
+    int nsp = parse_list(sps, sp, MAX_SP, 0.0, 0.99, false), nth = parse_list(ths, thd, MAX_THREADS, 1, 64, true);
+    if (nsp <= 0 || nth <= 0) {
+        fprintf(stderr, "sparsecal bench: %s\n", nsp <= 0 ? "--sparsity wants numbers in [0, 0.99], e.g. 0.3,0.5"
+                                                        : "--threads wants whole numbers in [1, 64], e.g. 1,2");
         return 2;
     }
     int nd = 0;

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lc_util.h"
+#include "cli_mpi.h"
 #include "scal.h"
 #include "eval_input.h"
 #include "sparse_eval.h"
@@ -37,17 +39,18 @@ int cmd_compute(int argc, char **argv) {
     cli_inputs in = {0};
     const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
                *params = NULL;
-    int64_t seqs = 0, seq_len = 0, compress = 3;
+    int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
-    bool json = false, quiet = false;
+    bool json = false, quiet = false, resume = false;
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats, larosa, cett, clada, teal, cwic, coact (comma-separated)", 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
         {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
         {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
-        {"shard", 0, SC_ARG_STR, &shard, "I/N", "process every N-th sequence starting at I (merge shards later)", 0, 0},
+        {"shard", 0, SC_ARG_STR, &shard, "I/N", "process every N-th sequence starting at I (merge shards later); not under mpirun", 0, 0},
         {"layers", 0, SC_ARG_STR, &layers, "A:B", "calibrate layers A..B-1 (default: all)", 0, 0},
         {"loss", 0, SC_ARG_STR, &loss, "ce|distill", "loss for gradients: next-token CE, or KL(student||teacher) + w*CE", 0, 0},
         {"student", 0, SC_ARG_STR, &student, "R", "distill: the student's router (cats, oracle, dense)", 0, 0},
@@ -55,87 +58,136 @@ int cmd_compute(int argc, char **argv) {
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
+        {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N",
+         "every N sequences save the accumulators to FILE.ckpt (MPI: FILE.ckpt.rankR); removed on success", 1, 1e15},
+        {"resume", 0, SC_ARG_FLAG, &resume, NULL,
+         "continue from FILE.ckpt (same model, data, options, shard; none yet: start from the beginning)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
+    cli_mpi mp;
+    cli_mpi_start(&mp);
+    cli_mpi_mute(&mp, true); /* every rank parses the same options: rank 0 speaks for all */
     int r = sc_parse_args("compute",
                           "Stream calibration sequences through the model and accumulate each method's statistics\n"
-                          "into a calibration file. claws runs the backward pass; cats needs only the forward.",
+                          "into a calibration file. claws runs the backward pass; cats needs only the forward.\n"
+                          "Under mpirun/srun every rank takes every N-th sequence (as --shard rank/N) and rank 0\n"
+                          "merges the ranks' results in rank order and writes the file (docs/SCALE.md).",
                           opts, argc, argv, NULL, 0, NULL);
-    if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    cli_mpi_mute(&mp, false);
+    if (r) {
+        cli_mpi_end(&mp);
+        return r == SC_ARGS_HELP ? 0 : 2;
+    }
     sc_compute_opts co;
     sc_compute_opts_default(&co);
     char mbuf[256];
-    if (!methods || !out) {
-        fprintf(stderr, "sparsecal compute: %s\n", !methods ? "no method given (--method claws)" : "no output file (-o FILE)");
-        return 2;
+    sc_err err = {{0}};
+    sc_dataset d = {0};
+    sc_calib *c = NULL;
+    sc_status st = SC_OK;
+    if (!methods || !out)
+        st = sc_errf(&err, SC_EARG, "%s", !methods ? "no method given (--method claws)" : "no output file (-o FILE)");
+    snprintf(mbuf, sizeof mbuf, "%s", methods ? methods : "");
+    for (char *p = strtok(mbuf, ","); p && !st; p = strtok(NULL, ",")) {
+        if (co.n_methods == SC_MAX_METHODS || !sc_method_find(p))
+            st = sc_errf(&err, SC_EARG, "unknown method '%s' (claws, cats, larosa, cett, clada, teal, cwic, coact)", p);
+        else
+            co.methods[co.n_methods++] = p;
     }
-    snprintf(mbuf, sizeof mbuf, "%s", methods);
-    for (char *p = strtok(mbuf, ","); p; p = strtok(NULL, ",")) {
-        if (co.n_methods == SC_MAX_METHODS || !sc_method_find(p)) {
-            fprintf(stderr, "sparsecal compute: unknown method '%s' (claws, cats, larosa, cett, clada, teal, cwic, coact)\n", p);
-            return 2;
+    if (!st) {
+        char known[1024] = "";
+        for (int i = 0; i < co.n_methods; i++) {
+            const char *k = sc_method_find(co.methods[i])->param_keys;
+            if (k && *k) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? "," : "", k);
         }
-        co.methods[co.n_methods++] = p;
+        st = sc_params_check(params, known, "--params", &err);
     }
-    if (layers && !parse_range(layers, &co.layer_begin, &co.layer_end)) {
-        fprintf(stderr, "sparsecal compute: --layers expects A:B with A < B, got '%s'\n", layers);
-        return 2;
-    }
-    if (shard && !parse_shard(shard, &co.shard_index, &co.shard_count)) {
-        fprintf(stderr, "sparsecal compute: --shard expects I/N with 0 <= I < N, got '%s'\n", shard);
-        return 2;
-    }
-    if (strcmp(loss, "ce") == 0)
+    if (!st && layers && !parse_range(layers, &co.layer_begin, &co.layer_end))
+        st = sc_errf(&err, SC_EARG, "--layers expects A:B with A < B, got '%s'", layers);
+    if (!st && shard && !parse_shard(shard, &co.shard_index, &co.shard_count))
+        st = sc_errf(&err, SC_EARG, "--shard expects I/N with 0 <= I < N, got '%s'", shard);
+    if (!st && mp.unsupported)
+        st = sc_errf(&err, SC_EARG, "started as one of %d MPI processes, but this sparsecal was built without MPI "
+                                    "(install libopenmpi-dev and rebuild, or run --shard I/N jobs and merge)", mp.unsupported);
+    if (!st && shard && mp.size > 1)
+        st = sc_errf(&err, SC_EARG, "--shard cannot be combined with an MPI run of %d ranks (each rank is a shard already)",
+                     mp.size);
+    if (!st && strcmp(loss, "ce") == 0)
         co.loss = SC_LOSS_KIND_CE;
-    else if (strcmp(loss, "distill") == 0)
+    else if (!st && strcmp(loss, "distill") == 0)
         co.loss = SC_LOSS_KIND_DISTILL;
-    else {
-        fprintf(stderr, "sparsecal compute: --loss must be ce or distill, got '%s'\n", loss);
-        return 2;
-    }
+    else if (!st)
+        st = sc_errf(&err, SC_EARG, "--loss must be ce or distill, got '%s'", loss);
     int sr = srt_router_from_name(student);
-    if (sr < 0) {
-        fprintf(stderr, "sparsecal compute: unknown --student router '%s'\n", student);
-        return 2;
+    if (!st && sr < 0) st = sc_errf(&err, SC_EARG, "unknown --student router '%s'", student);
+    if (mp.size > 1) { /* rank r of N is shard r/N */
+        co.shard_index = mp.rank;
+        co.shard_count = mp.size;
+        co.on_seq = cli_mpi_poll;
+        co.on_seq_user = &mp;
     }
-    co.student = (srt_router)sr;
+    co.student = sr < 0 ? co.student : (srt_router)sr;
     co.student_density = student_density;
     co.ce_weight = ce_weight;
     co.seq_len = seq_len;
     co.max_seqs = seqs;
     co.params = params;
-    co.progress = quiet ? NULL : stderr;
-    sc_err err = {{0}};
-    sc_dataset d = {0};
-    sc_calib *c = NULL;
-    sc_status st = cli_load(&in, false, &err);
+    co.progress = quiet || mp.rank > 0 ? NULL : stderr; /* progress of rank 0's share */
+    /* checkpoints: one per process, beside the output (each rank its own share) */
+    char ckpt[4096] = "";
+    if (!st && out && (size_t)snprintf(ckpt, sizeof ckpt, mp.size > 1 ? "%s.ckpt.rank%d" : "%s.ckpt", out, mp.rank) >= sizeof ckpt)
+        st = sc_errf(&err, SC_EARG, "-o %s: the path is too long", out);
+    co.checkpoint_every = ckpt_every;
+    co.checkpoint_path = ckpt;
+    if (!st && resume) {
+        if (sc_file_exists(ckpt))
+            co.resume_path = ckpt;
+        else /* (also with -q: the run does not do what was asked) */
+            fprintf(stderr, "note: no checkpoint %s yet: starting from the first sequence\n", ckpt);
+    }
+    st = cli_mpi_agree(&mp, "compute", st, &err);
+    if (!st) st = cli_check_output(&in, out, NULL, &err);
+    if (!st) st = cli_load(&in, false, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
+    if (!st) st = cli_check_output(&in, out, NULL, &err); /* every file read, e.g. inside a model directory */
     if (!st && co.layer_end > in.model->cfg.n_layers)
         st = sc_errf(&err, SC_EARG, "--layers %s: the model has %lld layers", layers, (long long)in.model->cfg.n_layers);
+    st = cli_mpi_agree(&mp, "compute", st, &err);
+    double t0 = sc_now();
     if (!st) st = sc_calib_compute(in.model, &d, &co, &c, &err);
-    if (!st) st = sc_calib_save(c, in.model, out, (int)compress, &err);
-    if (!st && json) {
+    st = cli_mpi_agree(&mp, "compute", st, &err);
+    /* rank 0 adds the other ranks' results in rank order, exactly as `merge` adds shard files */
+    if (!st) st = cli_mpi_agree(&mp, "compute", cli_mpi_reduce(&mp, in.model, c, &err), &err);
+    double seconds = mp.size > 1 ? sc_now() - t0 : c ? c->seconds : 0; /* MPI: wall clock (c->seconds sums the ranks') */
+    if (!st && mp.rank == 0) st = sc_calib_save(c, in.model, out, (int)compress, &err);
+    st = cli_mpi_agree(&mp, "compute", st, &err);
+    if (!st && (ckpt_every > 0 || co.resume_path)) remove(ckpt); /* the result is written: the checkpoint is spent */
+    if (!st && mp.rank == 0 && json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "out", out);
         cJSON_AddStringToObject(j, "methods", methods);
         cJSON_AddNumberToObject(j, "sequences", (double)c->n_seqs);
         cJSON_AddNumberToObject(j, "tokens", (double)c->n_tokens);
-        cJSON_AddNumberToObject(j, "seconds", c->seconds);
-        cJSON_AddNumberToObject(j, "tokens_per_second", (double)(c->n_tokens + c->n_seqs) / (c->seconds > 0 ? c->seconds : 1e-9));
+        cJSON_AddNumberToObject(j, "seconds", seconds);
+        cJSON_AddNumberToObject(j, "tokens_per_second", (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9));
+        cJSON_AddNumberToObject(j, "processes", mp.size);
         cJSON_AddStringToObject(j, "model_id", c->model_id);
         cJSON_AddStringToObject(j, "data_id", c->data_id);
         cJSON_AddStringToObject(j, "shards", c->shards);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
         cli_print_json(j);
-    } else if (!st && !quiet) {
-        fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s)\n", out, (long long)c->n_seqs,
-                (long long)c->n_tokens, c->seconds, (double)(c->n_tokens + c->n_seqs) / (c->seconds > 0 ? c->seconds : 1e-9));
+    } else if (!st && mp.rank == 0 && !quiet) {
+        fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s)%s\n", out, (long long)c->n_seqs,
+                (long long)c->n_tokens, seconds, (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9),
+                mp.size > 1 ? " over MPI ranks" : "");
     }
     sc_calib_free(c);
     sc_dataset_free(&d);
     cli_inputs_free(&in);
+    cli_mpi_end(&mp);
+    if (st && mp.reported) return cli_exit_code(st); /* printed once, by the rank that failed */
     return st ? cli_fail("compute", st, &err) : 0;
 }
 
@@ -150,11 +202,12 @@ int cmd_merge(int argc, char **argv) {
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
-    const char *inputs[256];
+    const char *inputs[257];
     int n_in = 0;
     int r = sc_parse_args("merge", "Sum compatible calibration files (shards of one run) into one:\n"
                                    "  sparsecal merge A.scal B.scal ... -o C.scal",
                           opts, argc, argv, inputs, 256, &n_in);
+    inputs[n_in] = NULL;
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     compress = (int)level;
     if (!out || n_in < 1) {
@@ -163,7 +216,8 @@ int cmd_merge(int argc, char **argv) {
     }
     sc_err err = {{0}};
     sc_calib *acc = NULL;
-    sc_status st = sc_calib_load(inputs[0], NULL, &acc, &err);
+    sc_status st = cli_check_output(NULL, out, inputs, &err);
+    if (!st) st = sc_calib_load(inputs[0], NULL, &acc, &err);
     for (int i = 1; i < n_in && !st; i++) {
         sc_calib *c;
         if ((st = sc_calib_load(inputs[i], NULL, &c, &err))) break;
@@ -257,6 +311,7 @@ int cmd_eval(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, cett, clada, teal, teal-greedy, cwic", 0, 0},
@@ -279,6 +334,17 @@ int cmd_eval(int argc, char **argv) {
     if (!lc_method && !in_method && (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0)) {
         fprintf(stderr, "sparsecal eval: unknown method '%s'\n", method);
         return 2;
+    }
+    {
+        const char *known = !strcmp(method, "larosa")                          ? SC_LAROSA_EVAL_KEYS
+                          : !strcmp(method, "cett") || !strcmp(method, "clada") ? SC_CETT_ROUTING_KEYS
+                          : sc_cwic_is_method(method)                          ? SC_CWIC_EVAL_KEYS
+                                                                               : "";
+        sc_err perr = {{0}};
+        if (sc_params_check(params, known, "--params", &perr)) {
+            fprintf(stderr, "sparsecal eval: %s\n", perr.msg);
+            return 2;
+        }
     }
     sc_err err = {{0}};
     sc_dataset d = {0};

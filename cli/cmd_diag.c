@@ -1,4 +1,4 @@
-/* cmd_diag.c - `sparsecal diag`: the rank-leverage diagnostics of seed 000
+/* cmd_diag.c - `sparsecal diag`: the rank-leverage diagnostics of the CLAWS paper
  * (Tables 5 and 7, Appendix G) as Markdown tables or one JSON object. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -86,6 +86,7 @@ int cmd_diag(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file with claws and larosa statistics", 0, 0},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per sequence, longer ones are cut (default: the model's)", 2, 1 << 21},
         {"crot-seqs", 0, SC_ARG_INT, &crot, "N", "sequences used for c_rot = E|Q^T dL/dx| (default: half)", 0, 1e15},
@@ -98,7 +99,7 @@ int cmd_diag(int argc, char **argv) {
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
     int r = sc_parse_args("diag",
-                          "Rank-leverage diagnostics (seed 000, Tables 5 and 7): spread of the base scores |Q^T x| and\n"
+                          "Rank-leverage diagnostics (the CLAWS paper, Tables 5 and 7): spread of the base scores |Q^T x| and\n"
                           "|phi(W_g x)| and of their static modifiers c_rot and c_j, the leverage lambda, and how far the\n"
                           "modifier moves ranks and the top-K set. c_rot is estimated on the first sequences of the text\n"
                           "and the statistics on the following ones.",
@@ -112,7 +113,9 @@ int cmd_diag(int argc, char **argv) {
     sc_dataset d = {0};
     sc_calib *c = NULL;
     sc_diag_result res;
-    sc_status st = cli_load(&in, false, &err);
+    const char *more[] = {calib, NULL};
+    sc_status st = cli_check_output(&in, dump, more, &err);
+    if (!st) st = cli_load(&in, false, &err);
     if (!st) st = sc_calib_load(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     sc_atomic_file af;

@@ -12,6 +12,7 @@ int cmd_info(int argc, char **argv) {
     const sc_opt opts[] = {
         {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model: llama2.c .bin, .gguf, or Hugging Face dir", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &in.tok_path, "TOK", "tokenizer to describe instead of the model's", 0, 0},
+        CLI_THREADS_OPT(in.threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
@@ -66,9 +67,10 @@ int cmd_info(int argc, char **argv) {
         if (m->note[0]) cJSON_AddStringToObject(j, "note", m->note);
         cJSON_AddNumberToObject(j, "weights_mapped_bytes", (double)m->mapped_bytes);
         cJSON_AddNumberToObject(j, "weights_converted_bytes", (double)m->owned_bytes);
+        cJSON_AddNumberToObject(j, "weights_on_use_bytes", (double)m->lazy_bytes);
         cJSON_AddNumberToObject(j, "rss_bytes", (double)rss);
         cJSON_AddStringToObject(j, "cpu_features", feats);
-        cli_provenance_json(j);
+        cli_provenance_json(j, c);
         cli_print_json(j);
     } else {
         printf("model       %s (%s, %s weights)\n", m->path, m->format, m->src_dtype);
@@ -87,10 +89,12 @@ int cmd_info(int argc, char **argv) {
         else
             printf("tokenizer   none in the model file (give -t, or use --tokens)\n");
         if (m->note[0]) printf("note        %s\n", m->note);
-        printf("memory      %.2f MiB weights mapped in place, %.2f MiB converted to f32, RSS %.2f MiB\n",
-               (double)m->mapped_bytes / 1048576.0, (double)m->owned_bytes / 1048576.0, (double)rss / 1048576.0);
+        printf("memory      %.2f MiB weights mapped in place, %.2f MiB converted to f32 at load, %.2f MiB as f32 "
+               "converted on use (a layer at a time), RSS %.2f MiB\n",
+               (double)m->mapped_bytes / 1048576.0, (double)m->owned_bytes / 1048576.0, (double)m->lazy_bytes / 1048576.0,
+               (double)rss / 1048576.0);
         printf("cpu         %s\n", feats);
-        cli_print_provenance(stdout);
+        cli_print_provenance(stdout, c);
     }
     cli_inputs_free(&in);
     return 0;

@@ -18,6 +18,7 @@ int cmd_pack(int argc, char **argv) {
     bool json = false, quiet = false, permute = false;
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
+        CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, cett, clada, teal, larosa "
@@ -50,9 +51,14 @@ int cmd_pack(int argc, char **argv) {
         return 2;
     }
     sc_err err = {{0}};
+    if (sc_params_check(params, SC_LAROSA_PACK_KEYS "," SC_CETT_ROUTING_KEYS "," SC_CWIC_EVAL_KEYS, "--params", &err))
+        return cli_fail("pack", SC_EARG, &err);
     sc_calib *c = NULL;
     sc_pack_result res;
-    sc_status st = cli_load(&in, false, &err);
+    const char *more[] = {calib, lora, NULL};
+    if (!calib) more[0] = lora, more[1] = NULL;
+    sc_status st = cli_check_output(&in, out, more, &err);
+    if (!st) st = cli_load(&in, false, &err);
     if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err); /* statistics of the base model */
     if (!st && lora) {
         sc_lora_result lr;

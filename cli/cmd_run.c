@@ -37,9 +37,15 @@ static void emit(FILE *out, const sc_tokenizer *tok, int32_t prev, int32_t id, c
     }
 }
 
+static sc_status step_failed(const srt_model *m, const char *path, srt_status ks, int64_t pos, sc_err *err) {
+    if (ks == SRT_ENONFINITE)
+        return sc_errf(err, SC_EFORMAT, "%s: position %lld: %s", path, (long long)pos, srt_model_fault(m));
+    return sc_errf(err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)pos, srt_status_str(ks));
+}
+
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL;
-    int64_t steps = 256, threads = 1;
+    int64_t steps = -1, threads = 0, ctx_cap = 0;
     double temperature = 1.0, top_p = 0.9, density = -1.0;
     uint64_t seed = 0;
     bool json = false, dense = false, ignore_eos = false, fallback = false;
@@ -47,7 +53,8 @@ int cmd_run(int argc, char **argv) {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
-        {"steps", 'n', SC_ARG_INT, &steps, "N", "total positions including BOS and prompt, as llama2.c (default 256; 0 = model context)", 0, 1 << 21},
+        CLI_STEPS_OPT(steps),
+        {"ctx", 'c', SC_ARG_INT, &ctx_cap, "N", "most positions the key/value cache may hold (default: the model's context); it holds what -n needs", 2, 1 << 24},
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
         {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
         {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
@@ -57,7 +64,7 @@ int cmd_run(int argc, char **argv) {
         {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
         {"ignore-eos", 0, SC_ARG_FLAG, &ignore_eos, NULL, "keep generating after BOS/EOS (fixed-length benchmarks, as llama-bench)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
-        {"threads", 0, SC_ARG_INT, &threads, "N", "kernel threads (default 1)", 1, 256},
+        CLI_THREADS_OPT(threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
@@ -80,21 +87,23 @@ int cmd_run(int argc, char **argv) {
         sc_errf(&err, SC_EARG, "ISA %s is not available on this CPU", isa_name ? isa_name : "(SPARSECAL_ISA)");
         return cli_fail("run", SC_EARG, &err);
     }
+    if (cli_threads_setup(threads, &err)) return cli_fail("run", SC_EARG, &err);
     if (seed == 0) seed = (uint64_t)(sc_now() * 1e6);
-    srt_ctx *ctx = NULL;
+    srt_ctx *ctx = NULL, *ctx1 = NULL;
     srt_model *m = NULL;
     sc_tokenizer *tok = NULL;
     sc_tokens toks = {0}, ptoks = {0};
     float *scratch = NULL;
     char *text = NULL;
     sc_status st = SC_OK;
-    if (srt_ctx_create(&ctx, isa, (int)threads) != SRT_OK) {
-        st = sc_errf(&err, SC_ENOMEM, "cannot start %lld kernel threads", (long long)threads);
+    /* the thread count depends on the model's shape: open with one thread, then move to the pool */
+    if (srt_ctx_create(&ctx1, isa, 1) != SRT_OK) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory");
         goto done;
     }
     char msg[1024] = "";
-    /* the KV cache covers the positions this run feeds */
-    srt_model_opts mo = {0, ctx};
+    /* the KV cache grows to what -n needs (reserved below), never beyond --ctx */
+    srt_model_opts mo = {ctx_cap, ctx1};
     {
         srt_ct_status cs = srt_model_open(path, &mo, &m, msg, sizeof msg);
         if (cs) {
@@ -103,6 +112,30 @@ int cmd_run(int argc, char **argv) {
         }
     }
     const srt_model_config *c = srt_model_get_config(m);
+    if ((st = cli_steps(steps, srt_model_max_ctx(m), ctx_cap ? "--ctx" : "the model's context", &steps, &err)))
+        goto done;
+    if (srt_model_reserve(m, steps) != SRT_OK) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
+        goto done;
+    }
+    threads = sc_threads_for(c->dim, c->ffn_dim, c->n_heads * c->head_dim, NULL);
+    if (threads == 1) {
+        ctx = ctx1;
+        ctx1 = NULL;
+    } else {
+        /* reductions over threads keep one partial output per extra thread: room for the widest
+         * matrix, its rows rounded up to the largest row group (512) */
+        int64_t rows = c->vocab_size > c->ffn_dim ? c->vocab_size : c->ffn_dim;
+        rows = rows > c->n_heads * c->head_dim ? rows : c->n_heads * c->head_dim;
+        rows = rows > c->dim ? rows : c->dim;
+        srt_status ks = srt_ctx_create(&ctx, isa, (int)threads);
+        if (ks == SRT_OK) ks = srt_ctx_reserve(ctx, (rows + 511) / 512 * 512);
+        if (ks == SRT_OK) ks = srt_model_set_ctx(m, ctx);
+        if (ks != SRT_OK) {
+            st = sc_errf(&err, SC_ENOMEM, "cannot start %lld kernel threads (%s)", (long long)threads, srt_status_str(ks));
+            goto done;
+        }
+    }
     if (tok_path) {
         if ((st = sc_tokenizer_load_auto(tok_path, c->vocab_size, &tok, &err))) goto done;
     } else if ((st = sc_artifact_load_tokenizer(path, &tok, &err))) {
@@ -153,8 +186,7 @@ int cmd_run(int argc, char **argv) {
     int64_t k_in, k_h;
     srt_model_larosa_counts(m, &k_in, &k_h);
     /* prompt */
-    int64_t max_steps = c->max_seq_len;
-    if (steps <= 0 || steps > max_steps) steps = max_steps;
+
     int32_t bos = c->bos_id >= 0 ? c->bos_id : tok ? sc_tokenizer_bos(tok) : -1;
     int32_t eos = c->eos_id >= 0 ? c->eos_id : tok ? sc_tokenizer_eos(tok) : -1;
     if (bos < 0) {
@@ -195,7 +227,13 @@ int cmd_run(int argc, char **argv) {
     const float *logits = NULL;
     double t0 = sc_now();
     ks = srt_model_prefill(m, toks.ids, n_prompt, 0, &logits);
-    if (ks != SRT_OK) st = sc_errf(&err, ks == SRT_ENOMEM ? SC_ENOMEM : SC_EFORMAT, "prompt failed (%s)", srt_status_str(ks));
+    if (ks == SRT_ENONFINITE) /* which position: token by token (the same values), the step says */
+        for (int64_t i = 0; i < n_prompt && !st; i++) {
+            ks = srt_model_step(m, toks.ids[i], i, &logits);
+            if (ks != SRT_OK) st = step_failed(m, path, ks, i, &err);
+        }
+    else if (ks != SRT_OK)
+        st = ks == SRT_ENOMEM ? sc_errf(&err, SC_ENOMEM, "out of memory for the prompt") : step_failed(m, path, ks, 0, &err);
     double t_prompt = sc_now() - t0;
     srt_model_timing tm_prompt;
     srt_model_get_timing(m, &tm_prompt);
@@ -209,6 +247,10 @@ int cmd_run(int argc, char **argv) {
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
+        if (next < 0) { /* the step checks its logits; this cannot happen unless that check is gone */
+            st = sc_errf(&err, SC_EFORMAT, "%s: non-finite logits at position %lld", path, (long long)(pos - 1));
+            break;
+        }
         if (!ignore_eos && (next == bos || next == eos)) break;
         if (sc_tokens_push(&toks, next)) {
             st = sc_errf(&err, SC_ENOMEM, "out of memory");
@@ -231,7 +273,7 @@ int cmd_run(int argc, char **argv) {
                         density, fb_ms[0], fb_ms[1], fb_dense ? "dense" : "routed");
             }
         }
-        if (ks != SRT_OK) st = sc_errf(&err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)pos, srt_status_str(ks));
+        if (ks != SRT_OK) st = step_failed(m, path, ks, pos, &err);
         pos++;
     }
     double t_decode = sc_now() - t1;
@@ -267,6 +309,8 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddStringToObject(j, "isa", srt_isa_name(srt_ctx_isa(ctx)));
         cJSON_AddNumberToObject(j, "threads", (double)threads);
         cJSON_AddNumberToObject(j, "weight_bytes", (double)srt_model_weight_bytes(m));
+        cJSON_AddNumberToObject(j, "kv_cache_positions", (double)srt_model_ctx_allocated(m));
+        cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
         cJSON_AddNumberToObject(j, "prompt_seconds", t_prompt);
         cJSON_AddNumberToObject(j, "prompt_tokens_per_second", (double)n_prompt / (t_prompt > 0 ? t_prompt : 1e-9));
         cJSON_AddNumberToObject(j, "decode_steps", (double)tm.steps);
@@ -309,5 +353,6 @@ done:
     sc_tokenizer_free(tok);
     srt_model_close(m);
     srt_ctx_free(ctx);
+    srt_ctx_free(ctx1);
     return st ? cli_fail("run", st, &err) : 0;
 }

@@ -112,6 +112,7 @@ int cmd_bench_forward(int argc, char **argv) {
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per window (default 1024)", 2, 1 << 20},
         {"reps", 'r', SC_ARG_INT, &reps, "N", "timed windows (default 3, after one warm-up)", 1, 1000},
         {"seed", 0, SC_ARG_U64, &seed, "S", "seed for the random token ids", 0, 0},
+        CLI_THREADS_OPT(in.threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 #include "srt_container.h"
+#include "srt_file.h"
 
 /* Ctrl-C / kill: remove the temporary files of outputs being written (the
  * final names only ever appear by rename), then die of the signal. */
@@ -42,11 +44,11 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "encode text to token ids or decode ids; --bench for encoding throughput"},
     {"compute", cmd_compute, "accumulate calibration statistics (claws, cats) into a .scal file"},
     {"merge", cmd_merge, "sum compatible calibration files (shards) into one"},
-    {"diag", cmd_diag, "rank-leverage diagnostics of static modifiers (CLAWS c_j, LaRoSA c_rot), seed 000 Tables 5/7"},
+    {"diag", cmd_diag, "rank-leverage diagnostics of static modifiers (CLAWS c_j, LaRoSA c_rot), the CLAWS paper's Tables 5/7"},
     {"eval", cmd_eval, "perplexity with MLP neurons routed by a method at a density"},
     {"pack", cmd_pack, "quantise a model (+ routing parameters) into a packed artifact (.spk)"},
     {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},
-    {"bench", cmd_bench, "cold-cache dense and sparse GEMV kernels, MLP block, floor (seed 000 App. E)"},
+    {"bench", cmd_bench, "cold-cache dense and sparse GEMV kernels, MLP block, floor (the CLAWS paper App. E)"},
     {"bench-forward", cmd_bench_forward, "forward-pass throughput vs cblas_sgemm alone on the same shapes"},
     {"inspect", cmd_inspect, "summarise a .scal calibration file or a .spk artifact (manifest, sections)"},
     {"verify", cmd_verify, "check every checksum and invariant of a .scal or .spk file"},
@@ -61,6 +63,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_blas_fix_kernels(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -71,10 +74,13 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("sparsecal %s (configured at commit %s)\n", SC_VERSION, SC_GIT_COMMIT);
-        cli_print_provenance(stdout);
+        cli_print_provenance(stdout, NULL);
+        const char *mpi = cli_mpi_library();
+        printf("mpi         %s\n", mpi ? mpi : "none (compute runs as one process; --shard + merge split work)");
         return 0;
     }
     install_cleanup();
+    srt_inputs_track(true); /* no command may overwrite a file it reads (srt_file.h) */
     for (const command *c = commands; c->name; c++)
         if (strcmp(argv[1], c->name) == 0) return c->fn(argc - 1, argv + 1);
     fprintf(stderr, "sparsecal: unknown command '%s' (see sparsecal --help)\n", argv[1]);

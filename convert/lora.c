@@ -123,14 +123,16 @@ sc_status sc_lora_fuse(sc_model *m, const char *path, sc_lora_result *res, sc_er
         }
         a = malloc((size_t)(r * in) * sizeof *a);
         b = malloc((size_t)(out * r) * sizeof *b);
-        float *w = sc_model_alloc_f32(m, (size_t)(out * in), err);
-        if (!a || !b || !w) {
-            status = w ? sc_errf(err, SC_ENOMEM, "%s: out of memory", file) : SC_ENOMEM;
+        if (!a || !b) {
+            status = sc_errf(err, SC_ENOMEM, "%s: out of memory", file);
             break;
         }
+        /* an owned f32 copy of the base weight (converted from its source if
+         * it is read on use), fused in place; a failed fusion fails the load */
+        float *w;
+        if ((status = sc_model_make_resident(m, slot, (size_t)(out * in), &w, err))) break;
         sc_convert_to_f32(ta->dtype, ta->data, (size_t)(r * in), a);
         sc_convert_to_f32(tb->dtype, tb->data, (size_t)(out * r), b);
-        memcpy(w, *slot, (size_t)(out * in) * sizeof *w);
         /* W[out, in] += scale * B[out, r] A[r, in] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)out, (blasint)in, (blasint)r, (float)scale, b,
                     (blasint)r, a, (blasint)in, 1.0f, w, (blasint)in);
@@ -140,7 +142,6 @@ sc_status sc_lora_fuse(sc_model *m, const char *path, sc_lora_result *res, sc_er
                 break;
             }
         if (status) break;
-        *slot = w;
         res->fused++;
         free(a);
         free(b);

@@ -93,6 +93,19 @@ static bool grow(void **buf, size_t *cap, size_t need) {
     return true;
 }
 
+/* The manifest entry of a packed matrix. */
+static void matrix_entry(packer *p, const char *name, const srt_layout_traits *tr, int64_t rows, int64_t cols,
+                         int64_t rs, int64_t cs, int64_t g) {
+    cJSON *t = cJSON_AddObjectToObject(p->tensors, name);
+    cJSON_AddStringToObject(t, "layout", tr->name);
+    cJSON_AddNumberToObject(t, "rows", (double)rows);
+    cJSON_AddNumberToObject(t, "cols", (double)cols);
+    cJSON_AddNumberToObject(t, "rows_stored", (double)rs);
+    cJSON_AddNumberToObject(t, "cols_stored", (double)cs);
+    cJSON_AddNumberToObject(t, "group", (double)g);
+    p->res->f32_bytes_in += (uint64_t)(rows * cols) * 4;
+}
+
 /* Quantises W [rows, cols] into layout l (padding rows and columns with
  * zeros up to the layout's block geometry) and adds it as a section. */
 static sc_status add_matrix(packer *p, const char *name, srt_layout l, const float *W, int64_t rows, int64_t cols,
@@ -124,14 +137,7 @@ static sc_status add_matrix(packer *p, const char *name, srt_layout l, const flo
         return sc_errf(err, SC_EFORMAT, "pack: %s: %s (non-finite weights?)", name, srt_status_str(ks));
     uint64_t dims[1] = {(uint64_t)bytes};
     if (srt_writer_add(p->w, name, SRT_CT_BYTES, 1, dims, p->buf, bytes, p->o->compress)) return wr_fail(p, err);
-    cJSON *t = cJSON_AddObjectToObject(p->tensors, name);
-    cJSON_AddStringToObject(t, "layout", tr->name);
-    cJSON_AddNumberToObject(t, "rows", (double)rows);
-    cJSON_AddNumberToObject(t, "cols", (double)cols);
-    cJSON_AddNumberToObject(t, "rows_stored", (double)rs);
-    cJSON_AddNumberToObject(t, "cols_stored", (double)cs);
-    cJSON_AddNumberToObject(t, "group", (double)g);
-    p->res->f32_bytes_in += (uint64_t)(rows * cols) * 4;
+    matrix_entry(p, name, tr, rows, cols, rs, cs, g);
     return SC_OK;
 }
 
@@ -215,6 +221,105 @@ static bool fold_prepare(const void *state, int64_t l, int which, const float *g
     return true;
 }
 
+/* Rows of a vocabulary matrix read on use: the embedding (ids) or the classifier. */
+static sc_status vocab_rows(const sc_model *m, bool classifier, int64_t r0, int64_t n, float *dst, int32_t *ids,
+                            sc_err *err) {
+    if (!classifier) {
+        for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(r0 + i);
+        return sc_model_embed(m, ids, n, dst, err);
+    }
+    const float *W;
+    SC_TRY(sc_model_classifier_rows(m, r0, n, &W, err));
+    memcpy(dst, W, (size_t)(n * m->cfg.dim) * sizeof(float));
+    return SC_OK;
+}
+
+/* The token embedding (f32, or packed in emb_l) and an untied classifier (cls_l).
+ * When they are read on use (model.h) they are streamed into their sections in
+ * row chunks, so a 128K x 4096 vocabulary never exists whole as f32: an f32
+ * embedding as raw f32 pieces, a packed one and the classifier quantised chunk
+ * by chunk (their layouts - f32, q8_0, q4_0, kmi4r - store rows one after
+ * another, so the pieces concatenate to exactly what packing the whole matrix
+ * gives). Streamed sections are not compressed. */
+static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb_l, srt_layout cls_l, sc_err *err) {
+    const sc_config *c = &m->cfg;
+    int64_t V = c->vocab_size, D = c->dim;
+    bool emb_lazy = !m->tok_emb, cls_lazy = !c->tied_classifier && !m->classifier;
+    sc_status st = SC_OK;
+    if (!emb_lazy)
+        st = emb_l == SRT_LAYOUT_F32 ? add_f32(p, "tok_emb", m->tok_emb, V * D, err)
+                                     : add_matrix(p, "tok_emb", emb_l, m->tok_emb, V, D, err);
+    if (!st && !c->tied_classifier && !cls_lazy) st = add_matrix(p, "classifier", cls_l, m->classifier, V, D, err);
+    if (st || (!emb_lazy && !cls_lazy)) return st;
+    int64_t chunk = sc_model_classifier_chunk(m) / 32 * 32;
+    if (chunk < 32) chunk = 32;
+    const int64_t cs_max = round_up(D, 32);
+    float *rows = malloc((size_t)(chunk * cs_max) * sizeof(float)), *tmp = NULL;
+    int32_t *ids = malloc((size_t)chunk * sizeof(int32_t));
+    if (!rows || !ids) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the vocabulary chunks");
+    for (int which = 0; which < 2 && !st; which++) {
+        const bool cls = which == 1;
+        if (!(cls ? cls_lazy : emb_lazy)) continue;
+        const char *name = cls ? "classifier" : "tok_emb";
+        const srt_layout l = cls ? cls_l : emb_l;
+        const bool raw = !cls && l == SRT_LAYOUT_F32; /* the legacy f32 embedding section */
+        const srt_layout_traits *tr = srt_layout_get(l);
+        int64_t q = l == SRT_LAYOUT_F32 ? 1 : 32, cs = round_up(D, q), rs = round_up(V, q);
+        size_t chunk_bytes = 0, total = 0;
+        if (!raw && (tr->size(&chunk_bytes, chunk, cs, 0) != SRT_OK || tr->size(&total, rs, cs, 0) != SRT_OK)) {
+            st = sc_errf(err, SC_EUNSUPPORTED, "pack: layout %s cannot hold %s", tr->name, name);
+            break;
+        }
+        if (!raw && !grow(&p->buf, &p->buf_cap, chunk_bytes)) {
+            st = sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+            break;
+        }
+        uint64_t dims[1] = {raw ? (uint64_t)(V * D) : (uint64_t)total};
+        if (srt_writer_begin(p->w, name, raw ? SRT_CT_F32 : SRT_CT_BYTES, 1, dims)) {
+            st = wr_fail(p, err);
+            break;
+        }
+        for (int64_t r0 = 0; !st && r0 < rs; r0 += chunk) {
+            int64_t n = rs - r0 < chunk ? rs - r0 : chunk, real = V - r0 < n ? (V - r0 > 0 ? V - r0 : 0) : n;
+            if (raw) { /* f32 rows as they are */
+                if (!(st = vocab_rows(m, false, r0, n, rows, ids, err)) &&
+                    srt_writer_append(p->w, rows, (size_t)(n * D) * sizeof(float)))
+                    st = wr_fail(p, err);
+                continue;
+            }
+            if (real > 0 && cs == D) {
+                st = vocab_rows(m, cls, r0, real, rows, ids, err);
+            } else if (real > 0) { /* columns padded with zeros */
+                if (!tmp && !(tmp = malloc((size_t)(chunk * D) * sizeof(float)))) {
+                    st = sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+                    break;
+                }
+                if (!(st = vocab_rows(m, cls, r0, real, tmp, ids, err)))
+                    for (int64_t r = 0; r < real; r++) {
+                        memcpy(rows + r * cs, tmp + r * D, (size_t)D * sizeof(float));
+                        memset(rows + r * cs + D, 0, (size_t)(cs - D) * sizeof(float));
+                    }
+            }
+            if (st) break;
+            memset(rows + real * cs, 0, (size_t)((n - real) * cs) * sizeof(float)); /* rows padded with zeros */
+            size_t bytes;
+            srt_matrix mat;
+            srt_status ks = tr->size(&bytes, n, cs, 0);
+            if (ks == SRT_OK) ks = tr->pack(&mat, p->buf, bytes, rows, n, cs, 0);
+            if (ks != SRT_OK)
+                st = sc_errf(err, SC_EFORMAT, "pack: %s: %s (non-finite weights?)", name, srt_status_str(ks));
+            else if (srt_writer_append(p->w, p->buf, bytes))
+                st = wr_fail(p, err);
+        }
+        if (!st && srt_writer_end(p->w)) st = wr_fail(p, err);
+        if (!st && !raw) matrix_entry(p, name, tr, V, D, rs, cs, 0);
+    }
+    free(rows);
+    free(tmp);
+    free(ids);
+    return st;
+}
+
 sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts *o, const char *path,
                   sc_pack_result *res, sc_err *err) {
     memset(res, 0, sizeof *res);
@@ -236,16 +341,14 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     cJSON_AddStringToObject(man, "layout", plan->name);
     cJSON_AddItemToObject(man, "config", config_json(c));
     char id[17];
-    sc_model_identity(m, id);
+    sc_status st = sc_model_identity(m, id, err);
     cJSON_AddStringToObject(man, "source_model_id", id);
     p.tensors = cJSON_AddObjectToObject(man, "tensors");
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const bool four_bit = plan->emb == SRT_LAYOUT_KMI4R;
-    const srt_layout emb = c->tied_classifier && four_bit ? SRT_LAYOUT_Q8_0 : fit(plan->emb, D);
-    sc_status st = emb == SRT_LAYOUT_F32 ? add_f32(&p, "tok_emb", m->tok_emb, c->vocab_size * D, err)
-                                         : add_matrix(&p, "tok_emb", emb, m->tok_emb, c->vocab_size, D, err);
+    const srt_layout emb_l = c->tied_classifier && four_bit ? SRT_LAYOUT_Q8_0 : fit(plan->emb, D);
+    if (!st) st = add_vocab_matrices(&p, m, emb_l, fit(plan->classifier, D), err);
     if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
-    if (!st && !c->tied_classifier) st = add_matrix(&p, "classifier", fit(plan->classifier, D), m->classifier, c->vocab_size, D, err);
     uint32_t *perm = NULL;
     float *pg = NULL, *pu = NULL, *pd = NULL;
     if (!st && o->permute) {
@@ -275,8 +378,13 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     }
     int64_t n_folded = 0;
     const char *perm_how = NULL;
+    sc_progress pr;
+    sc_progress_start(&pr, o->progress, "pack", "layers", c->n_layers);
+    pr.amount_unit = "MB of f32";
+    pr.rate_unit = "MB/s";
     for (int64_t l = 0; l < c->n_layers && !st; l++) {
-        const sc_layer *L = &m->layers[l];
+        const sc_layer *L;
+        if ((st = sc_model_layer(m, l, &L, err))) break;
         const float *wg = L->wg, *wu = L->wu, *wd = L->wd;
         const float *an = L->attn_norm, *fn = L->ffn_norm, *wq = L->wq, *wk = L->wk, *wv = L->wv;
         char nm[64];
@@ -334,13 +442,9 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
                             (st = add_f32(&p, NAME("bv"), L->bv, kvd, err))))
             break;
 #undef NAME
-        if (o->progress) {
-            fprintf(o->progress, "\rpack: layer %lld/%lld, %.0f MB/s of f32   ", (long long)(l + 1), (long long)c->n_layers,
-                    (double)res->f32_bytes_in / 1e6 / (sc_now() - t0 + 1e-9));
-            fflush(o->progress);
-        }
+        sc_progress_update(&pr, l + 1, (double)res->f32_bytes_in / 1e6, NULL);
     }
-    if (o->progress) fputc('\n', o->progress);
+    sc_progress_end(&pr);
     fold_free(&fb);
     if (!st && p.larosa && n_folded == 0)
         st = sc_errf(err, SC_EARG, "pack --method larosa: the calibration holds no rotation for any layer of this model");

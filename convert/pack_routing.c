@@ -143,9 +143,11 @@ static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *e
             cJSON_AddItemToArray(tl, cJSON_CreateNull()); /* dense layer */
             continue;
         }
-        sc_down_col_norms(x->m, l, wn);
         sc_cett_fit fit;
-        if ((st = sc_cett_search(h, rows, c->dim, F, x->m->layers[l].wd, wn, target, &fit, err))) break;
+        const sc_layer *Ly;
+        if ((st = sc_down_col_norms(x->m, l, wn, err)) || (st = sc_model_layer(x->m, l, &Ly, err)) ||
+            (st = sc_cett_search(h, rows, c->dim, F, Ly->wd, wn, target, &fit, err)))
+            break;
         for (int64_t j = 0; j < F; j++) thr[j] = wn[j] > 0 ? fit.threshold / wn[j] : INFINITY;
         permuted(x, l, thr, f);
         char name[64];

@@ -1,8 +1,10 @@
 /* artifact.c - reading a packed artifact (.spk) back as an f32 model for the
  * reference forward pass (`sparsecal ppl -m model.spk`): every quantised
- * matrix is unpacked with its layout's reference unpacker and cropped to its
- * logical shape, so users see exactly what quantisation costs. */
+ * matrix is unpacked on use (a layer at a time, see model.h) with its
+ * layout's reference unpacker and cropped to its logical shape, so users see
+ * exactly what quantisation costs without the model ever existing as f32. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,23 +22,59 @@ typedef struct rd {
     const char *path;
 } rd;
 
+/* An f32 section, used in place (the model keeps the container open). */
 static sc_status get_f32(rd *r, const char *name, int64_t n, const float **out, sc_err *err) {
     const void *data;
     if (srt_container_get_typed(r->ct, name, SRT_CT_F32, (uint64_t)n, &data))
         return sc_errf(err, SC_EFORMAT, "%s", srt_container_errmsg(r->ct)[0] ? srt_container_errmsg(r->ct) : "section missing");
-    float *dst = sc_model_alloc_f32(r->m, (size_t)n, err);
-    if (!dst) return SC_ENOMEM;
-    memcpy(dst, data, (size_t)n * sizeof(float));
-    *out = dst;
+    *out = data;
+    r->m->mapped_bytes += (uint64_t)n * sizeof(float);
     return SC_OK;
 }
 
+/* An integral number within +-2^53 (exact in a double), else -1: the range is
+ * checked before the conversion, which is undefined beyond int64. */
 static int64_t jint(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+    const double lim = 9007199254740992.0;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -lim && v->valuedouble <= lim) ||
+        v->valuedouble != floor(v->valuedouble))
+        return -1;
+    return (int64_t)v->valuedouble;
 }
 
-/* Unpacks a matrix section into an owned f32 [rows, cols] buffer. */
+/* A quantised matrix, unpacked on use: the stored matrix is
+ * rows_stored x cols_stored (padded), the logical one rows x cols. */
+typedef struct lazy_mat {
+    srt_matrix mat;
+    int64_t rows, cols;
+} lazy_mat;
+
+/* Rows r0..r0+n of the logical matrix into dst (n x cols): row layouts (f32,
+ * q8_0, q4_0, kmi4r: the embedding's lookups, the classifier's row chunks)
+ * one row at a time, the others unpacked whole and cropped. */
+static bool unpack_rows(const void *ctx, int64_t r0, int64_t n, float *dst) {
+    const lazy_mat *z = ctx;
+    const srt_matrix *M = &z->mat;
+    int64_t cs = M->cols, cols = z->cols;
+    if (srt_layout_get(M->layout)->sparse == SRT_SPARSE_ROWS) {
+        float *row = cs == cols ? NULL : malloc((size_t)cs * sizeof(float));
+        bool ok = cs == cols || row;
+        for (int64_t i = 0; ok && i < n; i++) {
+            ok = srt_matrix_row(M, r0 + i, row ? row : dst + i * cols) == SRT_OK;
+            if (ok && row) memcpy(dst + i * cols, row, (size_t)cols * sizeof(float));
+        }
+        free(row);
+        return ok;
+    }
+    float *full = malloc((size_t)(M->rows * cs) * sizeof(float));
+    bool ok = full && srt_layout_get(M->layout)->unpack(full, M) == SRT_OK;
+    for (int64_t i = 0; ok && i < n; i++) memcpy(dst + i * cols, full + (r0 + i) * cs, (size_t)cols * sizeof(float));
+    free(full);
+    return ok;
+}
+
+/* Registers a matrix section [rows, cols] for unpacking on use. */
 static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols, const float **out, sc_err *err) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->tensors, name);
     const cJSON *lay = cJSON_GetObjectItemCaseSensitive(t, "layout");
@@ -54,22 +92,13 @@ static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols,
     if (srt_matrix_check(&mat) != SRT_OK)
         return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': %llu bytes do not hold a %s matrix of %lld x %lld", r->path,
                        name, (unsigned long long)size, lay->valuestring, (long long)rs, (long long)cs);
-    float *full = malloc((size_t)(rs * cs) * sizeof(float));
-    float *dst = sc_model_alloc_f32(r->m, (size_t)(rows * cols), err);
-    if (!full || !dst) {
-        free(full);
-        return sc_errf(err, SC_ENOMEM, "%s: out of memory for '%s'", r->path, name);
-    }
-    srt_status ks = srt_layout_get(l)->unpack(full, &mat);
-    if (ks != SRT_OK) {
-        free(full);
-        return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': cannot unpack (%s)", r->path, name, srt_status_str(ks));
-    }
-    for (int64_t i = 0; i < rows; i++) memcpy(dst + i * cols, full + i * cs, (size_t)cols * sizeof(float));
-    free(full);
-    *out = dst;
-    return SC_OK;
+    lazy_mat *z = malloc(sizeof *z);
+    if (!z) return sc_errf(err, SC_ENOMEM, "%s: out of memory for '%s'", r->path, name);
+    *z = (lazy_mat){mat, rows, cols};
+    return sc_model_set_weight_fn(r->m, out, unpack_rows, z, rows, cols, err);
 }
+
+static void close_container(void *p) { srt_container_close(p); }
 
 /* The embedded tokenizer (none: *out stays NULL); vocab bounds its size.
  * formats/tok_serial.c reads every kind, and artifacts written before the
@@ -131,18 +160,16 @@ static bool parse_config(const cJSON *j, sc_config *c) {
     int64_t rsc = jint(j, "rope_scaling");
     if (rsc < 0 || rsc > SC_ROPE_SCALING_LLAMA3) return false;
     c->rope_scaling = (sc_rope_scaling)rsc;
-    c->rope_orig_ctx = jint(j, "rope_orig_ctx");
-    if (c->rope_scaling == SC_ROPE_SCALING_LLAMA3 &&
-        (c->rope_orig_ctx <= 0 || !(c->rope_high_freq_factor > c->rope_low_freq_factor) || !(c->rope_low_freq_factor > 0)))
-        return false;
-    if (c->rope_scaling != SC_ROPE_SCALING_NONE && !(c->rope_factor >= 1.0f && c->rope_factor <= 1024.0f)) return false;
+    c->rope_orig_ctx = jint(j, "rope_orig_ctx"); /* ranges: sc_config_validate, the runtime's own rules */
     c->rope = strcmp(rope->valuestring, "interleaved") == 0 ? SC_ROPE_INTERLEAVED : SC_ROPE_HALF;
     c->act = strcmp(act->valuestring, "silu") == 0 ? SC_ACT_SILU : SC_ACT_GELU_TANH;
     c->embed_scale = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "embed_scale"));
     c->tied_classifier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tied_classifier"));
     c->qkv_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "qkv_bias"));
-    c->bos_id = (int32_t)jint(j, "bos_id");
-    c->eos_id = (int32_t)jint(j, "eos_id");
+    int64_t bos = jint(j, "bos_id"), eos = jint(j, "eos_id");
+    if (bos > INT32_MAX || eos > INT32_MAX) return false;
+    c->bos_id = (int32_t)bos;
+    c->eos_id = (int32_t)eos;
     return true;
 }
 
@@ -163,6 +190,11 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
         st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
         goto done;
     }
+    /* the model keeps the container open: its weights are read on use */
+    srt_container *ct = r.ct;
+    r.ct = NULL;
+    if ((st = sc_model_keep(r.m, ct, close_container, err))) goto done;
+    r.ct = ct;
     sc_config *c = &r.m->cfg;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "sparsecal-artifact") || jint(man, "format_version") != 1 ||
         !cJSON_IsObject(r.tensors) || !parse_config(cJSON_GetObjectItemCaseSensitive(man, "config"), c)) {
@@ -213,7 +245,7 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     if (!st) st = sc_model_check_complete(r.m, err);
 done:
     cJSON_Delete(man);
-    srt_container_close(r.ct);
+    if (!r.m) srt_container_close(r.ct); /* else the model owns it */
     if (st) {
         sc_model_free(r.m);
         return st;

@@ -74,6 +74,7 @@ sc_status sc_map_file(const char *path, sc_file_map *out, sc_err *err) {
         close(fd);
         return sc_errf(err, SC_EFORMAT, "%s: file is empty", path);
     }
+    srt_input_note_fd(fd, path);
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
@@ -101,6 +102,7 @@ sc_status sc_read_file(const char *path, size_t max_size, char **out, size_t *le
         fclose(f);
         return sc_errf(err, SC_EIO, "%s: not a regular file", path);
     }
+    srt_input_note_fd(fileno(f), path);
     if ((uint64_t)st.st_size > (uint64_t)max_size) {
         fclose(f);
         return sc_errf(err, SC_ENOMEM, "%s: file is %lld bytes, larger than the %zu-byte limit", path,
@@ -127,16 +129,19 @@ sc_status sc_read_file(const char *path, size_t max_size, char **out, size_t *le
 
 sc_status sc_atomic_open(sc_atomic_file *f, const char *path, sc_err *err) {
     memset(f, 0, sizeof *f);
-    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
-        snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof f->tmp)
+    f->out.fd = -1;
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return sc_errf(err, SC_EARG, "%s: path too long", path);
-    srt_tmp_register(f->tmp); /* before it exists: removed if the program is killed (cli/main.c) */
-    FILE *fp = fopen(f->tmp, "wb");
+    char msg[sizeof err->msg];
+    srt_ct_status cs = srt_out_open(&f->out, path, msg, sizeof msg);
+    if (cs) return sc_errf(err, cs == SRT_CT_EARG ? SC_EARG : SC_EIO, "%s", msg);
+    FILE *fp = fdopen(f->out.fd, "wb");
     if (!fp) {
         int e = errno;
-        srt_tmp_unregister(f->tmp);
-        return sc_errf(err, SC_EIO, "%s: cannot create: %s", f->tmp, strerror(e));
+        srt_out_abort(&f->out);
+        return sc_errf(err, SC_EIO, "%s: cannot create: %s", path, strerror(e));
     }
+    f->out.borrowed = true; /* fclose closes it */
     f->fp = fp;
     return SC_OK;
 }
@@ -153,29 +158,25 @@ sc_status sc_atomic_write(sc_atomic_file *f, const void *data, size_t n, sc_err 
 sc_status sc_atomic_commit(sc_atomic_file *f, sc_err *err) {
     FILE *fp = (FILE *)f->fp;
     if (!fp) return sc_errf(err, SC_EIO, "%s: not open", f->path);
-    int bad = f->failed || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
-    int e = errno;
-    bad |= fclose(fp) != 0;
     f->fp = NULL;
-    srt_tmp_unregister(f->tmp);
-    if (bad) {
-        remove(f->tmp);
+    if (f->failed || fflush(fp) != 0) {
+        int e = errno;
+        srt_out_abort(&f->out);
+        fclose(fp);
         return sc_errf(err, SC_EIO, "%s: write failed: %s", f->path, strerror(e ? e : EIO));
     }
-    if (rename(f->tmp, f->path) != 0) {
-        e = errno;
-        remove(f->tmp);
-        return sc_errf(err, SC_EIO, "%s: cannot rename into place: %s", f->path, strerror(e));
-    }
+    char msg[sizeof err->msg];
+    srt_ct_status cs = srt_out_commit(&f->out, msg, sizeof msg);
+    fclose(fp); /* flushed and synced: nothing left to fail */
+    if (cs) return sc_errf(err, cs == SRT_CT_EARG ? SC_EARG : SC_EIO, "%s", msg);
     return SC_OK;
 }
 
 void sc_atomic_abort(sc_atomic_file *f) {
-    srt_tmp_unregister(f->tmp);
+    srt_out_abort(&f->out);
     if (f->fp) {
         fclose((FILE *)f->fp);
         f->fp = NULL;
-        remove(f->tmp);
     }
 }
 
@@ -183,6 +184,67 @@ double sc_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool sc_mem_read(sc_mem *m) {
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return false;
+    char line[256];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        uint64_t *dst = !strncmp(line, "VmRSS:", 6) ? &m->rss : !strncmp(line, "RssAnon:", 8) ? &m->rss_anon
+                      : !strncmp(line, "VmHWM:", 6) ? &m->hwm : NULL;
+        if (!dst) continue;
+        *dst = (uint64_t)strtoull(strchr(line, ':') + 1, NULL, 10) * 1024; /* "VmRSS:   1234 kB" */
+        found++;
+    }
+    fclose(f);
+    return found > 0;
+}
+
+void sc_progress_start(sc_progress *p, FILE *f, const char *what, const char *unit, int64_t total) {
+    *p = (sc_progress){f, what, unit, "tokens", "tok/s", total, sc_now(), 0, false};
+    p->last = p->t0;
+}
+
+/* "42 s", "12m05s", "3h07m" */
+static void fmt_duration(char *buf, size_t cap, double s) {
+    if (!(s >= 0) || s > 1e9) {
+        snprintf(buf, cap, "?");
+    } else if (s < 100) {
+        snprintf(buf, cap, "%.0f s", s);
+    } else {
+        long long t = (long long)(s + 0.5);
+        if (t < 3600)
+            snprintf(buf, cap, "%lldm%02llds", t / 60, t % 60);
+        else
+            snprintf(buf, cap, "%lldh%02lldm", t / 3600, t / 60 % 60);
+    }
+}
+
+void sc_progress_update(sc_progress *p, int64_t done, double amount, const char *extra) {
+    if (!p->f) return;
+    double now = sc_now();
+    if (now - p->last < 1.0 && done < p->total) return;
+    p->last = now;
+    double el = now - p->t0;
+    char eta[32], mem[96] = "";
+    fmt_duration(eta, sizeof eta, done > 0 ? el / (double)done * (double)(p->total - done) : -1);
+    sc_mem m;
+    if (sc_mem_read(&m) && m.rss)
+        snprintf(mem, sizeof mem, ", RSS %.0f MiB (anon %.0f MiB)", (double)m.rss / 1048576.0,
+                 (double)m.rss_anon / 1048576.0);
+    fprintf(p->f, "\r%s: %lld/%lld %s, %.0f %s, %.0f %s%s%s, ETA %s%s   ", p->what, (long long)done,
+            (long long)p->total, p->unit, amount, p->amount_unit, amount / (el > 0 ? el : 1e-9), p->rate_unit,
+            extra ? ", " : "", extra ? extra : "", eta, mem);
+    fflush(p->f);
+    p->shown = true;
+}
+
+void sc_progress_end(sc_progress *p) {
+    if (p->f && p->shown) fputc('\n', p->f);
+    p->shown = false;
 }
 
 float sc_lef32(const uint8_t *p) {

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum sc_status {
     SC_OK = 0,
@@ -66,12 +67,15 @@ void sc_unmap_file(sc_file_map *m);
  * than max_size are rejected (SC_ENOMEM) before any allocation. */
 sc_status sc_read_file(const char *path, size_t max_size, char **out, size_t *len, sc_err *err);
 
-/* Atomic writes: open a temp file beside `path`, write, then commit renames it
- * over `path` (after fsync). abort removes the temp file. */
+/* Atomic writes (srt_file.h): open refuses a path that is one of this
+ * process's inputs and creates a temp file beside `path` (symlinks followed),
+ * commit puts it in place after fsync, abort removes it. Every file the
+ * readers below open is noted as an input. */
+#include "srt_file.h"
 typedef struct sc_atomic_file {
-    void *fp; /* FILE* */
+    void *fp; /* FILE* over out.fd */
+    srt_out_file out;
     char path[4096];
-    char tmp[4096];
     bool failed;
 } sc_atomic_file;
 
@@ -82,6 +86,35 @@ void sc_atomic_abort(sc_atomic_file *f);
 
 /* Wall-clock seconds from a monotonic clock. */
 double sc_now(void);
+
+/* Memory of this process from /proc/self/status, in bytes; false (and
+ * zeros) where it cannot be read (not Linux). RssAnon is what the process
+ * allocated itself: mapped weights are file-backed page cache, counted in
+ * VmRSS only, and the kernel can drop them under pressure. */
+typedef struct sc_mem {
+    uint64_t rss;      /* VmRSS: resident now, anonymous + file-backed + shared memory */
+    uint64_t rss_anon; /* RssAnon: resident anonymous memory (heap, workspaces, converted weights) */
+    uint64_t hwm;      /* VmHWM: the largest VmRSS so far */
+} sc_mem;
+bool sc_mem_read(sc_mem *m);
+
+/* Progress of a long loop on a stream (stderr), one line rewritten in place
+ * at most once a second and always when the last item is done:
+ *   "compute: 12/100 sequences, 3072 tokens, 812 tok/s, ETA 108 s, RSS 1234 MiB (anon 456 MiB)"
+ * f NULL: silent (--quiet). amount is what the rate counts ("tokens" per
+ * "tok/s" by default; set amount_unit/rate_unit after start for others). */
+typedef struct sc_progress {
+    FILE *f;
+    const char *what, *unit, *amount_unit, *rate_unit;
+    int64_t total;
+    double t0, last;
+    bool shown;
+} sc_progress;
+void sc_progress_start(sc_progress *p, FILE *f, const char *what, const char *unit, int64_t total);
+/* done of total items, amount so far; extra (may be NULL) goes before the ETA ("ppl 4.2130"). */
+void sc_progress_update(sc_progress *p, int64_t done, double amount, const char *extra);
+/* Ends the line (if one was shown). */
+void sc_progress_end(sc_progress *p);
 
 /* Little-endian loads from possibly unaligned bytes. */
 static inline uint16_t sc_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

@@ -421,8 +421,7 @@ static sc_status load_tensor(builder *b, const char *name, int64_t ne0, int64_t 
         return sc_errf(b->err, SC_EUNSUPPORTED,
                        "%s: tensor '%s' has ggml type %s (%u), which is not supported (F32, F16, BF16, Q8_0)", b->path,
                        name, sc_gguf_ggml_type_name(t->ggml_type), t->ggml_type);
-    *out = sc_model_tensor_f32(b->m, t->data, dt, (size_t)t->n_elems, b->err);
-    return *out ? SC_OK : SC_ENOMEM;
+    return sc_model_set_weight(b->m, out, t->data, dt, (size_t)t->n_elems, b->err);
 }
 
 /* True when output.weight is a byte-identical copy of token_embd.weight

@@ -230,8 +230,7 @@ static sc_status load_w(hf_ctx *c, const char *name, int64_t d0, int64_t d1, boo
     *out = NULL;
     SC_TRY(find_tensor(c, name, d0, d1, required, &t, err));
     if (!t) return SC_OK;
-    *out = sc_model_tensor_f32(c->m, t->data, t->dtype, (size_t)t->n_elements, err);
-    return *out ? SC_OK : SC_ENOMEM;
+    return sc_model_set_weight(c->m, out, t->data, t->dtype, (size_t)t->n_elements, err);
 }
 
 /* An RMSNorm weight [dim]; Gemma's (1 + w) is materialised here. */

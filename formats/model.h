@@ -1,10 +1,22 @@
-/* model.h - the in-memory model every part of sparsecal works on.
+/* model.h - the model every part of sparsecal works on.
  *
  * Whatever the source format (llama2.c checkpoint, GGUF, Hugging Face
- * safetensors), a loaded model is a config plus f32 weight views in PyTorch
- * orientation: a linear layer W is row-major [out_features, in_features] and
- * computes y = W x. f32 tensors whose layout allows it point straight into the
- * mmapped file; other dtypes are converted once into buffers the model owns. */
+ * safetensors, packed artifact), a loaded model is a config plus f32 weight
+ * views in PyTorch orientation: a linear layer W is row-major
+ * [out_features, in_features] and computes y = W x.
+ *
+ * Weights stay where they are. f32 tensors whose layout allows it point
+ * straight into the mmapped file. Every other large tensor (f16, bf16, Q8_0,
+ * an artifact's quantised layouts) is converted to f32 on use: a layer's
+ * matrices when sc_model_layer asks for that layer, into one buffer the next
+ * layer reuses; embedding rows when sc_model_embed looks them up; the
+ * classifier in row chunks (sc_model_classifier_rows). So a model never exists
+ * whole as f32: memory is the mapping's page cache (file-backed, reclaimable)
+ * plus one layer. Vectors (norms, biases) are converted once at load.
+ *
+ * Code that reads weights goes through the accessors below. The fields of
+ * sc_layer and tok_emb / classifier are set only for tensors that are
+ * resident (mapped f32 or converted at load) and NULL otherwise. */
 #ifndef SC_MODEL_H
 #define SC_MODEL_H
 
@@ -87,6 +99,7 @@ typedef struct sc_model {
     char note[256];    /* format-specific remark shown by `info` (e.g. unsupported tokenizer kind) */
     uint64_t mapped_bytes; /* weight bytes used straight from mmapped files */
     uint64_t owned_bytes;  /* weight bytes converted into owned buffers */
+    uint64_t lazy_bytes;   /* f32 bytes of the weights converted on use (not resident) */
     sc_model_res *res;
 } sc_model;
 
@@ -99,6 +112,39 @@ void sc_model_free(sc_model *m);
 
 int64_t sc_model_param_count(const sc_model *m);
 
+/* ---- reading weights (see the top of this file) ----
+ * Not thread-safe: one thread reads a model's weights at a time (BLAS and the
+ * runtime's pool parallelise inside a call). */
+
+/* The weights of layer l as f32 views. Views of converted tensors live in a
+ * buffer the model reuses: they stay valid until the next sc_model_layer call
+ * for another layer, or a sc_model_release. */
+sc_status sc_model_layer(const sc_model *m, int64_t l, const sc_layer **out, sc_err *err);
+/* dst[n, dim] <- the embedding rows of ids (checked against the vocabulary). */
+sc_status sc_model_embed(const sc_model *m, const int32_t *ids, int64_t n, float *dst, sc_err *err);
+/* Rows [r0, r0 + n) of the classifier [vocab, dim] as f32, valid until the
+ * next call. n must not exceed sc_model_classifier_chunk. */
+sc_status sc_model_classifier_rows(const sc_model *m, int64_t r0, int64_t n, const float **out, sc_err *err);
+/* How many classifier rows one sc_model_classifier_rows call may return
+ * (the whole vocabulary when the classifier is resident). */
+int64_t sc_model_classifier_chunk(const sc_model *m);
+/* Process-wide loading policy: resident converts every weight at load
+ * (faster when memory allows, and the reference the on-use path is tested
+ * against); classifier_chunk_bytes sets the classifier's chunk (0: 64 MiB).
+ * Applies to models loaded afterwards. */
+void sc_model_policy(bool resident, size_t classifier_chunk_bytes);
+/* True when some weights are converted on use. */
+bool sc_model_is_lazy(const sc_model *m);
+/* Frees the reused conversion buffers (the next access reallocates them). */
+void sc_model_release(const sc_model *m);
+/* Makes one layer weight resident as an owned, writable f32 copy (for code
+ * that rewrites weights, e.g. LoRA fusion) and returns it. field is the
+ * address of the field in m->layers[l]. */
+/* True when a field (of m itself or of m->layers[l]) holds a weight, resident
+ * or converted on use; e.g. &m->layers[l].attn_rot for folded rotations. */
+bool sc_model_present(const sc_model *m, const float *const *field);
+sc_status sc_model_make_resident(sc_model *m, const float **field, size_t n, float **out, sc_err *err);
+
 /* ---- for format readers ---- */
 
 sc_model *sc_model_new(const char *path, const char *format);
@@ -109,6 +155,20 @@ float *sc_model_alloc_f32(sc_model *m, size_t n, sc_err *err);
 /* Returns an f32 view of n elements of type t at src: src itself when it is
  * f32 and 4-byte aligned (no copy), otherwise a converted owned copy. */
 const float *sc_model_tensor_f32(sc_model *m, const uint8_t *src, sc_dtype t, size_t n, sc_err *err);
+/* Converts rows [r0, r0 + n_rows) of a [rows, cols] source into
+ * dst[n_rows, cols]; false when the source is damaged. */
+typedef bool (*sc_weight_fn)(const void *ctx, int64_t r0, int64_t n_rows, float *dst);
+/* Sets a weight: field is &m->tok_emb, &m->classifier or a field of
+ * m->layers[l] (the layer array must exist). Mapped f32 and small tensors are
+ * resident (*field is set); anything else is registered for conversion on use
+ * from src (t, n elements, must stay mapped while the model lives). */
+sc_status sc_model_set_weight(sc_model *m, const float **field, const uint8_t *src, sc_dtype t, size_t n, sc_err *err);
+/* The same for a source only fn can convert (e.g. an artifact's quantised
+ * layouts); ctx is owned by the model from here on (freed with free()). */
+sc_status sc_model_set_weight_fn(sc_model *m, const float **field, sc_weight_fn fn, void *ctx, int64_t rows,
+                                 int64_t cols, sc_err *err);
+/* Keeps an object alive as long as the model (closed with fn(p) at free). */
+sc_status sc_model_keep(sc_model *m, void *p, void (*fn)(void *), sc_err *err);
 /* Checks the config for sane, bounded values (dims positive and below hard
  * caps, heads dividing evenly); the message names `what` (e.g. the file). */
 sc_status sc_config_validate(const sc_config *c, const char *what, sc_err *err);
@@ -117,12 +177,13 @@ sc_status sc_model_check_complete(const sc_model *m, sc_err *err);
 
 /* Hard caps applied to any size read from a file, so a hostile header cannot
  * drive a giant allocation. */
-#define SC_MAX_DIM ((int64_t)1 << 16)
-#define SC_MAX_FFN ((int64_t)1 << 18)
-#define SC_MAX_LAYERS 1024
-#define SC_MAX_HEADS 1024
-#define SC_MAX_VOCAB ((int64_t)1 << 22)
-#define SC_MAX_SEQ ((int64_t)1 << 21)
+#include "srt_model.h" /* the runtime's bounds and config rules are the same (srt_config.c) */
+#define SC_MAX_DIM SRT_MAX_DIM
+#define SC_MAX_FFN SRT_MAX_FFN
+#define SC_MAX_LAYERS SRT_MAX_LAYERS
+#define SC_MAX_HEADS SRT_MAX_HEADS
+#define SC_MAX_VOCAB SRT_MAX_VOCAB
+#define SC_MAX_SEQ SRT_MAX_SEQ
 
 /* Individual readers (model.c dispatches to them). */
 sc_status sc_load_llama2c(const char *path, sc_model **out, sc_err *err);

@@ -177,7 +177,7 @@ bool tok_reserve(sc_tokenizer *t, size_t bytes) {
 
 static bool arena_put(sc_tokenizer *t, const char *s, size_t n, uint32_t *off) {
     if (n > TOK_MAX_ARENA || t->arena_len + n > TOK_MAX_ARENA) return false;
-    if (t->arena_len + n > t->arena_cap) {
+    if (t->arena_len + n > t->arena_cap || !t->arena) { /* allocated even when every piece is empty: never NULL + 0 */
         size_t nc = t->arena_cap ? t->arena_cap : 1 << 16;
         while (nc < t->arena_len + n) nc *= 2;
         char *p = realloc(t->arena, nc);

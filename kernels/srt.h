@@ -46,7 +46,8 @@ typedef enum srt_status {
     SRT_EISA,     /* the requested ISA is unknown or not available here */
     SRT_ETHREAD,  /* a worker thread could not be started */
     SRT_ESCRATCH, /* the context's scratch is too small: srt_ctx_reserve */
-    SRT_ENOTSUP   /* the layout has no kernel for this operation */
+    SRT_ENOTSUP,  /* the layout has no kernel for this operation */
+    SRT_ENONFINITE /* the model produced NaN or inf (srt_model_fault says where) */
 } srt_status;
 
 const char *srt_status_str(srt_status st);
@@ -87,7 +88,8 @@ float srt_fp16_to_fp32(uint16_t h);
 
 typedef struct srt_ctx srt_ctx;
 
-/* nthreads >= 1 (the caller's thread is one of them). */
+/* 1 <= nthreads <= SRT_MAX_THREADS (the caller's thread is one of them). */
+#define SRT_MAX_THREADS 1024
 srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads);
 void srt_ctx_free(srt_ctx *ctx);
 srt_isa srt_ctx_isa(const srt_ctx *ctx);

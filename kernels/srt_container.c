@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _FILE_OFFSET_BITS 64
 #include "srt_container.h"
+#include "srt_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -406,6 +407,7 @@ srt_ct_status srt_container_open(const char *path, srt_ct_kind expected, srt_con
         return FAIL(SRT_CT_ENOMEM, "%s: file of %lld bytes cannot be mapped", path, (long long)st.st_size);
     }
     size_t size = (size_t)st.st_size;
+    srt_input_note_fd(fd, path);
     if (size < SRT_CT_HEADER_SIZE) {
         close(fd);
         return FAIL(SRT_CT_EFORMAT, "%s: file is %zu bytes, shorter than the %d-byte header (truncated?)", path, size,

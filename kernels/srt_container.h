@@ -158,6 +158,14 @@ srt_ct_status srt_writer_set_manifest(srt_writer *w, const char *json, size_t le
  * keeps them raw when the frame would not be smaller. */
 srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
                              const uint64_t *dims, const void *data, size_t size, int level);
+/* A raw section written in pieces, for data too large to hold at once:
+ * begin (the same checks as add), append pieces in order, end (checks that
+ * the pieces add up to the shape's bytes). No other section may be added in
+ * between. */
+srt_ct_status srt_writer_begin(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
+                               const uint64_t *dims);
+srt_ct_status srt_writer_append(srt_writer *w, const void *data, size_t size);
+srt_ct_status srt_writer_end(srt_writer *w);
 /* Writes table, manifest and header, fsyncs and renames the temp file over
  * path (then fsyncs the directory). Any failure leaves no file under path. */
 srt_ct_status srt_writer_finish(srt_writer *w);

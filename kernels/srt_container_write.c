@@ -1,7 +1,8 @@
 /* srt_container_write.c - the container writer. Sections are written to a
  * temp file beside the target as they are added (only their 256-byte table
  * entries stay in memory); finish appends the table and the manifest, writes
- * the header at offset 0 last, fsyncs and renames the temp file into place.
+ * the header at offset 0 last, fsyncs and puts the file in place (srt_file.h:
+ * an unnamed O_TMPFILE linked in on Linux, a named temp file elsewhere).
  * The output depends only on the inputs (no timestamps, zero padding), so the
  * same calls give a bit-identical file. */
 #define _POSIX_C_SOURCE 200809L
@@ -22,10 +23,11 @@
 #include <xxhash.h>
 
 #include "srt_container_fmt.h"
+#include "srt_file.h"
 
 struct srt_writer {
-    char *path, *tmp;
-    int fd;
+    char *path;
+    srt_out_file out; /* out.fd: the file being written */
     srt_ct_kind kind;
     uint64_t pos;          /* next byte to write */
     uint8_t *table;        /* encoded entries */
@@ -39,6 +41,9 @@ struct srt_writer {
     size_t zout_cap;
     XXH3_state_t *xxh;
     bool failed, finished;
+    bool open_section; /* between srt_writer_begin and srt_writer_end */
+    ct_entry open;     /* its entry; stored_size counts the bytes appended */
+    size_t open_slot;
     char err[768];
 };
 
@@ -68,7 +73,7 @@ static srt_ct_status write_at(srt_writer *w, const void *data, size_t n, uint64_
     const uint8_t *p = data;
     while (n > 0) {
         size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t r = pwrite(w->fd, p, chunk, (off_t)off);
+        ssize_t r = pwrite(w->out.fd, p, chunk, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) return io_fail(w, "write", r < 0 ? errno : EIO);
         p += r;
@@ -125,39 +130,24 @@ srt_ct_status srt_writer_create(const char *path, srt_ct_kind kind, srt_writer *
     srt_writer *w = calloc(1, sizeof *w);
     size_t plen = strlen(path);
     if (w) {
-        w->fd = -1;
+        w->out.fd = -1;
         w->kind = kind;
         w->path = malloc(plen + 1);
-        w->tmp = malloc(plen + 48);
-        if (w->tmp) w->tmp[0] = '\0'; /* nothing to remove until the temp file exists */
         w->cctx = ZSTD_createCCtx();
         w->zout_cap = ZSTD_CStreamOutSize();
         w->zout = malloc(w->zout_cap);
         w->xxh = XXH3_createState();
     }
-    if (!w || !w->path || !w->tmp || !w->cctx || !w->zout || !w->xxh) {
+    if (!w || !w->path || !w->cctx || !w->zout || !w->xxh) {
         srt_writer_free(w);
         if (err && err_cap) snprintf(err, err_cap, "%s: out of memory", path);
         return SRT_CT_ENOMEM;
     }
     memcpy(w->path, path, plen + 1);
-    /* O_EXCL with 0666 (less umask), so the final file gets the usual mode */
-    int e = 0;
-    for (int attempt = 0; attempt < 1000 && w->fd < 0; attempt++) {
-        srt_tmp_unregister(w->tmp);
-        snprintf(w->tmp, plen + 48, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
-        /* registered before the file exists, so a signal can never find it unregistered */
-        srt_tmp_register(w->tmp);
-        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        e = errno;
-        if (w->fd < 0 && e != EEXIST) break;
-    }
-    if (w->fd < 0) srt_tmp_unregister(w->tmp); /* nothing of ours to remove (EEXIST: someone else's) */
-    if (w->fd < 0) {
-        if (err && err_cap) snprintf(err, err_cap, "%s: cannot create %s: %s", path, w->tmp, strerror(e));
-        w->tmp[0] = '\0'; /* nothing of ours to remove */
+    srt_ct_status cst = srt_out_open(&w->out, path, err, err_cap);
+    if (cst) {
         srt_writer_free(w);
-        return SRT_CT_EIO;
+        return cst;
     }
     /* the header is written last; reserve its bytes */
     srt_ct_status st = append(w, zeros, SRT_CT_HEADER_SIZE / 2);
@@ -280,7 +270,7 @@ static srt_ct_status write_zstd(srt_writer *w, const char *name, const void *dat
     } while (r != 0);
     if (!*kept) {
         w->pos = start;
-        if (ftruncate(w->fd, (off_t)start) != 0) return io_fail(w, "truncate", errno);
+        if (ftruncate(w->out.fd, (off_t)start) != 0) return io_fail(w, "truncate", errno);
         return SRT_CT_OK;
     }
     *stored = total;
@@ -288,11 +278,13 @@ static srt_ct_status write_zstd(srt_writer *w, const char *name, const void *dat
     return SRT_CT_OK;
 }
 
-srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
-                             const uint64_t *dims, const void *data, size_t size, int level) {
-    if (!w) return SRT_CT_EARG;
+/* Checks a new section and fills its entry (offset at the aligned end of the
+ * file); *slot is where its name goes in the hash set. */
+static srt_ct_status section_start(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
+                                   const uint64_t *dims, ct_entry *e, size_t *slot) {
     srt_ct_status st = usable(w, "add");
     if (st) return st;
+    if (w->open_section) return werr(w, SRT_CT_EARG, "%s: section '%s' is still being written", w->path, w->open.name);
     if (!name) return werr(w, SRT_CT_EARG, "%s: section without a name", w->path);
     size_t len = strnlen(name, SRT_CT_MAX_NAME + 1);
     int bad = ct_name_check(name, len);
@@ -306,32 +298,49 @@ srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype
         return werr(w, SRT_CT_EARG, "%s: section '%s': unknown dtype %d", w->path, name, (int)dtype);
     if (ndim > SRT_CT_MAX_DIMS || (ndim && !dims))
         return werr(w, SRT_CT_EARG, "%s: section '%s': bad shape (ndim %u)", w->path, name, ndim);
-    if (level < 0 || level > SRT_CT_MAX_ZSTD_LEVEL)
-        return werr(w, SRT_CT_EARG, "%s: section '%s': compression level %d outside 0..%d", w->path, name, level,
-                    SRT_CT_MAX_ZSTD_LEVEL);
     uint64_t n_elem, bytes;
-    char shape[256];
-    ct_shape_str(ndim, dims, shape, sizeof shape);
-    if (!ct_shape_bytes(dtype, ndim, dims, &n_elem, &bytes) || bytes != size)
-        return werr(w, SRT_CT_EARG, "%s: section '%s': %zu bytes given for %s x shape %s", w->path, name, size,
-                    srt_ct_dtype_name(dtype), shape);
-    if (size && !data) return werr(w, SRT_CT_EARG, "%s: section '%s': no data", w->path, name);
+    if (!ct_shape_bytes(dtype, ndim, dims, &n_elem, &bytes))
+        return werr(w, SRT_CT_EARG, "%s: section '%s': bad shape", w->path, name);
     if (w->n >= SRT_CT_MAX_SECTIONS)
         return werr(w, SRT_CT_EARG, "%s: more than %u sections", w->path, SRT_CT_MAX_SECTIONS);
     if ((st = grow(w))) return st;
     bool found;
-    size_t slot = find_slot(w, name, len, &found);
+    *slot = find_slot(w, name, len, &found);
     if (found) return werr(w, SRT_CT_EARG, "%s: section '%s' added twice", w->path, name);
-
     if ((st = pad(w))) return st;
+    memset(e, 0, sizeof *e);
+    memcpy(e->name, name, len);
+    e->dtype = (uint8_t)dtype;
+    e->ndim = (uint8_t)ndim;
+    for (uint32_t i = 0; i < ndim; i++) e->dims[i] = dims[i];
+    e->offset = w->pos;
+    e->raw_size = bytes;
+    return SRT_CT_OK;
+}
+
+static void section_commit(srt_writer *w, const ct_entry *e, size_t slot) {
+    ct_entry_encode(e, w->table + w->n * SRT_CT_ENTRY_SIZE);
+    w->n++;
+    w->slots[slot] = (uint32_t)w->n;
+}
+
+srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
+                             const uint64_t *dims, const void *data, size_t size, int level) {
+    if (!w) return SRT_CT_EARG;
+    if (level < 0 || level > SRT_CT_MAX_ZSTD_LEVEL)
+        return werr(w, SRT_CT_EARG, "%s: section '%s': compression level %d outside 0..%d", w->path, name ? name : "",
+                    level, SRT_CT_MAX_ZSTD_LEVEL);
     ct_entry e;
-    memset(&e, 0, sizeof e);
-    memcpy(e.name, name, len);
-    e.dtype = (uint8_t)dtype;
-    e.ndim = (uint8_t)ndim;
-    for (uint32_t i = 0; i < ndim; i++) e.dims[i] = dims[i];
-    e.offset = w->pos;
-    e.raw_size = size;
+    size_t slot;
+    srt_ct_status st = section_start(w, name, dtype, ndim, dims, &e, &slot);
+    if (st) return st;
+    if (e.raw_size != size) {
+        char shape[256];
+        ct_shape_str(ndim, dims, shape, sizeof shape);
+        return werr(w, SRT_CT_EARG, "%s: section '%s': %zu bytes given for %s x shape %s", w->path, name, size,
+                    srt_ct_dtype_name(dtype), shape);
+    }
+    if (size && !data) return werr(w, SRT_CT_EARG, "%s: section '%s': no data", w->path, name);
     bool kept = false;
     if (level > 0 && size > 0) {
         if ((st = write_zstd(w, name, data, size, level, &kept, &e.stored_size, &e.checksum))) return st;
@@ -344,34 +353,55 @@ srt_ct_status srt_writer_add(srt_writer *w, const char *name, srt_ct_dtype dtype
         e.checksum = XXH3_64bits(size ? data : "", size);
         if ((st = append(w, data, size))) return st;
     }
-    ct_entry_encode(&e, w->table + w->n * SRT_CT_ENTRY_SIZE);
-    w->n++;
-    w->slots[slot] = (uint32_t)w->n;
+    section_commit(w, &e, slot);
     return SRT_CT_OK;
 }
 
-static void sync_dir(const char *path) {
-    /* best effort: make the rename itself durable */
-    size_t n = strlen(path);
-    char *dir = malloc(n + 2);
-    if (!dir) return;
-    memcpy(dir, path, n + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
+srt_ct_status srt_writer_begin(srt_writer *w, const char *name, srt_ct_dtype dtype, uint32_t ndim,
+                               const uint64_t *dims) {
+    if (!w) return SRT_CT_EARG;
+    srt_ct_status st = section_start(w, name, dtype, ndim, dims, &w->open, &w->open_slot);
+    if (st) return st;
+    if (XXH3_64bits_reset(w->xxh) != XXH_OK) return werr(w, SRT_CT_EIO, "%s: checksum state", w->path);
+    w->open.compression = SRT_CT_RAW;
+    w->open_section = true;
+    return SRT_CT_OK;
+}
+
+srt_ct_status srt_writer_append(srt_writer *w, const void *data, size_t size) {
+    if (!w) return SRT_CT_EARG;
+    srt_ct_status st = usable(w, "append");
+    if (st) return st;
+    if (!w->open_section) return werr(w, SRT_CT_EARG, "%s: append without srt_writer_begin", w->path);
+    if (size > w->open.raw_size - w->open.stored_size)
+        return werr(w, SRT_CT_EARG, "%s: section '%s': more bytes than its shape holds", w->path, w->open.name);
+    if (size == 0) return SRT_CT_OK;
+    if (!data) return werr(w, SRT_CT_EARG, "%s: section '%s': no data", w->path, w->open.name);
+    XXH3_64bits_update(w->xxh, data, size);
+    if ((st = append(w, data, size))) return st;
+    w->open.stored_size += size;
+    return SRT_CT_OK;
+}
+
+srt_ct_status srt_writer_end(srt_writer *w) {
+    if (!w) return SRT_CT_EARG;
+    srt_ct_status st = usable(w, "end");
+    if (st) return st;
+    if (!w->open_section) return werr(w, SRT_CT_EARG, "%s: end without srt_writer_begin", w->path);
+    if (w->open.stored_size != w->open.raw_size)
+        return werr(w, SRT_CT_EARG, "%s: section '%s': %llu of %llu bytes written", w->path, w->open.name,
+                    (unsigned long long)w->open.stored_size, (unsigned long long)w->open.raw_size);
+    w->open.checksum = XXH3_64bits_digest(w->xxh);
+    w->open_section = false;
+    section_commit(w, &w->open, w->open_slot);
+    return SRT_CT_OK;
 }
 
 srt_ct_status srt_writer_finish(srt_writer *w) {
     if (!w) return SRT_CT_EARG;
     srt_ct_status st = usable(w, "finish");
     if (st) return st;
+    if (w->open_section) return werr(w, SRT_CT_EARG, "%s: section '%s' was not ended", w->path, w->open.name);
     ct_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, srt_ct_kind_magic(w->kind), 8);
@@ -397,53 +427,35 @@ srt_ct_status srt_writer_finish(srt_writer *w) {
     ct_header_encode(&h, hb);
     ct_put64(hb + CT_HEADER_CHECKED_BYTES, XXH3_64bits(hb, CT_HEADER_CHECKED_BYTES));
     if ((st = write_at(w, hb, sizeof hb, 0))) goto fail;
-    if (ftruncate(w->fd, (off_t)w->pos) != 0) {
+    if (ftruncate(w->out.fd, (off_t)w->pos) != 0) {
         st = io_fail(w, "truncate", errno);
         goto fail;
     }
-    if (fsync(w->fd) != 0) {
-        st = io_fail(w, "fsync", errno);
-        goto fail;
-    }
-    int rc = close(w->fd);
-    w->fd = -1;
-    if (rc != 0) {
-        st = io_fail(w, "close", errno);
-        goto fail;
-    }
-    if (rename(w->tmp, w->path) != 0) {
-        st = io_fail(w, "rename into place", errno);
-        goto fail;
+    if ((st = srt_out_commit(&w->out, w->err, sizeof w->err))) {
+        w->failed = true;
+        return st;
     }
     w->finished = true;
-    srt_tmp_unregister(w->tmp);
-    sync_dir(w->path);
     return SRT_CT_OK;
 fail:
     w->failed = true;
-    if (w->fd >= 0) close(w->fd);
-    w->fd = -1;
-    unlink(w->tmp);
-    w->tmp[0] = '\0';
+    srt_out_abort(&w->out);
     return st;
 }
 
 void srt_writer_free(srt_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    if (!w->finished && w->tmp && w->tmp[0]) unlink(w->tmp);
-    srt_tmp_unregister(w->tmp);
+    srt_out_abort(&w->out); /* nothing to do after a successful finish */
     ZSTD_freeCCtx(w->cctx);
     XXH3_freeState(w->xxh);
     free(w->zout);
     free(w->slots);
     free(w->table);
     free(w->manifest);
-    free(w->tmp);
     free(w->path);
     free(w);
 }
 
 const char *srt_writer_errmsg(const srt_writer *w) { return w ? w->err : "no writer"; }
-const char *srt_writer_temp_path(const srt_writer *w) { return w && w->tmp ? w->tmp : ""; }
+const char *srt_writer_temp_path(const srt_writer *w) { return w ? w->out.tmp : ""; }
 uint64_t srt_writer_bytes_written(const srt_writer *w) { return w ? w->pos : 0; }

@@ -20,6 +20,7 @@ const char *srt_status_str(srt_status st) {
     case SRT_ETHREAD: return "could not start a thread";
     case SRT_ESCRATCH: return "context scratch too small";
     case SRT_ENOTSUP: return "operation not supported by this layout";
+    case SRT_ENONFINITE: return "non-finite values";
     }
     return "unknown status";
 }
@@ -208,7 +209,7 @@ srt_status srt_ctx_reserve(srt_ctx *ctx, int64_t floats) {
 }
 
 srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads) {
-    if (!out || nthreads < 1 || nthreads > 256) return SRT_EINVAL;
+    if (!out || nthreads < 1 || nthreads > SRT_MAX_THREADS) return SRT_EINVAL;
     *out = NULL;
     srt_isa chosen;
     srt_status st = srt_isa_resolve(isa, &chosen);

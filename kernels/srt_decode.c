@@ -392,6 +392,7 @@ static srt_status finish(srt_model *m, int64_t pos, const float **logits) {
     rmsnorm(m->xn, m->x, m->final_norm, m->cfg.dim, m->cfg.norm_eps);
     stale(m);
     TRY(mv(m, &m->classifier, m->xn, m->logits));
+    if (!srt_vec_finite(m->logits, m->cfg.vocab_size)) return srt_model_nonfinite(m, m->cfg.n_layers, 2);
     m->tm.head += now() - t1;
     m->logits_pos = pos;
     *logits = m->logits;
@@ -399,8 +400,13 @@ static srt_status finish(srt_model *m, int64_t pos, const float **logits) {
 }
 
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits) {
-    if (!m || !logits || token < 0 || token >= m->cfg.vocab_size || pos < 0 || pos >= m->max_ctx) return SRT_EINVAL;
+    if (!m || !logits || token < 0 || token >= m->cfg.vocab_size || pos < 0 || pos >= m->ctx_limit) return SRT_EINVAL;
+    if (pos >= m->max_ctx) { /* grow the cache: doubling, at most to the limit */
+        int64_t n = 2 * m->max_ctx > pos + 1 ? 2 * m->max_ctx : pos + 1;
+        TRY(srt_model_reserve(m, n < m->ctx_limit ? n : m->ctx_limit));
+    }
     const srt_model_config *c = &m->cfg;
+    const int64_t D = c->dim;
     double t0 = now();
     clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
     m->logits_pos = -1;
@@ -408,7 +414,9 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     m->tm.embed += now() - t0;
     for (int64_t l = 0; l < c->n_layers; l++) {
         TRY(attention_block(m, l, pos));
+        if (!srt_vec_finite(m->x, D)) return srt_model_nonfinite(m, l, 0);
         TRY(mlp_block(m, l));
+        if (!srt_vec_finite(m->x, D)) return srt_model_nonfinite(m, l, 1);
     }
     m->tm.steps++;
     return finish(m, pos, logits);
@@ -479,8 +487,10 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         }
         double t2 = now();
         TRY(mv_batch(m, &L->wo, ATT, n, Q)); /* Q: the o-projection's outputs */
-        for (int64_t t = 0; t < n; t++)
+        for (int64_t t = 0; t < n; t++) {
             for (int64_t i = 0; i < D; i++) X[t][i] += Q[t][i];
+            if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
+        }
         double t3 = now();
         m->tm.attn_proj += (t1 - t0) + (t3 - t2);
         m->tm.attn_core += t2 - t1;
@@ -496,6 +506,7 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
             memcpy(m->u, U[t], (size_t)c->ffn_dim * sizeof(float));
             stale(m);
             TRY(mlp_tail(m, l, -1, now() - share));
+            if (!srt_vec_finite(m->x, D)) return SRT_ENONFINITE;
             memcpy(X[t], m->x, (size_t)D * sizeof(float));
         }
     }
@@ -505,9 +516,10 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
 }
 
 srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int64_t pos, const float **logits) {
-    if (!m || !tokens || !logits || n < 1 || pos < 0 || pos + n > m->max_ctx) return SRT_EINVAL;
+    if (!m || !tokens || !logits || n < 1 || pos < 0 || pos + n > m->ctx_limit) return SRT_EINVAL;
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size) return SRT_EINVAL;
+    if (pos + n > m->max_ctx) TRY(srt_model_reserve(m, pos + n));
     /* input rotations, TEAL masks and CLADA's per-token factor make the layer inputs depend on routing
      * or on the previous token's logits: those run token by token */
     if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CLADA) {
@@ -517,6 +529,14 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
     TRY(prefill_buffers(m));
     m->logits_pos = -1;
     m->factor = 1.0f;
-    for (int64_t t = 0; t < n; t += PF_CHUNK) TRY(prefill_chunk(m, tokens + t, n - t < PF_CHUNK ? n - t : PF_CHUNK, pos + t));
+    for (int64_t t = 0; t < n; t += PF_CHUNK) {
+        const int64_t k = n - t < PF_CHUNK ? n - t : PF_CHUNK;
+        srt_status st = prefill_chunk(m, tokens + t, k, pos + t);
+        if (st == SRT_ENONFINITE) { /* a NaN or inf: the chunk again as steps, which name where it arose */
+            st = SRT_OK;
+            for (int64_t i = 0; i < k && st == SRT_OK; i++) st = srt_model_step(m, tokens[t + i], pos + t + i, logits);
+        }
+        if (st != SRT_OK) return st;
+    }
     return finish(m, pos + n - 1, logits);
 }

@@ -305,7 +305,7 @@ srt_status srt_gemv_kmi4_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
 }
 
 /* ---- zigzag / stripe: each thread takes an even slice of every row-block's
- * live list (seed 003's load balancing), partial outputs reduced once. ---- */
+ * live list (the SpQt paper's load balancing), partial outputs reduced once. ---- */
 
 typedef struct zz_task {
     const srt_ctx *ctx;

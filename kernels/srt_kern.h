@@ -139,7 +139,12 @@ void srt_dotprod_register(srt_kernels *k);
 /* Shared scalar pieces of the reference, also used by SIMD files for tails. */
 void srt_q4_0_quantize_block(uint8_t out[SRT_Q4_BYTES], const float *x, int64_t stride);
 void srt_q8_0_quantize_block(uint8_t out[SRT_Q8_BYTES], const float *x);
-/* One q8 activation block: returns d, writes q[32] and *sum. */
+/* One q8 activation block: returns d, writes q[32] and *sum. A block holding
+ * a NaN or inf gets q = 0, sum = 0 and d = NaN (SRT_ACT_BAD_D, the same bits
+ * on every ISA), so every product with it is NaN as in f32 arithmetic: the
+ * non-finite value reaches the output instead of being clamped away, and no
+ * integer conversion of a non-finite float ever happens. */
+#define SRT_ACT_BAD_D (__builtin_nanf(""))
 float srt_act_q8_block(int8_t *q, int32_t *sum, const float *x);
 /* Natural block order -> kmi4r tile order (cap multiple of 512). */
 void srt_act_tile(int8_t *dst, const int8_t *src, int64_t cap);

@@ -30,49 +30,42 @@ static bool parse_config(const srt_json *j, srt_model_config *c, const char **ba
         if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
     } while (0)
     if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = "config", false;
-    NEED_INT(dim, "dim", 1, 1 << 20);
-    NEED_INT(ffn_dim, "ffn_dim", 1, 1 << 22);
-    NEED_INT(n_layers, "n_layers", 1, 4096);
-    NEED_INT(n_heads, "n_heads", 1, 4096);
-    NEED_INT(n_kv_heads, "n_kv_heads", 1, 4096);
-    NEED_INT(head_dim, "head_dim", 2, 1 << 16);
-    NEED_INT(vocab_size, "vocab_size", 1, 1 << 24);
-    NEED_INT(max_seq_len, "max_seq_len", 1, 1 << 24);
+    /* types and presence here; ranges below, in the one validation the toolchain shares (srt_config.c) */
+    NEED_INT(dim, "dim", 1, SRT_MAX_DIM);
+    NEED_INT(ffn_dim, "ffn_dim", 1, SRT_MAX_FFN);
+    NEED_INT(n_layers, "n_layers", 1, SRT_MAX_LAYERS);
+    NEED_INT(n_heads, "n_heads", 1, SRT_MAX_HEADS);
+    NEED_INT(n_kv_heads, "n_kv_heads", 1, SRT_MAX_HEADS);
+    NEED_INT(head_dim, "head_dim", 2, 4096);
+    NEED_INT(vocab_size, "vocab_size", 1, SRT_MAX_VOCAB);
+    NEED_INT(max_seq_len, "max_seq_len", 1, SRT_MAX_SEQ);
 #undef NEED_INT
-    if (c->head_dim % 2) return *bad = "head_dim", false;
-    if (c->n_heads % c->n_kv_heads) return *bad = "n_kv_heads", false;
-    if (c->n_heads * c->head_dim > (1 << 22)) return *bad = "n_heads", false;
     const srt_json *v;
     if (!(v = srt_json_get(j, "norm_eps")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
         return *bad = "norm_eps", false;
     c->norm_eps = (float)srt_json_num(v, 0);
-    if (!(c->norm_eps >= 0)) return *bad = "norm_eps", false;
     if (!(v = srt_json_get(j, "rope_theta")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
         return *bad = "rope_theta", false;
     c->rope_theta = (float)srt_json_num(v, 0);
-    if (!(c->rope_theta > 0)) return *bad = "rope_theta", false;
     const char *rope = srt_json_str(srt_json_get(j, "rope"), NULL), *act = srt_json_str(srt_json_get(j, "activation"), NULL);
     if (!rope || (strcmp(rope, "interleaved") && strcmp(rope, "half"))) return *bad = "rope", false;
     if (!act || (strcmp(act, "silu") && strcmp(act, "gelu_tanh"))) return *bad = "activation", false;
     c->rope_half = strcmp(rope, "half") == 0;
     c->gelu = strcmp(act, "gelu_tanh") == 0;
-    c->rope_scaling = (int)jint(j, "rope_scaling", 0);
-    if (c->rope_scaling < 0 || c->rope_scaling > 2) return *bad = "rope_scaling", false;
+    int64_t scaling = jint(j, "rope_scaling", 0);
+    if (scaling < 0 || scaling > 2) return *bad = "rope_scaling", false;
+    c->rope_scaling = (int)scaling;
     c->rope_factor = (float)srt_json_num(srt_json_get(j, "rope_factor"), 1.0);
     c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_low_freq_factor"), 1.0);
     c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_high_freq_factor"), 4.0);
     c->rope_orig_ctx = jint(j, "rope_orig_ctx", 0);
-    if (c->rope_scaling && !(c->rope_factor >= 1.0f && c->rope_factor <= 1024.0f)) return *bad = "rope_factor", false;
-    if (c->rope_scaling == 2 && (c->rope_orig_ctx <= 0 || !(c->rope_high_freq_factor > c->rope_low_freq_factor) ||
-                                 !(c->rope_low_freq_factor > 0)))
-        return *bad = "rope_orig_ctx", false;
     c->embed_scale = srt_json_bool(srt_json_get(j, "embed_scale"), false);
     c->tied_classifier = srt_json_bool(srt_json_get(j, "tied_classifier"), false);
     c->qkv_bias = srt_json_bool(srt_json_get(j, "qkv_bias"), false);
-    c->bos_id = (int32_t)jint(j, "bos_id", -1);
-    c->eos_id = (int32_t)jint(j, "eos_id", -1);
-    if (c->bos_id < -1 || c->bos_id >= c->vocab_size || c->eos_id < -1 || c->eos_id >= c->vocab_size)
-        return *bad = "bos_id", false;
+    int64_t bos = jint(j, "bos_id", -1), eos = jint(j, "eos_id", -1);
+    if (bos < -1 || bos > INT32_MAX || eos < -1 || eos > INT32_MAX) return *bad = "bos_id", false;
+    c->bos_id = (int32_t)bos;
+    c->eos_id = (int32_t)eos;
     return true;
 }
 
@@ -144,6 +137,7 @@ static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, in
 
 void srt_model_close(srt_model *m) {
     if (!m) return;
+    srt_free(m->ctx_arena);
     srt_free(m->arena);
     srt_free(m->pf_arena);
     free(m->thr_l);
@@ -151,6 +145,12 @@ void srt_model_close(srt_model *m) {
     srt_container_close(m->ct);
     free(m->path);
     free(m);
+}
+
+srt_status srt_model_set_ctx(srt_model *m, srt_ctx *ctx) {
+    if (!m || !ctx || srt_ctx_isa(ctx) != srt_ctx_isa(m->ctx)) return SRT_EINVAL;
+    m->ctx = ctx;
+    return SRT_OK;
 }
 
 static char *dupstr(const char *s) {
@@ -189,6 +189,11 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config.%s is missing or invalid", path, bad_field);
         goto bad;
     }
+    char why[256];
+    if (srt_config_invalid(c, why, sizeof why)) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config: %s", path, why);
+        goto bad;
+    }
     const srt_json *routing = srt_json_get(man, "routing");
     m->def_method = srt_json_str(srt_json_get(routing, "method"), "dense");
     m->def_density = srt_json_num(srt_json_get(routing, "density"), 1.0);
@@ -207,9 +212,9 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.larosa split is out of range", path);
         goto bad;
     }
-    m->max_ctx = opts->max_ctx > 0 ? opts->max_ctx : c->max_seq_len;
-    if (m->max_ctx > (1 << 24)) {
-        st = fail(err, err_cap, SRT_CT_EARG, "%s: context %lld is too large", path, (long long)m->max_ctx);
+    m->ctx_limit = opts->max_ctx > 0 ? opts->max_ctx : c->max_seq_len;
+    if (m->ctx_limit > (1 << 24)) {
+        st = fail(err, err_cap, SRT_CT_EARG, "%s: context %lld is too large", path, (long long)m->ctx_limit);
         goto bad;
     }
     int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd,
@@ -294,7 +299,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->has_claws = n_claws == L;
     /* buffers: every vector is vmax floats (the largest stored dimension),
      * so padded inputs read zeros and padded outputs have room */
-    int64_t vm = (m->vmax + 63) / 64 * 64, half = hd / 2;
+    int64_t vm = (m->vmax + 63) / 64 * 64;
     if (V > vm) vm = (V + 63) / 64 * 64;
     m->vcap = vm;
     size_t actb = (srt_act_bytes(vm) + 63) / 64 * 64;
@@ -304,10 +309,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
 #define RES(cnt) (offs[k++] = nf, nf += ((size_t)(cnt) + 15) / 16 * 16)
     RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); RES(vm); /* 11 vectors */
     RES(vm);                                                   /* score */
-    RES((size_t)m->max_ctx);                                   /* attention scores */
-    RES((size_t)(m->max_ctx * half)); RES((size_t)(m->max_ctx * half)); /* rope tables */
-    RES((size_t)(L * m->max_ctx * kvd)); RES((size_t)(L * m->max_ctx * kvd)); /* caches */
 #undef RES
+    /* the context's buffers (scores, rope tables, caches) grow with it: srt_model_reserve */
     size_t bytes = nf * sizeof(float) + 2 * actb + (size_t)vm * sizeof(uint32_t) + 64 +
                    (size_t)(L * F) * sizeof(uint32_t) + (size_t)L * sizeof(int64_t) + 64;
     m->arena = srt_alloc(bytes);
@@ -317,7 +320,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     }
     float *fb = m->arena;
     float **vecs[] = {&m->x, &m->xn, &m->q, &m->kt, &m->vt, &m->att, &m->tmp, &m->u, &m->a, &m->v, &m->h,
-                      &m->score, &m->s, &m->cos_t, &m->sin_t, &m->kc, &m->vc};
+                      &m->score};
     for (int i = 0; i < k; i++) *vecs[i] = fb + offs[i];
     m->logits = m->tmp; /* the classifier writes into tmp (vm >= V) */
     uint8_t *ab = (uint8_t *)(fb + nf);
@@ -328,13 +331,9 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->idx = (uint32_t *)(void *)(ab + 2 * actb);
     m->live_n = (int64_t *)(void *)(ab + 2 * actb + (size_t)vm * sizeof(uint32_t)); /* vm is a multiple of 64 */
     m->live_all = (uint32_t *)(void *)(m->live_n + L);
-    for (int64_t i = 0; i < half; i++) {
-        float inv = rope_inv_freq(c, i);
-        for (int64_t p = 0; p < m->max_ctx; p++) {
-            float ang = (float)p * inv;
-            m->cos_t[p * half + i] = cosf(ang);
-            m->sin_t[p * half + i] = sinf(ang);
-        }
+    if (srt_model_reserve(m, SRT_MODEL_INIT_CTX < m->ctx_limit ? SRT_MODEL_INIT_CTX : m->ctx_limit) != SRT_OK) {
+        st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory for the key/value cache", path);
+        goto bad;
     }
     m->thr_l = malloc((size_t)(L * 4) * sizeof *m->thr_l);
     if (!m->thr_l) {
@@ -359,7 +358,44 @@ const srt_json *srt_model_manifest(const srt_model *m) { return srt_container_ma
 const char *srt_model_default_method(const srt_model *m) { return m->def_method; }
 double srt_model_default_density(const srt_model *m) { return m->def_density; }
 bool srt_model_has_claws(const srt_model *m) { return m->has_claws; }
-int64_t srt_model_max_ctx(const srt_model *m) { return m->max_ctx; }
+int64_t srt_model_max_ctx(const srt_model *m) { return m->ctx_limit; }
+int64_t srt_model_ctx_allocated(const srt_model *m) { return m->max_ctx; }
+
+srt_status srt_model_reserve(srt_model *m, int64_t n) {
+    if (!m || n < 1 || n > m->ctx_limit) return SRT_EINVAL;
+    if (n <= m->max_ctx) return SRT_OK;
+    const srt_model_config *c = &m->cfg;
+    const int64_t half = c->head_dim / 2, kvd = c->n_kv_heads * c->head_dim, L = c->n_layers, old = m->max_ctx;
+    size_t cache = (size_t)(L * n * kvd), rope = (size_t)(n * half), round = 16;
+    size_t o_s = 0, o_cos = o_s + ((size_t)n + round - 1) / round * round, o_sin = o_cos + (rope + round - 1) / round * round,
+           o_k = o_sin + (rope + round - 1) / round * round, o_v = o_k + (cache + round - 1) / round * round,
+           total = o_v + cache;
+    float *a = srt_alloc(total * sizeof(float));
+    if (!a) return SRT_ENOMEM;
+    float *kc = a + o_k, *vc = a + o_v;
+    for (int64_t l = 0; l < L && old > 0; l++) { /* keep the cached positions (the layer stride changes) */
+        memcpy(kc + l * n * kvd, m->kc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
+        memcpy(vc + l * n * kvd, m->vc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
+    }
+    float *cs = a + o_cos, *sn = a + o_sin;
+    for (int64_t i = 0; i < half; i++) {
+        float inv = rope_inv_freq(c, i);
+        for (int64_t p = 0; p < n; p++) {
+            float ang = (float)p * inv;
+            cs[p * half + i] = cosf(ang);
+            sn[p * half + i] = sinf(ang);
+        }
+    }
+    srt_free(m->ctx_arena);
+    m->ctx_arena = a;
+    m->s = a + o_s;
+    m->cos_t = cs;
+    m->sin_t = sn;
+    m->kc = kc;
+    m->vc = vc;
+    m->max_ctx = n;
+    return SRT_OK;
+}
 uint64_t srt_model_weight_bytes(const srt_model *m) { return m->weight_bytes; }
 int64_t srt_model_live_count(const srt_model *m) { return m->K; }
 

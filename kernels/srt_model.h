@@ -6,9 +6,10 @@
  * projections read only the live neurons.
  *
  * Depends on libc, libm, pthreads and zstd only (the manifest is read with
- * srt_json). Everything is allocated once in srt_model_open; a decode step
- * never allocates. A model is for one thread at a time (the kernels use the
- * context's own thread pool). */
+ * srt_json). Everything is allocated in srt_model_open except the key/value
+ * cache, which holds the positions asked for (srt_model_reserve) and grows
+ * when a step goes beyond them. A model is for one thread at a time (the
+ * kernels use the context's own thread pool). */
 #ifndef SRT_MODEL_H
 #define SRT_MODEL_H
 
@@ -32,8 +33,25 @@ typedef struct srt_model_config {
     int32_t bos_id, eos_id;
 } srt_model_config;
 
+/* The key/value cache holds SRT_MODEL_INIT_CTX positions (at most max_ctx)
+ * after open and grows as steps need (srt_model_reserve). */
+#define SRT_MODEL_INIT_CTX 16
+/* Bounds on every size a configuration may declare (the toolchain's
+ * SC_MAX_* are these), so a hostile header cannot drive a giant allocation. */
+#define SRT_MAX_DIM ((int64_t)1 << 16)
+#define SRT_MAX_FFN ((int64_t)1 << 18)
+#define SRT_MAX_LAYERS 1024
+#define SRT_MAX_HEADS 1024
+#define SRT_MAX_VOCAB ((int64_t)1 << 22)
+#define SRT_MAX_SEQ ((int64_t)1 << 21)
+
+/* The one validation of a configuration (srt_config.c), shared by the
+ * runtime and the toolchain's loaders: true and a reason in why when c is
+ * not acceptable. */
+bool srt_config_invalid(const srt_model_config *c, char *why, size_t cap);
+
 typedef struct srt_model_opts {
-    int64_t max_ctx; /* key/value cache positions (0: the model's max_seq_len) */
+    int64_t max_ctx; /* positions the key/value cache may grow to (0: the model's max_seq_len) */
     srt_ctx *ctx;    /* kernels' ISA and threads (borrowed; must outlive the model) */
 } srt_model_opts;
 
@@ -60,6 +78,10 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
 void srt_model_close(srt_model *m); /* accepts NULL */
 
 const srt_model_config *srt_model_get_config(const srt_model *m);
+/* Runs the model's kernels with another context of the same ISA (e.g. one
+ * whose thread count suits the model's shape, known only after open);
+ * borrowed like opts->ctx. Not during a step. SRT_EINVAL for another ISA. */
+srt_status srt_model_set_ctx(srt_model *m, srt_ctx *ctx);
 const srt_json *srt_model_manifest(const srt_model *m);
 /* The artifact's default router ("routing" in the manifest): method name
  * (may be "dense") and density. */
@@ -76,7 +98,7 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name);
 srt_status srt_model_set_router(srt_model *m, srt_router kind, double density);
 int64_t srt_model_live_count(const srt_model *m); /* K (ffn_dim when dense) */
 
-/* LaRoSA (seed 002) on an artifact packed with --method larosa: every block
+/* LaRoSA (the LaRoSA paper) on an artifact packed with --method larosa: every block
  * input with a folded rotation becomes z = R n(x) and only its
  * K_in = round((1 - in s) dim) largest |z_k| feed the projections (which
  * read only those columns in column-sparse layouts); the down projection
@@ -111,18 +133,32 @@ void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
  * the return value is ffn_dim when the layer ran dense). */
 int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx);
 
-/* Runs token at position pos (0 <= pos < max_ctx; positions < pos must have
- * been run before: their keys and values are in the cache) and points
- * *logits at vocab_size floats owned by the model (valid until the next
- * step). */
+/* Runs token at position pos (0 <= pos < srt_model_max_ctx; positions < pos
+ * must have been run before: their keys and values are in the cache) and
+ * points *logits at vocab_size floats owned by the model (valid until the
+ * next step). A step allocates only when pos is beyond the positions the
+ * cache holds (it then doubles them, at most to the limit; SRT_ENOMEM if
+ * that fails): srt_model_reserve sizes it once beforehand. */
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits);
 /* The prompt: tokens[0..n) at positions pos..pos+n-1, each linear layer applied to up to 16 tokens
  * together (row layouts read a block of rows once for all of them); attention, the MLP router and
  * everything per token is srt_model_step's code, so the logits (the last token's) and the cache equal
  * n steps' bit for bit. Input rotations, TEAL and CLADA run token by token. Allocates its buffers on
- * first use. */
+ * first use and grows the cache to pos + n; a non-finite value re-runs its chunk as steps, so
+ * SRT_ENONFINITE and srt_model_fault are a step's. */
 srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int64_t pos, const float **logits);
+/* After a step returned SRT_ENONFINITE (a NaN or inf in the residual stream
+ * or the logits: corrupt weights, or an overflow): one line naming the
+ * layer, the block and the tensor whose output first held it; else "". */
+const char *srt_model_fault(const srt_model *m);
+/* The positions the cache may grow to (opts.max_ctx, else the model's context). */
 int64_t srt_model_max_ctx(const srt_model *m);
+/* Grows the key/value cache (and RoPE tables) to hold n positions
+ * (n <= srt_model_max_ctx), keeping what it holds; SRT_EINVAL beyond the
+ * limit, SRT_ENOMEM when the memory is not there. */
+srt_status srt_model_reserve(srt_model *m, int64_t n);
+/* The positions the cache holds now. */
+int64_t srt_model_ctx_allocated(const srt_model *m);
 
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out);
 void srt_model_reset_timing(srt_model *m);

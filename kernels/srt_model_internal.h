@@ -35,9 +35,11 @@ struct srt_model {
     bool has_claws;
     int64_t n_rot;          /* block inputs with a folded rotation */
     double lr_in, lr_h;     /* LaRoSA split recorded at pack time */
-    int64_t max_ctx, vmax, vcap;
+    int64_t max_ctx, vmax, vcap; /* max_ctx: positions the buffers below hold now (srt_model_reserve) */
+    int64_t ctx_limit;           /* positions the cache may grow to (srt_model_max_ctx) */
+    void *ctx_arena;             /* s, cos_t, sin_t, kc, vc */
     const float *final_norm;
-    srt_weight emb;         /* token embedding: f32 or a row layout, rows gathered on lookup */
+    srt_weight emb;              /* token embedding: f32 or a row layout, rows gathered on lookup */
     srt_weight classifier;
     srt_layer_w *layers;
     uint64_t weight_bytes;
@@ -66,10 +68,17 @@ struct srt_model {
     const float *act_src[2]; /* what act[i] holds (NULL: stale) */
     int64_t act_n[2];
     srt_model_timing tm;
+    char fault[256];        /* srt_model_fault (srt_model_fault.c) */
     /* prefill (srt_decode.c), allocated on first use: 7 x 16 vectors, 2 x 16 activations */
     void *pf_arena;
     float *pf_vec[7 * 16];
     void *pf_actmem[2 * 16];
 };
+
+/* Called when the residual stream (block 0 attention, 1 MLP of layer l) or
+ * the logits (block 2) of a step hold a non-finite value: finds the first
+ * intermediate that does, writes m->fault, returns SRT_ENONFINITE. */
+srt_status srt_model_nonfinite(srt_model *m, int64_t l, int block);
+bool srt_vec_finite(const float *x, int64_t n);
 
 #endif

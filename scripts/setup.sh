@@ -9,6 +9,10 @@ PKGS=(build-essential cmake pkg-config libcjson-dev libopenblas-dev liblapacke-d
       libpcre2-dev libutf8proc-dev)
 # ARM kernels are cross-compiled and tested under qemu-user; gnuplot draws the plots.
 PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gnuplot-nox)
+# OpenMPI: `mpirun -n N sparsecal compute` (optional at build time; CMake finds it).
+PKGS+=(libopenmpi-dev openmpi-bin)
+# the libFuzzer harnesses (tests/fuzz, scripts/fuzz.sh) build with clang and its fuzzer runtime
+PKGS+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

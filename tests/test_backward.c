@@ -23,11 +23,13 @@ static const int width[4] = {F, D, D, D};
 typedef struct grads {
     float *g[4][L]; /* [kind][layer] -> [N, width] */
     const unsigned char *mask; /* [pos][layer][F] or NULL */
+    int64_t seen[SC_TAP_COUNT][L], replayed[SC_TAP_COUNT][L]; /* forward events, first and recomputed */
 } grads;
 
 static sc_status grad_hook(void *user, const sc_tap_event *ev, sc_err *e) {
     grads *g = user;
-    if (!ev->is_grad) { /* forward: apply the student's mask to h */
+    if (!ev->is_grad && ev->layer < L) (ev->replay ? g->replayed : g->seen)[ev->tap][ev->layer]++;
+    if (!ev->is_grad) { /* forward: apply the student's mask to h (again when recomputed) */
         if (ev->tap == SC_TAP_H && g->mask)
             for (int64_t t = 0; t < ev->n_tokens; t++)
                 for (int64_t j = 0; j < F; j++)
@@ -177,8 +179,101 @@ int main(void) {
     CHECK_NEAR(loss, rl, 1e-4 * fabs(rl) + 1e-5);
     CHECK(sc_backward_run(f, dl, &hk, &err) == SC_OK);
     check(&r, ids, &g, teacher, "distillation (masked student)");
-    /* masked neurons pass no gradient upstream: the gate gradient of a dead neuron is zero */
-    /* 3. backward refuses an inference workspace */
+    /* 3. activation checkpointing: the checkpointed pass (recomputing each
+     * layer from its input, replaying the masking hook) gives bit for bit the
+     * gradients of the pass that keeps every layer's activations (the same
+     * code on the same inputs), with the loss written over the logits in
+     * place; observers see each forward event once, plus marked replays of
+     * every layer but the last */
+    sc_forward *fk;
+    CHECK(sc_forward_create_train_ex(m, N, SC_TRAIN_KEEP_ALL, &fk, &err) == SC_OK);
+    for (int masked = 0; masked < 2; masked++) {
+        g.mask = masked ? mask : NULL;
+        float *keep[4][L];
+        CHECK(sc_forward_run(fk, ids, N, 0, &hk, &logits, &err) == SC_OK);
+        sc_loss_ce(logits, ids, N, V, dl);
+        CHECK(sc_backward_run(fk, dl, &hk, &err) == SC_OK);
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) {
+                keep[k][l] = malloc((size_t)N * width[k] * sizeof(float));
+                memcpy(keep[k][l], g.g[k][l], (size_t)N * width[k] * sizeof(float));
+            }
+        memset(g.seen, 0, sizeof g.seen);
+        memset(g.replayed, 0, sizeof g.replayed);
+        CHECK(sc_forward_run(f, ids, N, 0, &hk, &logits, &err) == SC_OK);
+        float *inplace = sc_forward_logits(f);
+        CHECK(inplace == logits);
+        sc_loss_ce(logits, ids, N, V, inplace);
+        CHECK(sc_backward_run(f, inplace, &hk, &err) == SC_OK);
+        size_t differ = 0;
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) differ += memcmp(keep[k][l], g.g[k][l], (size_t)N * width[k] * sizeof(float)) != 0;
+        CHECK_MSG(differ == 0, "%s: %zu of %d gradient arrays differ between checkpointed and stored backward",
+                  masked ? "masked" : "dense", differ, 4 * L);
+        bool once = true;
+        for (int l = 0; l < L; l++)
+            once = once && g.seen[SC_TAP_H][l] == 1 && g.seen[SC_TAP_GATE][l] == 1 &&
+                   g.replayed[SC_TAP_H][l] == (l + 1 < L) && g.replayed[SC_TAP_GATE][l] == (l + 1 < L);
+        CHECK_MSG(once, "forward events: each once, replays for layers 0..%d", L - 2);
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) free(keep[k][l]);
+    }
+    sc_forward_free(fk);
+
+    /* 4. the chunked cross-entropy (no [T x vocab] buffer): the bf16 copy of
+     * the model read on use with a 100-row classifier chunk (6 chunks for 512
+     * words, the last of 12 rows) against the same model's full-logits loss.
+     * The loss is the same double arithmetic in another order (1e-12
+     * relative); dL/dxn sums 512 float products per entry, split into chunk
+     * sums (accumulated with beta = 1) instead of one: float rounding of
+     * sums of 512 terms, bounded here by 1e-4 of the largest gradient entry. */
+    const char *bf = sc_asset("models/stories260K-hf-bf16-sharded");
+    if (bf) {
+        sc_model_policy(false, 100 * D * sizeof(float));
+        sc_model *mb;
+        CHECK(sc_model_load(bf, &mb, &err) == SC_OK);
+        sc_model_policy(false, 0);
+        CHECK(sc_model_classifier_chunk(mb) == 100);
+        sc_forward *fa, *fc;
+        CHECK(sc_forward_create_train(mb, N, &fa, &err) == SC_OK);
+        CHECK(sc_forward_create_train_ex(mb, N, SC_TRAIN_CHUNKED_LOSS, &fc, &err) == SC_OK);
+        g.mask = NULL;
+        float *full[4][L];
+        CHECK(sc_forward_run(fa, ids, N, 0, &hk, &logits, &err) == SC_OK);
+        double lfull = sc_loss_ce(logits, ids, N, V, sc_forward_logits(fa));
+        CHECK(sc_backward_run(fa, sc_forward_logits(fa), &hk, &err) == SC_OK);
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) {
+                full[k][l] = malloc((size_t)N * width[k] * sizeof(float));
+                memcpy(full[k][l], g.g[k][l], (size_t)N * width[k] * sizeof(float));
+            }
+        const float *none = (const float *)&err;
+        CHECK(sc_forward_run(fc, ids, N, 0, &hk, &none, &err) == SC_OK && none == NULL); /* no logits */
+        double lchunk;
+        CHECK(sc_backward_ce(fc, &hk, &lchunk, &err) == SC_OK);
+        CHECK_NEAR(lchunk, lfull, 1e-12 * fabs(lfull));
+        double worst = 0.0;
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < L; l++) {
+                double mx = 0.0, dd = 0.0;
+                for (int64_t i = 0; i < (int64_t)N * width[k]; i++) {
+                    mx = fmax(mx, fabs(full[k][l][i]));
+                    dd = fmax(dd, fabs((double)full[k][l][i] - g.g[k][l][i]));
+                }
+                worst = fmax(worst, mx > 0 ? dd / mx : dd);
+                free(full[k][l]);
+            }
+        printf("chunked cross-entropy: loss %.9f vs %.9f, gradients within %.2e of the largest entry\n", lchunk, lfull,
+               worst);
+        CHECK(worst < 1e-4);
+        CHECK(sc_backward_run(fc, dl, &hk, &err) == SC_EARG); /* no logits to start from */
+        CHECK(sc_backward_ce(fa, &hk, &lchunk, &err) == SC_EARG);
+        sc_forward_free(fa);
+        sc_forward_free(fc);
+        sc_model_free(mb);
+    }
+
+    /* 5. backward refuses an inference workspace */
     sc_forward *fi;
     CHECK(sc_forward_create(m, N, N, &fi, &err) == SC_OK);
     CHECK(sc_backward_run(fi, dl, NULL, &err) == SC_EARG);

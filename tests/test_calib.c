@@ -113,7 +113,7 @@ int main(void) {
         for (int64_t l = 0; l < 5; l++) {
             const double *num = claws_array(c, l, "num"), *den = claws_array(c, l, "den"), *cc = claws_array(c, l, "c");
             double wn[172];
-            sc_down_col_norms(m, l, wn);
+            CHECK(sc_down_col_norms(m, l, wn, &err) == SC_OK);
             for (int s = 0; s < 3; s++) {
                 int j = (int)((l * 37 + s * 61 + 5) % F);
                 double num_fd = 0;

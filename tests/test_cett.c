@@ -24,7 +24,7 @@ static char out[1 << 20];
 /* CETT(t) token by token in double, straight from the definition */
 static double cett_naive(const sc_model *m, int64_t l, const float *h, int64_t rows, const double *wn, double t) {
     int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
-    const float *Wd = m->layers[l].wd;
+    const float *Wd = sc_test_layer(m, l)->wd;
     double sum = 0;
     int64_t used = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -80,15 +80,15 @@ int main(void) {
         const float *h;
         int64_t rows;
         CHECK(sc_cett_sample(cs, l, &h, &rows) && rows == one->n_tokens);
-        sc_down_col_norms(m, l, wn);
+        CHECK(sc_down_col_norms(m, l, wn, &err) == SC_OK);
         void *scr = malloc(sc_cett_scratch_bytes(rows, D, F));
         double tt = 0.1 * (double)(l + 1);
-        double v1 = sc_cett_value(h, 12, D, F, m->layers[l].wd, wn, tt, scr), v2 = cett_naive(m, l, h, 12, wn, tt);
+        double v1 = sc_cett_value(h, 12, D, F, sc_test_layer(m, l)->wd, wn, tt, scr), v2 = cett_naive(m, l, h, 12, wn, tt);
         CHECK_MSG(fabs(v1 - v2) < 1e-5, "layer %lld: CETT %.9g vs naive %.9g", (long long)l, v1, v2);
         sc_cett_fit fit;
-        CHECK(sc_cett_search(h, rows, D, F, m->layers[l].wd, wn, 0.2, &fit, &err) == SC_OK);
+        CHECK(sc_cett_search(h, rows, D, F, sc_test_layer(m, l)->wd, wn, 0.2, &fit, &err) == SC_OK);
         double step = (fit.grid_hi - fit.grid_lo) / (SC_CETT_GRID - 1);
-        double above = sc_cett_value(h, rows, D, F, m->layers[l].wd, wn, fit.threshold + step, scr);
+        double above = sc_cett_value(h, rows, D, F, sc_test_layer(m, l)->wd, wn, fit.threshold + step, scr);
         CHECK_MSG(fit.cett <= 0.2 && 0.2 - fit.cett < 0.005 && above > 0.2,
                   "layer %lld: CETT(t) %.6f, CETT(t + step) %.6f", (long long)l, fit.cett, above);
         /* CETT(t) is the mean norm of a growing partial sum, which need not be monotone: it is
@@ -96,7 +96,7 @@ int main(void) {
         double prev = -1, worst_drop = 0;
         int violations = 0;
         for (int k = 0; k <= 40; k++) {
-            double c = sc_cett_value(h, rows, D, F, m->layers[l].wd, wn, fit.grid_lo + (fit.grid_hi - fit.grid_lo) * k / 40.0, scr);
+            double c = sc_cett_value(h, rows, D, F, sc_test_layer(m, l)->wd, wn, fit.grid_lo + (fit.grid_hi - fit.grid_lo) * k / 40.0, scr);
             violations += c < prev && c < 0.4;
             worst_drop = fmax(worst_drop, prev - c);
             prev = c;

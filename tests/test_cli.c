@@ -53,6 +53,28 @@ int main(void) {
         CHECK(run("%s %s --no-such-option 2>&1%s%s", cmds[i], 0, 0) == 2);
         CHECK(count_lines(out) == 1);
     }
+    /* BLAS kernels: a user's OPENBLAS_CORETYPE is obeyed as given; unset, the
+     * kernels are never narrower than the CPU's vector unit (cli_blas_fix_kernels) */
+    CHECK(run("env OPENBLAS_CORETYPE=Prescott %s info --json -m %s%s%s", bin, 0, 0) == 0);
+    cJSON *ij = cJSON_Parse(out), *bl = cJSON_GetObjectItemCaseSensitive(ij, "blas");
+    CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(bl, "core")) &&
+          strcmp(cJSON_GetObjectItemCaseSensitive(bl, "core")->valuestring, "Prescott") == 0 &&
+          cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(bl, "openblas_chose")));
+    cJSON_Delete(ij);
+    CHECK(run("env -u OPENBLAS_CORETYPE %s info --json -m %s%s%s", bin, 0, 0) == 0);
+    ij = cJSON_Parse(out);
+    bl = cJSON_GetObjectItemCaseSensitive(ij, "blas");
+    const cJSON *core = cJSON_GetObjectItemCaseSensitive(bl, "core"), *chose = cJSON_GetObjectItemCaseSensitive(bl, "openblas_chose"),
+                *feat = cJSON_GetObjectItemCaseSensitive(ij, "cpu_features");
+    CHECK(cJSON_IsString(core) && cJSON_IsString(feat));
+    if (cJSON_IsString(core) && cJSON_IsString(feat) && strstr(feat->valuestring, "avx2")) {
+        CHECK_MSG(strcmp(core->valuestring, "Prescott") && strcmp(core->valuestring, "Core2") &&
+                      strcmp(core->valuestring, "Nehalem"),
+                  "an AVX2 CPU got OpenBLAS's %s kernels", core->valuestring);
+        if (cJSON_IsString(chose)) /* we overrode: say what OpenBLAS chose, run what we set */
+            CHECK(strcmp(core->valuestring, strstr(feat->valuestring, "avx512bw") ? "SkylakeX" : "Haswell") == 0);
+    }
+    cJSON_Delete(ij);
     CHECK(run("%s ppl -m %s --ctx abc 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
     CHECK(run("%s ppl -m %s --ctx 1 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
     CHECK(run("%s ppl -m /nonexistent/model.bin -f %s 2>&1%s", valid, 0, 0) == 2);

@@ -2,7 +2,9 @@
  * (raw and zstd), empty, scalar and 8-d sections, many sections, a big
  * manifest, bit-identical output for identical input, writer argument errors,
  * atomic writes (an abandoned writer, and a child killed while writing a big
- * file, never leave a file under the final name), and `sparsecal inspect` /
+ * file, never leave a file under the final name; with O_TMPFILE nothing at
+ * all, with SPARSECAL_NAMED_TEMP=1 a named temp file that the next writer of
+ * the same target removes once its process is dead), and `sparsecal inspect` /
  * `verify` exit codes and output. Hostile files: test_container_hostile.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
@@ -17,6 +19,7 @@
 
 #include "common.h"
 #include "srt_container.h"
+#include "srt_file.h"
 #include "testing.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -58,6 +61,36 @@ static size_t count_temp_files(void) {
     return n;
 }
 
+/* SPARSECAL_NAMED_TEMP=1: temp files have names (srt_file.h) */
+static bool named_temp(void) {
+    const char *e = getenv("SPARSECAL_NAMED_TEMP");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Unnamed (O_TMPFILE) files process pid holds open in the test directory,
+ * and the size of the largest in *max_size (may be NULL). */
+static size_t count_unnamed(pid_t pid, off_t *max_size) {
+    char dir[64], prefix[4200];
+    snprintf(dir, sizeof dir, "/proc/%ld/fd", (long)pid);
+    snprintf(prefix, sizeof prefix, "%s/#", sc_test_tmpdir());
+    if (max_size) *max_size = 0;
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char link[4200], target[4200];
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k <= 0) continue;
+        target[k] = '\0';
+        if (strncmp(target, prefix, strlen(prefix)) || !strstr(target, "(deleted)")) continue;
+        n++;
+        struct stat st;
+        if (max_size && stat(link, &st) == 0 && st.st_size > *max_size) *max_size = st.st_size;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
 static void remove_temp_files(void) {
     DIR *d = opendir(sc_test_tmpdir());
     if (!d) return;
@@ -84,6 +117,7 @@ static const char *manifest_text =
 
 static void test_round_trip(void) {
     const char *path = sc_tmp_path("rt.scal");
+    remove(path); /* fresh on each run (this test runs with and without named temp files) */
     srt_writer *w = create(path, SRT_CT_SCAL);
     if (!w) return;
     CHECK(srt_writer_set_manifest(w, manifest_text, strlen(manifest_text)) == SRT_CT_OK);
@@ -137,7 +171,8 @@ static void test_round_trip(void) {
         srt_ct_status st = srt_writer_add(w, e->name, e->dtype, e->ndim, e->dims, e->data, e->size, level);
         CHECK_MSG(st == SRT_CT_OK, "add %s: %s", e->name, srt_writer_errmsg(w));
     }
-    CHECK(count_temp_files() == 1 && !sc_file_exists(path));
+    CHECK(count_temp_files() == (named_temp() ? 1 : 0) && count_unnamed(getpid(), NULL) == (named_temp() ? 0 : 1));
+    CHECK(!sc_file_exists(path));
     CHECK_MSG(srt_writer_finish(w) == SRT_CT_OK, "finish: %s", srt_writer_errmsg(w));
     srt_writer_free(w);
     CHECK(count_temp_files() == 0 && sc_file_exists(path));
@@ -364,10 +399,11 @@ static void test_abandon(void) {
     uint8_t buf[4096] = {0};
     uint64_t d[1] = {sizeof buf};
     CHECK(srt_writer_add(w, "new.section", SRT_CT_U8, 1, d, buf, sizeof buf, 0) == SRT_CT_OK);
-    CHECK(count_temp_files() == 1 && srt_writer_bytes_written(w) > sizeof buf);
-    CHECK(strstr(srt_writer_temp_path(w), "abandon.spk.tmp.") != NULL);
+    CHECK(count_temp_files() == (named_temp() ? 1 : 0) && srt_writer_bytes_written(w) > sizeof buf);
+    CHECK(named_temp() ? strstr(srt_writer_temp_path(w), "abandon.spk.tmp.") != NULL : !srt_writer_temp_path(w)[0]);
+    CHECK(count_unnamed(getpid(), NULL) == (named_temp() ? 0 : 1));
     srt_writer_free(w); /* abandoned midway */
-    CHECK(count_temp_files() == 0);
+    CHECK(count_temp_files() == 0 && count_unnamed(getpid(), NULL) == 0);
     srt_container *c = open_ok(path, SRT_CT_SPAK); /* the old file is untouched */
     CHECK(c && srt_container_find(c, "new.section") == -1 && srt_container_find(c, "a.f32") == 0);
     srt_container_close(c);
@@ -422,6 +458,8 @@ static void test_killed_writer(void) {
                 if (stat(sc_tmp_path(e->d_name), &st) == 0 && st.st_size >= (64 << 20)) big = true;
             }
             if (d) closedir(d);
+            off_t sz = 0;
+            if (!named_temp() && count_unnamed(pid, &sz) == 1 && sz >= (64 << 20)) big = true;
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
@@ -437,7 +475,14 @@ static void test_killed_writer(void) {
         } else {
             CHECK_MSG(!sc_file_exists(path), "%s exists after the writer was killed", path);
         }
-        CHECK(count_temp_files() == 1); /* a killed process cannot clean up; the temp name says what it is */
+        if (named_temp()) {
+            /* a killed process cannot clean up; the temp name says whose it was, and the next writer of the
+               same target removes it (its process is dead) */
+            CHECK(count_temp_files() == 1);
+            CHECK(srt_out_clean_stale(path) == 1 && count_temp_files() == 0);
+        } else {
+            CHECK(count_temp_files() == 0); /* the unnamed file died with its process */
+        }
         remove_temp_files();
     }
 }
@@ -544,6 +589,11 @@ int main(void) {
     test_writer_errors();
     test_abandon();
     test_killed_writer();
+    setenv("SPARSECAL_NAMED_TEMP", "1", 1); /* the same without O_TMPFILE */
+    test_round_trip();
+    test_abandon();
+    test_killed_writer();
+    unsetenv("SPARSECAL_NAMED_TEMP");
     test_cli();
     return sc_test_finish();
 }

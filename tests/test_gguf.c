@@ -167,42 +167,46 @@ static const char *write_tiny(const char *file, const tiny_opts *o) {
     return path;
 }
 
-/* Every weight of a tiny model equals the generated values. */
+/* One tensor of a tiny model equals its generated values. */
+static void check_tiny_tensor(const tiny_opts *o, const char *label, const char *name, const float *p) {
+    size_t cnt;
+    if (strncmp(name, "blk.", 4) == 0) {
+        int k = 0;
+        while (strcmp(strchr(name + 4, '.') + 1, TINY_LAYER[k]) != 0) k++;
+        uint64_t ne0, ne1;
+        layer_shape(o, k, &ne0, &ne1);
+        cnt = (size_t)(ne0 * (ne1 ? ne1 : 1));
+    } else {
+        cnt = strcmp(name, "output_norm.weight") == 0 ? T_D : (size_t)T_D * T_V;
+    }
+    size_t bad = 0;
+    uint32_t seed = name_seed(name);
+    for (size_t j = 0; j < cnt && p; j++) bad += p[j] != wval(j, seed);
+    CHECK_MSG(p && bad == 0, "%s: %s: %zu of %zu values differ", label, name, bad, cnt);
+}
+
+/* Every weight of a tiny model equals the generated values. A layer's view
+ * of weights read on use lasts until the next layer is read, so each layer is
+ * checked as it is read. */
 static void check_tiny_weights(const sc_model *m, const tiny_opts *o, const char *label) {
-    struct named {
-        const char *name;
-        const float *p;
-    } list[3 + 12 * T_L];
-    size_t n = 0;
-    list[n++] = (struct named){"token_embd.weight", m->tok_emb};
-    list[n++] = (struct named){"output_norm.weight", m->final_norm};
-    if (!o->tied) list[n++] = (struct named){"output.weight", m->classifier};
-    static char names[12 * T_L][64];
+    float *emb = sc_test_embedding(m);
+    check_tiny_tensor(o, label, "token_embd.weight", emb);
+    free(emb);
+    check_tiny_tensor(o, label, "output_norm.weight", m->final_norm);
+    if (!o->tied) {
+        float *cls = sc_test_classifier(m);
+        check_tiny_tensor(o, label, "output.weight", cls);
+        free(cls);
+    }
     for (int l = 0; l < T_L; l++) {
-        const sc_layer *L = &m->layers[l];
+        const sc_layer *L = sc_test_layer(m, l);
         const float *ptrs[12] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->ffn_norm, L->wg, L->wu, L->wd,
                                  L->bq,        L->bk, L->bv};
         for (int k = 0; k < (m->cfg.qkv_bias ? 12 : 9); k++) {
-            snprintf(names[12 * l + k], 64, "blk.%d.%s", l, TINY_LAYER[k]);
-            list[n].name = names[12 * l + k];
-            list[n++].p = ptrs[k];
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s", l, TINY_LAYER[k]);
+            check_tiny_tensor(o, label, name, ptrs[k]);
         }
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t cnt;
-        if (strncmp(list[i].name, "blk.", 4) == 0) {
-            int k = 0;
-            while (strcmp(strchr(list[i].name + 4, '.') + 1, TINY_LAYER[k]) != 0) k++;
-            uint64_t ne0, ne1;
-            layer_shape(o, k, &ne0, &ne1);
-            cnt = (size_t)(ne0 * (ne1 ? ne1 : 1));
-        } else {
-            cnt = strcmp(list[i].name, "output_norm.weight") == 0 ? T_D : (size_t)T_D * T_V;
-        }
-        size_t bad = 0;
-        uint32_t seed = name_seed(list[i].name);
-        for (size_t j = 0; j < cnt && list[i].p; j++) bad += list[i].p[j] != wval(j, seed);
-        CHECK_MSG(list[i].p && bad == 0, "%s: %s: %zu of %zu values differ", label, list[i].name, bad, cnt);
     }
 }
 
@@ -229,13 +233,13 @@ static void test_tiny_dtypes(void) {
         CHECK(c->n_kv_heads == T_KV && c->head_dim == T_HD && c->vocab_size == T_V && c->max_seq_len == T_CTX);
         CHECK_NEAR(c->rope_theta, 500000.0, 0);
         CHECK_NEAR(c->norm_eps, 1e-5f, 0);
-        CHECK(!c->tied_classifier && m->classifier != m->tok_emb);
+        CHECK(!c->tied_classifier && (m->classifier != m->tok_emb || !m->classifier));
         CHECK(c->rope == SC_ROPE_INTERLEAVED && c->act == SC_ACT_SILU && !c->qkv_bias);
         CHECK(c->bos_id == 1 && c->eos_id == 2);
         CHECK_MSG(strcmp(m->src_dtype, T[t].name) == 0, "src_dtype %s, want %s", m->src_dtype, T[t].name);
         CHECK(strcmp(m->format, "gguf") == 0);
-        if (T[t].type == 0) CHECK(m->owned_bytes == 0 && m->mapped_bytes > 0); /* f32 used in place */
-        else CHECK(m->owned_bytes > 0);
+        if (T[t].type == 0) CHECK(m->owned_bytes == 0 && m->lazy_bytes == 0 && m->mapped_bytes > 0); /* f32 used in place */
+        else CHECK(m->lazy_bytes > 0 && sc_model_is_lazy(m)); /* matrices converted on use */
         check_tiny_weights(m, &o, T[t].name);
         CHECK(sc_model_check_complete(m, &err) == SC_OK);
         /* tokenizer: spaces, not U+2581 */
@@ -259,7 +263,7 @@ static void test_tiny_families(void) {
     if (st == SC_OK) {
         CHECK(m->cfg.family == SC_FAMILY_QWEN2 && m->cfg.qkv_bias && m->cfg.rope == SC_ROPE_HALF);
         CHECK(m->cfg.tied_classifier && m->classifier == m->tok_emb);
-        CHECK(m->layers[1].bq && m->layers[1].bk && m->layers[1].bv);
+        CHECK(sc_test_layer(m, 1)->bq && sc_test_layer(m, 1)->bk && sc_test_layer(m, 1)->bv);
         check_tiny_weights(m, &q, "qwen2");
         sc_model_free(m);
     }
@@ -482,11 +486,11 @@ static void test_stories(void) {
     if (bpath && (st = sc_model_load(bpath, &b, &err)) == SC_OK) {
         int64_t D = 64, F = 172, V = 512;
         CHECK(memcmp(m->tok_emb, b->tok_emb, (size_t)(V * D) * 4) == 0);
-        CHECK(memcmp(m->layers[0].wq, b->layers[0].wq, (size_t)(D * D) * 4) == 0);
-        CHECK(memcmp(m->layers[4].wd, b->layers[4].wd, (size_t)(D * F) * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 0)->wq, sc_test_layer(b, 0)->wq, (size_t)(D * D) * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 4)->wd, sc_test_layer(b, 4)->wd, (size_t)(D * F) * 4) == 0);
         CHECK(memcmp(m->final_norm, b->final_norm, (size_t)D * 4) == 0);
-        CHECK(memcmp(m->layers[2].wk, b->layers[2].wk, (size_t)(D * 32) * 4) == 0);
-        CHECK(memcmp(m->layers[3].attn_norm, b->layers[3].attn_norm, (size_t)D * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 2)->wk, sc_test_layer(b, 2)->wk, (size_t)(D * 32) * 4) == 0);
+        CHECK(memcmp(sc_test_layer(m, 3)->attn_norm, sc_test_layer(b, 3)->attn_norm, (size_t)D * 4) == 0);
         sc_model_free(b);
     } else if (bpath) {
         CHECK_MSG(false, "loading %s: %s", bpath, err.msg);

@@ -1,8 +1,9 @@
 /* test_interrupt.c - an interrupted write leaves nothing behind: `sparsecal
  * pack` and `sparsecal compute` are killed with SIGINT / SIGTERM while their
  * temporary output exists; the process dies of the signal, no file appears
- * under the final name and the temporary file is removed (cli/main.c ->
- * srt_tmp_cleanup). The pack uses zstd level 19 so it is slow enough to be
+ * under the final name and no temporary file remains: with O_TMPFILE it never
+ * had a name, with SPARSECAL_NAMED_TEMP=1 the signal handler removes it
+ * (cli/main.c -> srt_tmp_cleanup). The pack uses zstd level 19 so it is slow enough to be
  * caught mid-write. Needs no assets (the model is synthetic). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -28,7 +29,27 @@ static int count_prefix(const char *dir, const char *prefix) {
     return n;
 }
 
-/* Runs argv, waits until dir holds a file named "<final>.tmp.*", sends sig;
+/* Unnamed (O_TMPFILE) files in dir that process pid holds open. */
+static int count_unnamed(pid_t pid, const char *dir) {
+    char fds[64], prefix[600];
+    snprintf(fds, sizeof fds, "/proc/%ld/fd", (long)pid);
+    snprintf(prefix, sizeof prefix, "%s/#", dir);
+    DIR *d = opendir(fds);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char link[400], target[1024];
+        snprintf(link, sizeof link, "%s/%s", fds, e->d_name);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k <= 0) continue;
+        target[k] = '\0';
+        n += strncmp(target, prefix, strlen(prefix)) == 0 && strstr(target, "(deleted)") != NULL;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Runs argv, waits until dir holds a file named "<final>.tmp.*" (or the child
+ * holds an unnamed temp file there), sends sig;
  * returns true when the child died of sig and neither the final file nor a
  * temporary one remains. */
 static bool interrupt_run(char *const argv[], const char *dir, const char *final, int sig) {
@@ -43,7 +64,7 @@ static bool interrupt_run(char *const argv[], const char *dir, const char *final
     if (pid < 0) return false;
     bool seen = false;
     for (int i = 0; i < 60000 && !seen; i++) { /* up to 60 s */
-        seen = count_prefix(dir, tmp_prefix) > 0;
+        seen = count_prefix(dir, tmp_prefix) > 0 || count_unnamed(pid, dir) > 0;
         if (!seen) {
             int status;
             if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -74,8 +95,10 @@ int main(void) {
     snprintf(o_pack, sizeof o_pack, "%s/x.spk", dir);
     snprintf(o_scal, sizeof o_scal, "%s/c.scal", dir);
     snprintf(tokens, sizeof tokens, "%s/tokens.txt", model);
-    const int sigs[] = {SIGINT, SIGTERM};
-    for (int s = 0; s < 2; s++) {
+    /* SIGKILL cannot be handled: only an unnamed temp file leaves nothing then */
+    const int sigs[] = {SIGINT, SIGTERM, SIGKILL, SIGINT, SIGTERM};
+    for (int s = 0; s < 5; s++) {
+        if (s == 3) setenv("SPARSECAL_NAMED_TEMP", "1", 1); /* the same with named temp files */
         char *pack[] = {SC_CLI_PATH, "pack", "-m", model, "--layout", "q8_0", "--compress", "19", "-o", o_pack, "-q", NULL};
         CHECK(interrupt_run(pack, dir, "x.spk", sigs[s]));
         char *comp[] = {SC_CLI_PATH, "compute", "-m", model, "--tokens", tokens, "--method", "cats,coact",

@@ -3,7 +3,8 @@
  * on awkward shapes (tails, tiny n, padding), live densities 0, 0.01, 0.5,
  * 0.99 and 1, all-dead groups and partial quads, random data with outliers.
  * The reference itself is checked against double-precision math on the
- * unpacked weights and the dequantised activations. */
+ * unpacked weights and the dequantised activations. Non-finite activations
+ * quantise to the same bytes on every ISA and poison every output. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,99 @@ static void test_act(void) {
         free(x);
     }
     CHECK_MSG(bad == 0, "%d activation values off by more than d/2", bad);
+}
+
+/* ---- non-finite activations: every ISA as the reference ------------------------------ */
+
+/* A block holding NaN or inf quantises to q = 0, sum = 0, d = NaN on every ISA
+ * (the same bytes), so every GEMV output that reads it is non-finite, as in
+ * f32 arithmetic, instead of a clamped or wrapped integer (the AVX-512
+ * quantiser used to convert inf to 0x80000000 and overflow the q4 offset). */
+static void test_act_nonfinite(void) {
+    const int64_t ns[] = {32, 100, 256};
+    for (size_t s = 0; s < sizeof ns / sizeof ns[0]; s++) {
+        const int64_t n = ns[s], nb = (n + 31) / 32;
+        float *x = malloc(sizeof(float) * (size_t)n);
+        for (int variant = 0; variant < 4; variant++) {
+            fill(x, n, 1.0f);
+            const float bad = variant == 0 ? NAN : variant == 1 ? INFINITY : variant == 2 ? -INFINITY : 3e38f;
+            const int64_t at = (variant * 37 + 5) % n; /* a different block (and the tail block of n = 100) */
+            x[at] = bad;
+            if (variant == 3 && n > 40) x[n - 1] = NAN; /* huge but finite in one block, NaN in the last */
+            bool *bad_block = calloc((size_t)nb, 1);
+            for (int64_t i = 0; i < n; i++) bad_block[i / 32] |= !isfinite(x[i]);
+            for (int o = 0; o < 2; o++) {
+                act_buf r, t;
+                act_make(&r, n, (srt_act_order)o);
+                CHECK(srt_act_quantize(ctx_ref, &r.a, x) == SRT_OK);
+                for (int64_t b = 0; b < nb; b++) {
+                    int nz = 0;
+                    for (int k = 0; k < 32 && o == 0; k++) nz += r.a.q[b * 32 + k] != 0;
+                    if (bad_block[b])
+                        CHECK_MSG(isnan(r.a.d[b]) && r.a.sum[b] == 0 && nz == 0, "n %lld variant %d block %lld",
+                                  (long long)n, variant, (long long)b);
+                    else
+                        CHECK_MSG(isfinite(r.a.d[b]) && r.a.d[b] > 0, "n %lld variant %d block %lld", (long long)n,
+                                  variant, (long long)b);
+                }
+                for (int c = 0; c < nctx; c++) {
+                    act_make(&t, n, (srt_act_order)o);
+                    CHECK(srt_act_quantize(ctxs[c], &t.a, x) == SRT_OK);
+                    bool same = memcmp(t.a.q, r.a.q, (size_t)r.a.cap) == 0 &&
+                                memcmp(t.a.d, r.a.d, sizeof(float) * (size_t)(r.a.cap / 32)) == 0 &&
+                                memcmp(t.a.sum, r.a.sum, sizeof(int32_t) * (size_t)(r.a.cap / 32)) == 0;
+                    CHECK_MSG(same, "non-finite act n=%lld variant %d order %d on %s", (long long)n, variant, o,
+                              srt_isa_name(srt_ctx_isa(ctxs[c])));
+                    srt_free(t.mem);
+                }
+                srt_free(r.mem);
+            }
+            free(bad_block);
+        }
+        free(x);
+    }
+    /* every layout's dense GEMV on every ISA: a non-finite input gives non-finite outputs, never a number */
+    const int64_t rows = 64, cols = 256;
+    float *w = malloc(sizeof(float) * rows * cols), *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * rows);
+    fill(w, rows * cols, 0.05f);
+    for (int l = 0; l < SRT_LAYOUT_COUNT; l++) {
+        const srt_layout_traits *t = srt_layout_get((srt_layout)l);
+        const int64_t group = l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE ? 32 : 0;
+        size_t bytes;
+        if (t->size(&bytes, rows, cols, group) != SRT_OK) {
+            CHECK_MSG(0, "size %s", t->name);
+            continue;
+        }
+        void *mem = srt_alloc(bytes);
+        srt_matrix m;
+        CHECK(t->pack(&m, mem, bytes, w, rows, cols, group) == SRT_OK);
+        for (int variant = 0; variant < 3; variant++) {
+            fill(x, cols, 1.0f);
+            x[77] = variant == 0 ? NAN : variant == 1 ? INFINITY : -INFINITY;
+            act_buf ab = {0};
+            srt_input in = {x, NULL};
+            if (t->input != SRT_IN_F32) {
+                act_make(&ab, cols, t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+                in.q = &ab.a;
+            }
+            for (int c = -1; c < nctx; c++) {
+                srt_ctx *ctx = c < 0 ? ctx_ref : ctxs[c];
+                if (in.q) CHECK(srt_act_quantize(ctx, &ab.a, x) == SRT_OK);
+                for (int64_t r = 0; r < rows; r++) y[r] = 0.0f;
+                CHECK(t->gemv(ctx, &m, &in, y) == SRT_OK);
+                int64_t finite = 0;
+                for (int64_t r = 0; r < rows; r++) finite += isfinite(y[r]) != 0;
+                CHECK_MSG(finite == 0, "%s on %s, input %s: %lld of %lld outputs finite", t->name,
+                          srt_isa_name(srt_ctx_isa(ctx)), variant == 0 ? "NaN" : variant == 1 ? "+inf" : "-inf",
+                          (long long)finite, (long long)rows);
+            }
+            if (ab.mem) srt_free(ab.mem);
+        }
+        srt_free(mem);
+    }
+    free(w);
+    free(x);
+    free(y);
 }
 
 /* ---- live lists ------------------------------------------------------------------- */
@@ -502,6 +596,7 @@ int main(void) {
     make_ctxs();
     test_pool();
     test_act();
+    test_act_nonfinite();
     test_compact();
     test_act_fn();
     test_attention();

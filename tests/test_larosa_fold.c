@@ -134,8 +134,8 @@ int main(void) {
         CHECK_MSG(sc_model_load(p, &a, &err) == SC_OK, "%s", err.msg);
         bool all = true, ones = true;
         for (int64_t l = 0; l < L; l++) {
-            all = all && a->layers[l].attn_rot && a->layers[l].mlp_rot;
-            for (int64_t i = 0; i < D; i++) ones = ones && a->layers[l].attn_norm[i] == 1.0f && a->layers[l].ffn_norm[i] == 1.0f;
+            all = all && sc_test_layer(a, l)->attn_rot && sc_test_layer(a, l)->mlp_rot;
+            for (int64_t i = 0; i < D; i++) ones = ones && sc_test_layer(a, l)->attn_norm[i] == 1.0f && sc_test_layer(a, l)->ffn_norm[i] == 1.0f;
         }
         CHECK_MSG(all && ones, "%s: rotations on every block input, RMSNorm weights folded to one", layouts[li]);
 

@@ -64,18 +64,18 @@ int main(void) {
         for (int i = 0; i < 172; i++) {
             double d = 0;
             for (int k = 0; k < 4; k++) d += (double)B1[o * 4 + k] * A1[k * 172 + i];
-            worst = fmax(worst, fabs(m->layers[1].wd[o * 172 + i] - (base->layers[1].wd[o * 172 + i] + 2.0 * d)));
+            worst = fmax(worst, fabs(sc_test_layer(m, 1)->wd[o * 172 + i] - (sc_test_layer(base, 1)->wd[o * 172 + i] + 2.0 * d)));
         }
     for (int o = 0; o < 64; o++)
         for (int i = 0; i < 64; i++) {
             double d = 0;
             for (int k = 0; k < 4; k++) d += (double)B3[o * 4 + k] * A3[k * 64 + i];
-            worst = fmax(worst, fabs(m->layers[3].wq[o * 64 + i] - (base->layers[3].wq[o * 64 + i] + 2.0 * d)));
+            worst = fmax(worst, fabs(sc_test_layer(m, 3)->wq[o * 64 + i] - (sc_test_layer(base, 3)->wq[o * 64 + i] + 2.0 * d)));
         }
     printf("fused weights vs W + (alpha/r) B A in double: worst abs error %.3g\n", worst);
     CHECK(worst < 1e-5);
-    CHECK(m->layers[0].wd == base->layers[0].wd || memcmp(m->layers[0].wd, base->layers[0].wd, 64 * 172 * 4) == 0);
-    CHECK(memcmp(m->layers[1].wq, base->layers[1].wq, 64 * 64 * 4) == 0);
+    CHECK(sc_test_layer(m, 0)->wd == sc_test_layer(base, 0)->wd || memcmp(sc_test_layer(m, 0)->wd, sc_test_layer(base, 0)->wd, 64 * 172 * 4) == 0);
+    CHECK(memcmp(sc_test_layer(m, 1)->wq, sc_test_layer(base, 1)->wq, 64 * 64 * 4) == 0);
     sc_model_free(m);
     /* rsLoRA scale */
     write_config(dir, "{\"r\": 4, \"lora_alpha\": 8, \"use_rslora\": true}");
@@ -103,8 +103,8 @@ int main(void) {
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     sc_model *a, *b;
     CHECK(sc_model_load(p1, &b, &err) == SC_OK && sc_model_load(p0, &a, &err) == SC_OK);
-    CHECK(memcmp(a->layers[1].wd, b->layers[1].wd, 64 * 172 * 4) != 0);
-    CHECK(memcmp(a->layers[2].wd, b->layers[2].wd, 64 * 172 * 4) == 0);
+    CHECK(memcmp(sc_test_layer(a, 1)->wd, sc_test_layer(b, 1)->wd, 64 * 172 * 4) != 0);
+    CHECK(memcmp(sc_test_layer(a, 2)->wd, sc_test_layer(b, 2)->wd, 64 * 172 * 4) == 0);
     sc_model_free(a);
     sc_model_free(b);
     sc_model_free(base);

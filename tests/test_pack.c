@@ -11,11 +11,61 @@
 #include "eval.h"
 #include "pack.h"
 #include "srt_container.h"
+#include "synth.h"
 #include "testing.h"
 
 static sc_err err;
 
+/* Packing a model whose weights are read on use streams the embedding and
+ * the classifier in row chunks (convert/pack.c); the sections must be byte
+ * for byte those of packing the same model with every weight resident. A
+ * bf16 llama with an untied classifier, 100-word vocabulary (not a multiple
+ * of the 32-row q8_0 blocks) and dim 48 (columns padded to 64), and a
+ * 40-row chunk: four chunks, the last one padded. */
+static void test_streamed_vocabulary(void) {
+    sc_synth_opts so;
+    sc_synth_opts_default(&so);
+    so.dim = 48, so.ffn_dim = 64, so.n_layers = 2, so.n_heads = 4, so.n_kv_heads = 2, so.vocab_size = 100;
+    so.max_seq_len = 64, so.family = "llama", so.dtype = SC_DT_BF16, so.seed = 7;
+    const char *dir = sc_tmp_path("stream_synth");
+    CHECK_MSG(sc_synth_write(&so, dir, &err) == SC_OK, "%s", err.msg);
+    const char *layouts[] = {"q8_0", "f32"};
+    for (int i = 0; i < 2; i++) {
+        char path[2][4096];
+        for (int lazy = 0; lazy < 2; lazy++) {
+            sc_model_policy(!lazy, lazy ? 40 * 48 * sizeof(float) : 0);
+            sc_model *m;
+            CHECK_MSG(sc_model_load(dir, &m, &err) == SC_OK, "%s", err.msg);
+            if (!m) continue;
+            CHECK(sc_model_is_lazy(m) == (lazy == 1) && m->cfg.vocab_size == 100 && !m->cfg.tied_classifier);
+            CHECK(!lazy || sc_model_classifier_chunk(m) == 40);
+            snprintf(path[lazy], sizeof path[lazy], "%s", sc_tmp_path(lazy ? "stream_b.spk" : "stream_a.spk"));
+            sc_pack_opts po = {.layout = layouts[i], .compress = 0};
+            sc_pack_result pr;
+            CHECK_MSG(sc_pack(m, NULL, &po, path[lazy], &pr, &err) == SC_OK, "%s: %s", layouts[i], err.msg);
+            sc_model_free(m);
+        }
+        sc_model_policy(false, 0);
+        srt_container *ca = NULL, *cb = NULL;
+        char msg[256];
+        CHECK(srt_container_open(path[0], SRT_CT_SPAK, &ca, msg, sizeof msg) == SRT_CT_OK);
+        CHECK(srt_container_open(path[1], SRT_CT_SPAK, &cb, msg, sizeof msg) == SRT_CT_OK);
+        const char *sections[] = {"tok_emb", "classifier", "l1.wd"};
+        for (int k = 0; ca && cb && k < 3; k++) {
+            const void *da, *db;
+            uint64_t na, nb;
+            CHECK(srt_container_get(ca, sections[k], &da, &na) == SRT_CT_OK);
+            CHECK(srt_container_get(cb, sections[k], &db, &nb) == SRT_CT_OK);
+            CHECK_MSG(na == nb && na > 0 && memcmp(da, db, (size_t)na) == 0, "%s: streamed %s differs", layouts[i],
+                      sections[k]);
+        }
+        srt_container_close(ca);
+        srt_container_close(cb);
+    }
+}
+
 int main(void) {
+    test_streamed_vocabulary();
     const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
                *text = sc_asset("text/tinystories_valid_a.txt");
     if (!bin || !tokp || !text) return sc_test_finish();
@@ -132,8 +182,8 @@ int main(void) {
         for (int i = 0; i < 172; i++) {
             if (perm[i] >= 172 || seen[perm[i]]++) is_perm = false;
             if (perm[i] >= 172) continue;
-            if (memcmp(b->layers[2].wg + i * 64, m->layers[2].wg + perm[i] * 64, 64 * sizeof(float))) same_rows = false;
-            if (b->layers[2].wd[5 * 172 + i] != m->layers[2].wd[5 * 172 + perm[i]]) same_rows = false;
+            if (memcmp(sc_test_layer(b, 2)->wg + i * 64, sc_test_layer(m, 2)->wg + perm[i] * 64, 64 * sizeof(float))) same_rows = false;
+            if (sc_test_layer(b, 2)->wd[5 * 172 + i] != sc_test_layer(m, 2)->wd[5 * 172 + perm[i]]) same_rows = false;
             if (c_orig && cc[i] != (float)c_orig[perm[i]]) same_c = false;
             if (act && i > 0 && act[perm[i]] > act[perm[i - 1]]) sorted = false;
         }

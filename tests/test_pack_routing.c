@@ -104,9 +104,9 @@ int main(void) {
         const float *h;
         int64_t rows;
         CHECK(sc_cett_sample(cs, l, &h, &rows) && rows > 0);
-        sc_down_col_norms(m, l, wn);
+        CHECK(sc_down_col_norms(m, l, wn, &err) == SC_OK);
         sc_cett_fit fit;
-        CHECK(sc_cett_search(h, rows, D, F, m->layers[l].wd, wn, 0.3, &fit, &err) == SC_OK);
+        CHECK(sc_cett_search(h, rows, D, F, sc_test_layer(m, l)->wd, wn, 0.3, &fit, &err) == SC_OK);
         char nm[64];
         snprintf(nm, sizeof nm, "l%lld.cett_thresholds", (long long)l);
         const float *t = section(ct, nm, F, 0);

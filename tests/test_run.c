@@ -396,7 +396,7 @@ int main(void) {
         CHECK(rewrite(good, bad, NULL, "\"dim\":64", "\"dim\":96", NULL));
         expect_open_error(bad, ctx1, "tok_emb");
         CHECK(rewrite(good, bad, NULL, "\"n_kv_heads\":4", "\"n_kv_heads\":3", NULL));
-        expect_open_error(bad, ctx1, "config.n_kv_heads");
+        expect_open_error(bad, ctx1, "config: n_heads = 8 is not a multiple of n_kv_heads");
         CHECK(rewrite(good, bad, NULL, "\"layout\":\"q4_0\"", "\"layout\":\"bogus\"", NULL)); /* a tensor's */
         expect_open_error(bad, ctx1, "layout");
         CHECK(rewrite(good, bad, NULL, "\"tensors\":", "\"tensorz\":", NULL));

@@ -28,10 +28,10 @@ int64_t sc_cats_bin_of(double v) {
 }
 
 float sc_cats_threshold(const int64_t *hist, double sparsity) {
-    int64_t total = 0;
-    for (int64_t b = 0; b < SC_CATS_NB; b++) total += hist[b];
+    double total = 0; /* in double: no count can overflow it (loaded files are checked, cats_validate) */
+    for (int64_t b = 0; b < SC_CATS_NB; b++) total += (double)hist[b];
     if (total == 0 || sparsity <= 0) return 0.0f;
-    double target = sparsity * (double)total, cum = 0;
+    double target = sparsity * total, cum = 0;
     for (int64_t b = 0; b < SC_CATS_NB; b++) {
         cum += (double)hist[b];
         if (cum >= target) return (float)sc_cats_bin_left(b);
@@ -93,6 +93,28 @@ static sc_status cats_finalize(void *p, sc_err *err) {
     return SC_OK;
 }
 
+/* Every scored position adds one count per neuron to each layer's histogram. */
+static sc_status cats_validate(void *p, int64_t n_tokens, sc_err *err) {
+    cats *s = p;
+    int64_t want;
+    if (__builtin_mul_overflow(n_tokens, s->F, &want) || want > SC_COUNT_MAX)
+        return sc_errf(err, SC_EFORMAT, "cats: %lld tokens x %lld neurons overflow the histogram counts",
+                       (long long)n_tokens, (long long)s->F);
+    for (int64_t l = 0; l < s->L1 - s->L0; l++) {
+        int64_t total = 0;
+        for (int64_t b = 0; b < SC_CATS_NB; b++) {
+            int64_t h = s->hist[l * SC_CATS_NB + b];
+            if (h < 0 || __builtin_add_overflow(total, h, &total) || total > want) total = -1;
+            if (total < 0) break;
+        }
+        if (total != want)
+            return sc_errf(err, SC_EFORMAT,
+                           "cats: layer %lld's histogram does not count %lld tokens x %lld neurons = %lld values",
+                           (long long)(s->L0 + l), (long long)n_tokens, (long long)s->F, (long long)want);
+    }
+    return SC_OK;
+}
+
 static int cats_arrays(void *p, sc_array *out, int cap) {
     cats *s = p;
     int n = 0;
@@ -132,4 +154,8 @@ const sc_method sc_method_cats = {
     cats_finalize,
     cats_arrays,
     cats_free,
+    NULL,
+    NULL,
+    cats_validate,
+    "",
 };

@@ -190,9 +190,11 @@ static sc_status cett_finalize(void *p, sc_err *err) {
         if (!s->m || s->rows[l] == 0) continue; /* no weights (merge/inspect): eval searches again */
         double *wn = sc_method_f64(s->F);
         if (!wn) return sc_errf(err, SC_ENOMEM, "cett: out of memory");
-        sc_down_col_norms(s->m, s->L0 + l, wn);
         sc_cett_fit fit;
-        sc_status st = sc_cett_search((const float *)s->h[l], s->rows[l], s->D, s->F, s->m->layers[s->L0 + l].wd, wn, s->target, &fit, err);
+        const sc_layer *Ly;
+        sc_status st = sc_down_col_norms(s->m, s->L0 + l, wn, err);
+        if (!st) st = sc_model_layer(s->m, s->L0 + l, &Ly, err);
+        if (!st) st = sc_cett_search((const float *)s->h[l], s->rows[l], s->D, s->F, Ly->wd, wn, s->target, &fit, err);
         free(wn);
         SC_TRY(st);
         o[0] = fit.threshold;
@@ -236,6 +238,12 @@ bool sc_cett_sample(const void *state, int64_t layer, const float **h, int64_t *
     return true;
 }
 
+/* the stride counters (checkpoints only) */
+static int cett_resume_arrays(void *p, sc_array *out, int cap) {
+    cett *s = p;
+    return sc_method_counter_array(out, cap, "seen", s->seen, s->L1 - s->L0);
+}
+
 const sc_method sc_method_cett = {
     "cett",
     "CETT: a stored sample of h per layer; thresholds with mean CETT <= target (binary search)",
@@ -246,6 +254,10 @@ const sc_method sc_method_cett = {
     cett_finalize,
     cett_arrays,
     cett_free,
+    cett_resume_arrays,
+    NULL,
+    NULL,
+    "sample,stride,target",
 };
 
 /* ---- clada: the load-signal sample ---- */
@@ -323,4 +335,8 @@ const sc_method sc_method_clada = {
     clada_finalize,
     clada_arrays,
     clada_free,
+    NULL,
+    NULL,
+    NULL,
+    "signals",
 };

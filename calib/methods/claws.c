@@ -1,4 +1,4 @@
-/* claws.c - CLAWS saliency multipliers (seed 000, Eq. 2-3). Per layer and
+/* claws.c - CLAWS saliency multipliers (the CLAWS paper, Eq. 2-3). Per layer and
  * neuron, over calibration tokens:
  *   num_j += |h_j| * ||W_d[:, j]||_2 * |g_j|,  g_j = dL/dh_j (backward pass)
  *   den_j += |phi(u_j)|
@@ -48,11 +48,17 @@ static sc_status claws_create(const sc_model *m, const sc_method_opts *o, void *
     for (int64_t l = 0; ok && l < n; l++) {
         ok = (s->num[l] = sc_method_f64(s->F)) && (s->den[l] = sc_method_f64(s->F)) &&
              (s->c[l] = sc_method_f64(s->F)) && (s->wnorm[l] = sc_method_f64(s->F));
-        if (ok && m->layers) sc_down_col_norms(m, s->L0 + l, s->wnorm[l]); /* (no weights: loading a file) */
     }
     if (!ok) {
         claws_free(s);
         return sc_errf(err, SC_ENOMEM, "claws: out of memory");
+    }
+    for (int64_t l = 0; m->layers && l < n; l++) { /* (no weights: loading a file) */
+        sc_status st = sc_down_col_norms(m, s->L0 + l, s->wnorm[l], err);
+        if (st) {
+            claws_free(s);
+            return st;
+        }
     }
     *out = s;
     return SC_OK;
@@ -125,4 +131,8 @@ const sc_method sc_method_claws = {
     claws_finalize,
     claws_arrays,
     claws_free,
+    NULL,
+    NULL,
+    NULL,
+    "",
 };

@@ -124,6 +124,12 @@ bool sc_coact_sample(const void *state, int64_t layer, const uint64_t **bits, in
     return true;
 }
 
+/* the stride counters (checkpoints only) */
+static int coact_resume_arrays(void *p, sc_array *out, int cap) {
+    coact *s = p;
+    return sc_method_counter_array(out, cap, "seen", s->seen, s->L1 - s->L0);
+}
+
 const sc_method sc_method_coact = {
     "coact",
     "co-activation: a sample of CATS live sets per layer (bitmasks), for neuron permutation at pack time",
@@ -134,4 +140,8 @@ const sc_method sc_method_coact = {
     coact_finalize,
     coact_arrays,
     coact_free,
+    coact_resume_arrays,
+    NULL,
+    NULL,
+    "coact_sample,coact_stride,coact_density",
 };

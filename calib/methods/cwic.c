@@ -182,6 +182,25 @@ static int cwic_arrays(void *p, sc_array *out, int cap) {
     return n;
 }
 
+/* this process's running EMAs (run, run2: [2, w] per layer and tap; checkpoints only) */
+static int cwic_resume_arrays(void *p, sc_array *out, int cap) {
+    cwic *s = p;
+    int n = 0;
+    for (int64_t k = 0; k < (s->L1 - s->L0) * SC_CWIC_NTAPS && n < cap; k++) {
+        cw_stat *c = &s->st[k];
+        sc_array *a = &out[n++];
+        memset(a, 0, sizeof *a);
+        snprintf(a->name, sizeof a->name, "layer%lld.%s.run", (long long)(s->L0 + k / SC_CWIC_NTAPS),
+                 cwic_tap_names[k % SC_CWIC_NTAPS]);
+        a->kind = SC_ARR_SUM;
+        a->type = SC_ARR_F64;
+        a->shape[0] = 2;
+        a->shape[1] = c->w;
+        a->data = c->run; /* run2 follows run in the block */
+    }
+    return n;
+}
+
 const sc_method sc_method_cwic = {
     "cwic",
     "CWIC stripes: per-channel mean and std (exact and EMA, beta 0.99) of every linear input",
@@ -192,4 +211,8 @@ const sc_method sc_method_cwic = {
     cwic_finalize,
     cwic_arrays,
     cwic_free,
+    cwic_resume_arrays,
+    NULL,
+    NULL,
+    "cwic_beta",
 };

@@ -1,4 +1,4 @@
-/* cwic.h - CWIC stripes (seed 001): per-channel statistics of every linear
+/* cwic.h - CWIC stripes (the CWIC paper): per-channel statistics of every linear
  * input, stripe routing with de-meaning and re-biasing, active-parameter
  * accounting, thresholds fitted without training or imported from a
  * safetensors file. The method is cwic.c; eval and fitting are eval_cwic.c.

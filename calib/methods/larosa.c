@@ -1,4 +1,4 @@
-/* larosa.c - LaRoSA rotations (seed 002, Sec. 4.2; METHODS.md): the
+/* larosa.c - LaRoSA rotations (the LaRoSA paper, Sec. 4.2; METHODS.md): the
  * uncentred second moment of each block input per layer, damped and
  * eigendecomposed (see larosa.h).
  *
@@ -212,4 +212,8 @@ const sc_method sc_method_larosa = {
     larosa_finalize,
     larosa_arrays,
     larosa_free,
+    NULL,
+    NULL,
+    NULL,
+    "inputs,damp,max_mib",
 };

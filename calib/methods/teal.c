@@ -280,11 +280,13 @@ static sc_status teal_observe(void *p, const sc_tap_event *ev, int64_t n_scored,
             float *emb = malloc((size_t)(n * s->D) * sizeof(float));
             if (!emb) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
             float sc = sqrtf((float)s->D);
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t i = 0; i < s->D; i++) {
-                    float v = s->m->tok_emb[(int64_t)ev->ids[t] * s->D + i];
-                    emb[t * s->D + i] = c->embed_scale ? v * sc : v;
-                }
+            sc_status st = sc_model_embed(s->m, ev->ids, n, emb, err);
+            if (st) {
+                free(emb);
+                return st;
+            }
+            if (c->embed_scale)
+                for (int64_t i = 0; i < n * s->D; i++) emb[i] *= sc;
             store_sample(s, 0, ev, emb);
             free(emb);
         }
@@ -324,16 +326,17 @@ static int64_t fingerprint(const teal *s, int64_t l, const int64_t *order, int64
 sc_status sc_teal_ensure_curves(void *state, const sc_model *m, sc_err *err) {
     teal *s = state;
     int64_t nl = s->L1 - s->L0, D = s->D;
+    /* lengths first: bounded lengths keep the row sums below from overflowing */
+    for (int64_t k = 0; k < s->n_keys; k++)
+        if (s->keys[2 * k + 1] < 1 || s->keys[2 * k + 1] > s->len)
+            return sc_errf(err, SC_EFORMAT, "teal: sample sequence %lld has length %lld (1..%lld)", (long long)k,
+                           (long long)s->keys[2 * k + 1], (long long)s->len);
     for (int64_t l = 0; l < nl; l++) {
         int64_t total = row_of(s, s->n_keys);
         if (s->smp_rows[l] != total)
             return sc_errf(err, SC_EFORMAT, "teal: layer %lld holds %lld sample rows, the keys account for %lld",
                            (long long)(s->L0 + l), (long long)s->smp_rows[l], (long long)total);
     }
-    for (int64_t k = 0; k < s->n_keys; k++)
-        if (s->keys[2 * k + 1] < 1 || s->keys[2 * k + 1] > s->len)
-            return sc_errf(err, SC_EFORMAT, "teal: sample sequence %lld has length %lld (1..%lld)", (long long)k,
-                           (long long)s->keys[2 * k + 1], (long long)s->len);
     double *cum = malloc((size_t)(SC_TEAL_NTAPS * SC_TEAL_NB) * sizeof(double));
     int64_t *order = malloc((size_t)(s->n_keys + 1) * sizeof(int64_t)), *len = malloc((size_t)(s->K + 1) * sizeof(int64_t));
     float *x = malloc((size_t)((s->K + 1) * s->len * D) * sizeof(float));
@@ -440,6 +443,25 @@ static int teal_arrays(void *p, sc_array *out, int cap) {
     return n;
 }
 
+/* After a checkpoint is loaded (the engine trimmed the sample to the rows it
+ * holds): room for K sequences of len rows again, as teal_create makes. */
+static sc_status teal_resume(void *p, sc_err *err) {
+    teal *s = p;
+    if (!s->greedy) return SC_OK;
+    if (s->n_keys > s->K)
+        return sc_errf(err, SC_EARG, "teal: a merged sample of %lld sequences cannot be resumed (teal_seqs=%lld)",
+                       (long long)s->n_keys, (long long)s->K);
+    int64_t *keys = realloc(s->keys, (size_t)s->K * 2 * sizeof(int64_t));
+    if (!keys) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
+    s->keys = keys;
+    for (int64_t l = 0; l < s->L1 - s->L0; l++) {
+        float *x = realloc(s->smp[l], (size_t)(s->K * s->len * s->D) * sizeof(float));
+        if (!x) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
+        s->smp[l] = x;
+    }
+    return SC_OK;
+}
+
 const sc_method sc_method_teal = {
     "teal",
     "TEAL: signed histograms of the q/k/v, o, gate/up and down inputs; greedy per-projection allocation curve",
@@ -451,4 +473,8 @@ const sc_method sc_method_teal = {
     teal_finalize,
     teal_arrays,
     teal_free,
+    NULL,
+    teal_resume,
+    NULL,
+    "teal_greedy,teal_seqs,teal_len",
 };

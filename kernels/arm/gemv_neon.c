@@ -12,10 +12,17 @@ static inline float half(const uint8_t *p) { return srt_fp16_to_fp32(srt_rd16(p)
 static void act_q8_neon(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n) {
     for (int64_t b = 0; b < n / SRT_QK; b++) {
         float32x4_t v[8];
-        float32x4_t m = vdupq_n_f32(0.0f);
+        float32x4_t m = vdupq_n_f32(0.0f), fin = m;
         for (int k = 0; k < 8; k++) {
             v[k] = vld1q_f32(x + 32 * b + 4 * k);
             m = vmaxq_f32(m, vabsq_f32(v[k]));
+            fin = vaddq_f32(fin, vsubq_f32(v[k], v[k])); /* NaN iff non-finite */
+        }
+        if (vminvq_u32(vceqq_f32(fin, fin)) == 0) { /* as srt_act_q8_block: never convert inf/NaN */
+            memset(q + 32 * b, 0, 32);
+            sum[b] = 0;
+            d[b] = SRT_ACT_BAD_D;
+            continue;
         }
         float db = vmaxvq_f32(m) / 127.0f;
         const float id = db >= 1e-30f ? 1.0f / db : 0.0f;

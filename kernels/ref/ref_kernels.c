@@ -45,10 +45,16 @@ void srt_q8_0_quantize_block(uint8_t out[SRT_Q8_BYTES], const float *x) {
 }
 
 float srt_act_q8_block(int8_t *q, int32_t *sum, const float *x) {
-    float amax = 0.0f;
+    float amax = 0.0f, fin = 0.0f;
     for (int j = 0; j < SRT_QK; j++) {
         float a = fabsf(x[j]);
         amax = a > amax ? a : amax;
+        fin += x[j] - x[j]; /* 0 for finite x, NaN for NaN or inf */
+    }
+    if (fin != 0.0f) {
+        memset(q, 0, SRT_QK);
+        *sum = 0;
+        return SRT_ACT_BAD_D;
     }
     float d = amax / 127.0f;
     const float id = d >= 1e-30f ? 1.0f / d : 0.0f;

@@ -26,10 +26,17 @@ static inline int32_t hsum_i32(__m256i v) {
 static void act_q8_avx2(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t b = 0; b < n / SRT_QK; b++) {
-        __m256 v[4], m = _mm256_setzero_ps();
+        __m256 v[4], m = _mm256_setzero_ps(), fin = m;
         for (int k = 0; k < 4; k++) {
             v[k] = _mm256_loadu_ps(x + 32 * b + 8 * k);
             m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+            fin = _mm256_add_ps(fin, _mm256_sub_ps(v[k], v[k])); /* NaN iff non-finite */
+        }
+        if (_mm256_movemask_ps(_mm256_cmp_ps(fin, fin, _CMP_UNORD_Q))) { /* as srt_act_q8_block */
+            memset(q + 32 * b, 0, 32);
+            sum[b] = 0;
+            d[b] = SRT_ACT_BAD_D;
+            continue;
         }
         __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         h = _mm_max_ps(h, _mm_movehl_ps(h, h));

@@ -13,6 +13,13 @@ static inline float half(const uint8_t *p) { return _cvtsh_ss(srt_rd16(p)); }
 static void act_q8_avx512(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n) {
     for (int64_t b = 0; b < n / SRT_QK; b++) {
         const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+        const __m512 fin = _mm512_add_ps(_mm512_sub_ps(x0, x0), _mm512_sub_ps(x1, x1)); /* NaN iff non-finite */
+        if (_mm512_cmp_ps_mask(fin, fin, _CMP_UNORD_Q)) { /* as srt_act_q8_block: never convert inf/NaN */
+            memset(q + 32 * b, 0, 32);
+            sum[b] = 0;
+            d[b] = SRT_ACT_BAD_D;
+            continue;
+        }
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
         float db = amax / 127.0f;
         const float id = db >= 1e-30f ? 1.0f / db : 0.0f;

@@ -12,6 +12,18 @@
 
 extern int sc_test_passed, sc_test_failed;
 
+struct sc_model;
+struct sc_layer;
+/* The f32 weights of layer l (sc_model_layer; the view of a layer converted on
+ * use stays valid until the model's next sc_model_layer call for another
+ * layer). Aborts the test on error. */
+const struct sc_layer *sc_test_layer(const struct sc_model *m, int64_t l);
+
+/* An owned f32 copy of the token embedding / the classifier [vocab, dim],
+ * read through the accessors (free() it). Aborts the test on error. */
+float *sc_test_embedding(const struct sc_model *m);
+float *sc_test_classifier(const struct sc_model *m);
+
 #define CHECK(cond)                                                                    \
     do {                                                                               \
         if (cond) {                                                                    \

@@ -1,0 +1,15 @@
+/* fuzz_tokjson.c - Hugging Face tokenizer.json: the model (BPE, WordPiece-free
+ * byte-level or SentencePiece-style), pre-tokenizer, normaliser, added tokens;
+ * the tokenizer it yields encodes and decodes text. */
+#include "fuzz_common.h"
+#include "tokenizer.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *p = fz_path(data, size);
+    if (!p) return 0;
+    sc_err err;
+    sc_tokenizer *t = NULL;
+    if (sc_tokenizer_load_hf(p, &t, &err) == SC_OK) fz_exercise_tokenizer(t, data, size);
+    sc_tokenizer_free(t);
+    return 0;
+}
