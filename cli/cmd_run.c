@@ -48,7 +48,7 @@ int cmd_run(int argc, char **argv) {
     int64_t steps = -1, threads = 0, ctx_cap = 0;
     double temperature = 1.0, top_p = 0.9, density = -1.0;
     uint64_t seed = 0;
-    bool json = false, dense = false, ignore_eos = false, fallback = false;
+    bool json = false, dense = false, ignore_eos = false, fallback = false, no_mmap = false;
     const sc_opt opts[] = {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
@@ -62,6 +62,7 @@ int cmd_run(int argc, char **argv) {
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
+        {"no-mmap", 0, SC_ARG_FLAG, &no_mmap, NULL, "copy the weights into memory (huge pages where possible) instead of reading the file mapping: faster, costs the artifact's size in RAM", 0, 0},
         {"ignore-eos", 0, SC_ARG_FLAG, &ignore_eos, NULL, "keep generating after BOS/EOS (fixed-length benchmarks, as llama-bench)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
         CLI_THREADS_OPT(threads),
@@ -111,6 +112,8 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     }
+    if (no_mmap && srt_model_copy_weights(m) != SRT_OK)
+        fprintf(stderr, "note: no memory to copy the weights into; reading them from the file mapping\n");
     const srt_model_config *c = srt_model_get_config(m);
     if ((st = cli_steps(steps, srt_model_max_ctx(m), ctx_cap ? "--ctx" : "the model's context", &steps, &err)))
         goto done;

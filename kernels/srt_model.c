@@ -1,11 +1,13 @@
 /* srt_model.c - opening a packed artifact for decoding (see srt_model.h):
  * manifest and section validation, matrix views, buffers. The decode step
  * is in srt_decode.c. */
+#define _DEFAULT_SOURCE /* madvise */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "srt_model_internal.h"
 
@@ -135,8 +137,55 @@ static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, in
     return SRT_CT_OK;
 }
 
+/* Every matrix the decoder reads (not an f32 embedding, of which it reads one row per token) into
+ * one allocation aligned to 2 MB and advised for huge pages. */
+srt_status srt_model_copy_weights(srt_model *m) {
+    if (!m) return SRT_EINVAL;
+    if (m->wcopy) return SRT_OK;
+    srt_weight *w[16];
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *dst = pass ? m->wcopy : NULL;
+        size_t off = 0;
+        for (int64_t l = -1; l < m->cfg.n_layers; l++) {
+            int n = 0;
+            if (l < 0) {
+                if (m->emb.m.layout != SRT_LAYOUT_F32) w[n++] = &m->emb;
+                if (!m->cfg.tied_classifier) w[n++] = &m->classifier;
+            } else {
+                srt_layer_w *L = &m->layers[l];
+                srt_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd, &L->attn_rot, &L->mlp_rot};
+                for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
+                    if (lw[i]->tr) w[n++] = lw[i];
+            }
+            for (int i = 0; i < n; i++) {
+                if (dst) {
+                    memcpy(dst + off, w[i]->m.data, w[i]->m.bytes);
+                    w[i]->m.data = dst + off;
+                }
+                off += (w[i]->m.bytes + 63) / 64 * 64;
+            }
+        }
+        total = off;
+        if (!pass) {
+            const size_t huge = (size_t)2 << 20, bytes = (total + huge - 1) / huge * huge;
+            if (total == 0) return SRT_OK;
+            if (posix_memalign(&m->wcopy, huge, bytes) != 0) {
+                m->wcopy = NULL;
+                return SRT_ENOMEM; /* the mapping stays */
+            }
+#ifdef MADV_HUGEPAGE
+            madvise(m->wcopy, bytes, MADV_HUGEPAGE);
+#endif
+        }
+    }
+    if (m->cfg.tied_classifier) m->classifier = m->emb;
+    return SRT_OK;
+}
+
 void srt_model_close(srt_model *m) {
     if (!m) return;
+    free(m->wcopy);
     srt_free(m->ctx_arena);
     srt_free(m->arena);
     srt_free(m->pf_arena);

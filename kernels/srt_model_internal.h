@@ -40,6 +40,7 @@ struct srt_model {
     void *ctx_arena;             /* s, cos_t, sin_t, kc, vc */
     const float *final_norm;
     srt_weight emb;              /* token embedding: f32 or a row layout, rows gathered on lookup */
+    void *wcopy;                 /* srt_model_opts.copy_weights: the matrices' copy (NULL: in place) */
     srt_weight classifier;
     srt_layer_w *layers;
     uint64_t weight_bytes;

@@ -280,6 +280,13 @@ int main(void) {
                 CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s %s: prefill differs from steps",
                           layouts[li], srt_router_name(kinds2[k]));
             }
+            /* weights copied out of the mapping decode exactly as in place */
+            if (pa && pb) {
+                CHECK(srt_model_copy_weights(pa) == SRT_OK && srt_model_copy_weights(pa) == SRT_OK);
+                CHECK(srt_model_set_router(pa, SRT_ROUTER_CATS, 0.5) == SRT_OK && srt_model_set_router(pb, SRT_ROUTER_CATS, 0.5) == SRT_OK);
+                CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 20, ref->cfg.vocab_size), "%s: copied weights differ",
+                          layouts[li]);
+            }
             srt_model_close(pa);
             srt_model_close(pb);
         }

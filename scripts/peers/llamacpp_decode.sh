@@ -9,8 +9,9 @@
 # the Llama-2 vocabulary copied from the shipped vocab-only GGUF), llama-quantize makes it Q4_0, and
 # `sparsecal pack` makes the q4_0 and kmi4 artifacts from the same F16 file. Then, for REPS rounds, every
 # thread count and every configuration runs once per round in turn (interleaved, so machine noise hits
-# them alike): llama-bench tg$NGEN, and `sparsecal run --json` generating $NGEN tokens after BOS with
-# --ignore-eos (dense on both artifacts; on kmi4 CATS top-K at densities 0.5 and 0.3, and CATS with the
+# them alike): llama-bench tg$NGEN, and `sparsecal run --json --no-mmap` generating $NGEN tokens after BOS
+# with --ignore-eos (--no-mmap: the weights in anonymous memory, as llama.cpp's run-time repacked Q4_0
+# weights are; NO_MMAP=0 reads sparsecal's from the file mapping instead) (dense on both artifacts; on kmi4 CATS top-K at densities 0.5 and 0.3, and CATS with the
 # per-layer thresholds of a calibration at density 0.5 - the CATS paper's router, which costs a compare
 # per neuron instead of a top-K selection). Prints the median tokens/s per configuration, its ratio to
 # llama.cpp, and the load average seen during the runs.
@@ -31,6 +32,7 @@ NGEN=${NGEN:-128}
 SHAPE=${SHAPE:-"--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4"}
 SEED=${SEED:-1}
 CALIB_DOCS=${CALIB_DOCS:-8}
+NO_MMAP=${NO_MMAP:-1}
 VOCAB=$A/tokenizers/llama_cpp_vocab/ggml-vocab-llama-spm.gguf
 LB=$LLAMA_CPP_DIR/build/bin/llama-bench
 LQ=$LLAMA_CPP_DIR/build/bin/llama-quantize
@@ -70,6 +72,7 @@ tps_of() { # config index, threads
        [[ $1 == 3 ]] && meth=(--method cats --density 0.5)
        [[ $1 == 4 ]] && meth=(--method cats --density 0.3)
        [[ $1 == 5 ]] && meth=(--method cats-threshold --density 0.5)
+       [[ $NO_MMAP == 1 ]] && meth+=(--no-mmap)
        out=$("$S" run -m "$art" -n $((NGEN + 1)) --temperature 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
        grep -o '"tokens_per_second":[0-9.e+-]*' <<<"$out" | cut -d: -f2 ;;
   esac
