@@ -48,7 +48,7 @@ int cmd_run(int argc, char **argv) {
     int64_t steps = -1, threads = 0, ctx_cap = 0;
     double temperature = 1.0, top_p = 0.9, density = -1.0;
     uint64_t seed = 0;
-    bool json = false, dense = false;
+    bool json = false, dense = false, ignore_eos = false, fallback = false, no_mmap = false;
     const sc_opt opts[] = {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
@@ -61,6 +61,9 @@ int cmd_run(int argc, char **argv) {
         {"method", 0, SC_ARG_STR, &method, "M", "router: dense, cats, claws, larosa, cats-threshold, cett, clada, teal (default: the artifact's)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
+        {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
+        {"no-mmap", 0, SC_ARG_FLAG, &no_mmap, NULL, "copy the weights into memory (huge pages where possible) instead of reading the file mapping: faster, costs the artifact's size in RAM", 0, 0},
+        {"ignore-eos", 0, SC_ARG_FLAG, &ignore_eos, NULL, "keep generating after BOS/EOS (fixed-length benchmarks, as llama-bench)", 0, 0},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
         CLI_THREADS_OPT(threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
@@ -109,6 +112,8 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     }
+    if (no_mmap && srt_model_copy_weights(m) != SRT_OK)
+        fprintf(stderr, "note: no memory to copy the weights into; reading them from the file mapping\n");
     const srt_model_config *c = srt_model_get_config(m);
     if ((st = cli_steps(steps, srt_model_max_ctx(m), ctx_cap ? "--ctx" : "the model's context", &steps, &err)))
         goto done;
@@ -221,19 +226,27 @@ int cmd_run(int argc, char **argv) {
     sc_sampler_init(&smp, (float)temperature, (float)top_p, seed);
     FILE *out = json ? NULL : stdout;
     for (int64_t i = 1; i < n_prompt; i++) emit(out, tok, toks.ids[i - 1], toks.ids[i], &text, &tn, &tcap);
-    /* the prompt, token by token */
+    /* the prompt, its tokens through each layer together */
     const float *logits = NULL;
     double t0 = sc_now();
-    for (int64_t i = 0; i < n_prompt && !st; i++) {
-        ks = srt_model_step(m, toks.ids[i], i, &logits);
-        if (ks != SRT_OK) st = step_failed(m, path, ks, i, &err);
-    }
+    ks = srt_model_prefill(m, toks.ids, n_prompt, 0, &logits);
+    if (ks == SRT_ENONFINITE) /* which position: token by token (the same values), the step says */
+        for (int64_t i = 0; i < n_prompt && !st; i++) {
+            ks = srt_model_step(m, toks.ids[i], i, &logits);
+            if (ks != SRT_OK) st = step_failed(m, path, ks, i, &err);
+        }
+    else if (ks != SRT_OK)
+        st = ks == SRT_ENOMEM ? sc_errf(&err, SC_ENOMEM, "out of memory for the prompt") : step_failed(m, path, ks, 0, &err);
     double t_prompt = sc_now() - t0;
     srt_model_timing tm_prompt;
     srt_model_get_timing(m, &tm_prompt);
     srt_model_reset_timing(m);
     double t1 = sc_now();
     int64_t pos = n_prompt;
+    enum { FB_STEPS = 4 };
+    const bool fb_on = fallback && strcmp(mname, "dense") != 0;
+    double fb_ms[2] = {0, 0};
+    bool fb_dense = false;
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
@@ -241,14 +254,28 @@ int cmd_run(int argc, char **argv) {
             st = sc_errf(&err, SC_EFORMAT, "%s: non-finite logits at position %lld", path, (long long)(pos - 1));
             break;
         }
-        if (next == bos || next == eos) break;
+        if (!ignore_eos && (next == bos || next == eos)) break;
         if (sc_tokens_push(&toks, next)) {
             st = sc_errf(&err, SC_ENOMEM, "out of memory");
             break;
         }
         emit(out, tok, toks.ids[pos - 1], next, &text, &tn, &tcap);
         if (pos >= steps) break;
+        /* --fallback-dense: steps 1..2*FB_STEPS alternate routed / dense, then the faster one stays */
+        int64_t k = pos - n_prompt;
+        bool trial = fb_on && k < 2 * FB_STEPS;
+        if (trial) srt_model_set_method(m, k % 2 ? "dense" : method, density);
+        double ts = sc_now();
         ks = srt_model_step(m, next, pos, &logits);
+        if (trial) {
+            fb_ms[k % 2] += 1e3 * (sc_now() - ts) / FB_STEPS;
+            if (k + 1 == 2 * FB_STEPS) {
+                fb_dense = fb_ms[1] < fb_ms[0];
+                srt_model_set_method(m, fb_dense ? "dense" : method, density);
+                fprintf(stderr, "note: %s %.3g: %.3f ms/step, dense %.3f ms/step: decoding %s from here on\n", mname,
+                        density, fb_ms[0], fb_ms[1], fb_dense ? "dense" : "routed");
+            }
+        }
         if (ks != SRT_OK) st = step_failed(m, path, ks, pos, &err);
         pos++;
     }
@@ -271,6 +298,12 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(mname, "dense") || !strcmp(mname, "cats") || !strcmp(mname, "claws") || larosa)
             cJSON_AddNumberToObject(j, "live_neurons", (double)(larosa ? k_h : srt_model_live_count(m)));
         cJSON_AddNumberToObject(j, "rotated_inputs", (double)srt_model_rotated_inputs(m));
+        if (fb_on && fb_ms[1] > 0) { /* --fallback-dense: the trial and its outcome */
+            cJSON *fb = cJSON_AddObjectToObject(j, "fallback");
+            cJSON_AddNumberToObject(fb, "routed_ms_per_step", fb_ms[0]);
+            cJSON_AddNumberToObject(fb, "dense_ms_per_step", fb_ms[1]);
+            cJSON_AddStringToObject(fb, "kept", fb_dense ? "dense" : "routed");
+        }
         if (larosa) {
             cJSON_AddNumberToObject(j, "live_input_channels", (double)k_in);
             cJSON_AddNumberToObject(j, "dim", (double)c->dim);
@@ -299,6 +332,9 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(pt, "rotate", 1e3 * tm.rotate / ns);
         cJSON_AddNumberToObject(pt, "head", 1e3 * tm.head / ns);
         cJSON_AddNumberToObject(pt, "other", 1e3 * (t_decode - tm.attn - tm.mlp - tm.head) / ns);
+        /* weight bytes read per token and the rate the step achieved on them */
+        cJSON_AddNumberToObject(j, "weight_mb_per_token", tm.weight_bytes / ns / 1e6);
+        cJSON_AddNumberToObject(j, "weight_gb_per_s", t_decode > 0 ? tm.weight_bytes / t_decode / 1e9 : 0.0);
         cJSON_AddNumberToObject(j, "mlp_density", tm.steps ? (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim) : 0.0);
         (void)tm_prompt;
         cli_print_json(j);

@@ -37,10 +37,13 @@ static sc_status write_random_tokens(const char *path, int64_t n_seqs, int64_t l
 int cmd_synth(int argc, char **argv) {
     sc_synth_opts o;
     sc_synth_opts_default(&o);
-    const char *out = NULL, *dtype = "f32";
+    const char *out = NULL, *dtype = "f32", *vocab_gguf = NULL;
     int64_t tok_seqs = 4, tok_len = 1024;
+    bool gguf = false;
     const sc_opt opts[] = {
-        {"out", 'o', SC_ARG_STR, &out, "DIR", "output directory (config.json, model.safetensors, tokens.txt)", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "DIR", "output directory (config.json, model.safetensors, tokens.txt), or the file with --gguf", 0, 0},
+        {"gguf", 0, SC_ARG_FLAG, &gguf, NULL, "write one GGUF file for llama.cpp instead (llama family; same weights)", 0, 0},
+        {"gguf-vocab", 0, SC_ARG_STR, &vocab_gguf, "FILE", "with --gguf: copy the tokenizer.* metadata of this GGUF (e.g. a vocab-only file)", 0, 0},
         {"dim", 0, SC_ARG_INT, &o.dim, "N", "d_model", 8, 65536},
         {"ffn", 0, SC_ARG_INT, &o.ffn_dim, "N", "D_ffn", 1, 262144},
         {"layers", 0, SC_ARG_INT, &o.n_layers, "N", "number of layers", 1, 1024},
@@ -49,14 +52,15 @@ int cmd_synth(int argc, char **argv) {
         {"vocab", 0, SC_ARG_INT, &o.vocab_size, "N", "vocabulary size", 2, 1 << 22},
         {"seq-len", 0, SC_ARG_INT, &o.max_seq_len, "N", "max_position_embeddings", 2, 1 << 21},
         {"seed", 0, SC_ARG_U64, &o.seed, "S", "weight seed", 0, 0},
-        {"dtype", 0, SC_ARG_STR, &dtype, "T", "f32 or bf16", 0, 0},
+        {"dtype", 0, SC_ARG_STR, &dtype, "T", "f32 or bf16 (--gguf: also f16)", 0, 0},
         {"family", 0, SC_ARG_STR, &o.family, "F", "llama, mistral, qwen2 or gemma", 0, 0},
         {"token-seqs", 0, SC_ARG_INT, &tok_seqs, "N", "random token sequences written to tokens.txt (default 4)", 0, 1 << 20},
         {"token-len", 0, SC_ARG_INT, &tok_len, "N", "length of each (default 1024)", 1, 1 << 21},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
     int r = sc_parse_args("synth", "Write a synthetic model with seeded random weights as config.json +\n"
-                                   "model.safetensors, plus tokens.txt with random token sequences.",
+                                   "model.safetensors, plus tokens.txt with random token sequences; or, with --gguf,\n"
+                                   "the same weights as one GGUF file llama.cpp loads.",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     if (!out) {
@@ -67,12 +71,24 @@ int cmd_synth(int argc, char **argv) {
         o.dtype = SC_DT_F32;
     else if (strcmp(dtype, "bf16") == 0 || strcmp(dtype, "BF16") == 0)
         o.dtype = SC_DT_BF16;
+    else if (gguf && (strcmp(dtype, "f16") == 0 || strcmp(dtype, "F16") == 0))
+        o.dtype = SC_DT_F16;
     else {
-        fprintf(stderr, "sparsecal synth: --dtype must be f32 or bf16, got '%s'\n", dtype);
+        fprintf(stderr, "sparsecal synth: --dtype must be f32 or bf16%s, got '%s'\n", gguf ? " or f16" : "", dtype);
+        return 2;
+    }
+    if (vocab_gguf && !gguf) {
+        fprintf(stderr, "sparsecal synth: --gguf-vocab needs --gguf\n");
         return 2;
     }
     sc_err err = {{0}};
     double t0 = sc_now();
+    if (gguf) {
+        sc_status st = sc_synth_write_gguf(&o, out, vocab_gguf, &err);
+        if (st) return cli_fail("synth", st, &err);
+        fprintf(stderr, "wrote %s in %.1f s\n", out, sc_now() - t0);
+        return 0;
+    }
     sc_status st = sc_synth_write(&o, out, &err);
     char tok_path[4096];
     if (!st && tok_seqs > 0) {

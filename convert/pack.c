@@ -14,21 +14,40 @@
 #include "srt_container.h"
 #include "tok_serial.h"
 
-/* Which runtime layout each linear layer gets under an artifact layout. */
+/* Which runtime layout each linear layer gets under an artifact layout. The
+ * 4-bit plans hold GGML q4_0 values everywhere (same groups, same bytes per
+ * weight), stored in the row tiles the int8-dot kernels read (kmi4r) -
+ * llama.cpp repacks q4_0 the same way at load time; here it happens once, at
+ * pack time - except rows whose length is not a multiple of kmi4r's 512-wide
+ * tiles, which stay GGML q4_0 rows rather than carry padding. The token
+ * embedding is a matrix of the classifier's layout (rows gathered on lookup);
+ * a tied embedding (one matrix for both, the model's most sensitive) is q8_0
+ * in the 4-bit plans. LaRoSA rotations stay q8_0. */
 typedef struct layout_plan {
     const char *name;
-    srt_layout attn, gate, up, down, classifier; /* classifier's layout also holds LaRoSA rotations */
+    srt_layout attn, gate, up, down, classifier, emb, rot;
 } layout_plan;
 
 static const layout_plan plans[] = {
-    {"f32", SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32},
-    {"q8_0", SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0},
-    {"q4_0", SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q4_0, SRT_LAYOUT_Q8_0},
-    /* row-sparse MLP: up rows read per live neuron, down neuron-major; gate dense */
-    {"kmi4", SRT_LAYOUT_Q4_0, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_Q8_0},
-    /* column-sparse (input channels): every linear layer */
-    {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_Q8_0},
+    {"f32", SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32, SRT_LAYOUT_F32,
+     SRT_LAYOUT_F32},
+    {"q8_0", SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0,
+     SRT_LAYOUT_Q8_0},
+    /* dense rows everywhere (the MLP's up rows are still read per live neuron) */
+    {"q4_0", SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R,
+     SRT_LAYOUT_Q8_0},
+    /* row-sparse MLP: up rows read per live neuron, down neuron-major */
+    {"kmi4", SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R,
+     SRT_LAYOUT_Q8_0},
+    /* column-sparse (input channels): every linear layer; f32 activations, so the (tied) embedding stays f32 */
+    {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_Q8_0,
+     SRT_LAYOUT_F32, SRT_LAYOUT_Q8_0},
 };
+
+/* kmi4r only where the rows fill whole 512-wide tiles (else GGML q4_0 rows: the same values) */
+static srt_layout fit(srt_layout l, int64_t cols) {
+    return l == SRT_LAYOUT_KMI4R && cols % SRT_KMI4R_TILE ? SRT_LAYOUT_Q4_0 : l;
+}
 
 static const layout_plan *find_plan(const char *name) {
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++)
@@ -215,62 +234,67 @@ static sc_status vocab_rows(const sc_model *m, bool classifier, int64_t r0, int6
     return SC_OK;
 }
 
-/* The token embedding (f32) and an untied classifier. When they are read on
- * use (model.h) they are streamed into their sections in row chunks, so a
- * 128K x 4096 vocabulary never exists whole as f32: the embedding as raw f32
- * pieces, the classifier quantised chunk by chunk (its layouts, f32 and
- * q8_0, store rows one after another, so the pieces concatenate to exactly
- * what packing the whole matrix gives). Streamed sections are not compressed. */
-static sc_status add_vocab_matrices(packer *p, const sc_model *m, const layout_plan *plan, sc_err *err) {
+/* The token embedding (f32, or packed in emb_l) and an untied classifier (cls_l).
+ * When they are read on use (model.h) they are streamed into their sections in
+ * row chunks, so a 128K x 4096 vocabulary never exists whole as f32: an f32
+ * embedding as raw f32 pieces, a packed one and the classifier quantised chunk
+ * by chunk (their layouts - f32, q8_0, q4_0, kmi4r - store rows one after
+ * another, so the pieces concatenate to exactly what packing the whole matrix
+ * gives). Streamed sections are not compressed. */
+static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb_l, srt_layout cls_l, sc_err *err) {
     const sc_config *c = &m->cfg;
     int64_t V = c->vocab_size, D = c->dim;
     bool emb_lazy = !m->tok_emb, cls_lazy = !c->tied_classifier && !m->classifier;
     sc_status st = SC_OK;
-    if (!emb_lazy) st = add_f32(p, "tok_emb", m->tok_emb, V * D, err);
-    if (!st && !c->tied_classifier && !cls_lazy)
-        st = add_matrix(p, "classifier", plan->classifier, m->classifier, V, D, err);
+    if (!emb_lazy)
+        st = emb_l == SRT_LAYOUT_F32 ? add_f32(p, "tok_emb", m->tok_emb, V * D, err)
+                                     : add_matrix(p, "tok_emb", emb_l, m->tok_emb, V, D, err);
+    if (!st && !c->tied_classifier && !cls_lazy) st = add_matrix(p, "classifier", cls_l, m->classifier, V, D, err);
     if (st || (!emb_lazy && !cls_lazy)) return st;
-    const srt_layout_traits *tr = srt_layout_get(plan->classifier);
-    int64_t cq = plan->classifier == SRT_LAYOUT_F32 ? 1 : 32, cs = round_up(D, cq);
     int64_t chunk = sc_model_classifier_chunk(m) / 32 * 32;
     if (chunk < 32) chunk = 32;
-    float *rows = malloc((size_t)(chunk * cs) * sizeof(float)), *tmp = NULL;
+    const int64_t cs_max = round_up(D, 32);
+    float *rows = malloc((size_t)(chunk * cs_max) * sizeof(float)), *tmp = NULL;
     int32_t *ids = malloc((size_t)chunk * sizeof(int32_t));
     if (!rows || !ids) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the vocabulary chunks");
     for (int which = 0; which < 2 && !st; which++) {
-        bool cls = which == 1;
+        const bool cls = which == 1;
         if (!(cls ? cls_lazy : emb_lazy)) continue;
-        int64_t rq = cls ? cq == 1 ? 1 : 32 : 1, rs = round_up(V, rq);
-        size_t chunk_bytes, total;
-        if (cls && (tr->size(&chunk_bytes, chunk, cs, 0) != SRT_OK || tr->size(&total, rs, cs, 0) != SRT_OK)) {
-            st = sc_errf(err, SC_EUNSUPPORTED, "pack: layout %s cannot hold the classifier", tr->name);
+        const char *name = cls ? "classifier" : "tok_emb";
+        const srt_layout l = cls ? cls_l : emb_l;
+        const bool raw = !cls && l == SRT_LAYOUT_F32; /* the legacy f32 embedding section */
+        const srt_layout_traits *tr = srt_layout_get(l);
+        int64_t q = l == SRT_LAYOUT_F32 ? 1 : 32, cs = round_up(D, q), rs = round_up(V, q);
+        size_t chunk_bytes = 0, total = 0;
+        if (!raw && (tr->size(&chunk_bytes, chunk, cs, 0) != SRT_OK || tr->size(&total, rs, cs, 0) != SRT_OK)) {
+            st = sc_errf(err, SC_EUNSUPPORTED, "pack: layout %s cannot hold %s", tr->name, name);
             break;
         }
-        if (cls && !grow(&p->buf, &p->buf_cap, chunk_bytes)) {
-            st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the classifier");
+        if (!raw && !grow(&p->buf, &p->buf_cap, chunk_bytes)) {
+            st = sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
             break;
         }
-        uint64_t dims[1] = {cls ? (uint64_t)total : (uint64_t)(V * D)};
-        if (srt_writer_begin(p->w, cls ? "classifier" : "tok_emb", cls ? SRT_CT_BYTES : SRT_CT_F32, 1, dims)) {
+        uint64_t dims[1] = {raw ? (uint64_t)(V * D) : (uint64_t)total};
+        if (srt_writer_begin(p->w, name, raw ? SRT_CT_F32 : SRT_CT_BYTES, 1, dims)) {
             st = wr_fail(p, err);
             break;
         }
         for (int64_t r0 = 0; !st && r0 < rs; r0 += chunk) {
             int64_t n = rs - r0 < chunk ? rs - r0 : chunk, real = V - r0 < n ? (V - r0 > 0 ? V - r0 : 0) : n;
-            if (!cls) { /* f32 rows as they are */
+            if (raw) { /* f32 rows as they are */
                 if (!(st = vocab_rows(m, false, r0, n, rows, ids, err)) &&
                     srt_writer_append(p->w, rows, (size_t)(n * D) * sizeof(float)))
                     st = wr_fail(p, err);
                 continue;
             }
             if (real > 0 && cs == D) {
-                st = vocab_rows(m, true, r0, real, rows, ids, err);
+                st = vocab_rows(m, cls, r0, real, rows, ids, err);
             } else if (real > 0) { /* columns padded with zeros */
                 if (!tmp && !(tmp = malloc((size_t)(chunk * D) * sizeof(float)))) {
-                    st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the classifier");
+                    st = sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
                     break;
                 }
-                if (!(st = vocab_rows(m, true, r0, real, tmp, ids, err)))
+                if (!(st = vocab_rows(m, cls, r0, real, tmp, ids, err)))
                     for (int64_t r = 0; r < real; r++) {
                         memcpy(rows + r * cs, tmp + r * D, (size_t)D * sizeof(float));
                         memset(rows + r * cs + D, 0, (size_t)(cs - D) * sizeof(float));
@@ -283,12 +307,12 @@ static sc_status add_vocab_matrices(packer *p, const sc_model *m, const layout_p
             srt_status ks = tr->size(&bytes, n, cs, 0);
             if (ks == SRT_OK) ks = tr->pack(&mat, p->buf, bytes, rows, n, cs, 0);
             if (ks != SRT_OK)
-                st = sc_errf(err, SC_EFORMAT, "pack: classifier: %s (non-finite weights?)", srt_status_str(ks));
+                st = sc_errf(err, SC_EFORMAT, "pack: %s: %s (non-finite weights?)", name, srt_status_str(ks));
             else if (srt_writer_append(p->w, p->buf, bytes))
                 st = wr_fail(p, err);
         }
         if (!st && srt_writer_end(p->w)) st = wr_fail(p, err);
-        if (!st && cls) matrix_entry(p, "classifier", tr, V, D, rs, cs, 0);
+        if (!st && !raw) matrix_entry(p, name, tr, V, D, rs, cs, 0);
     }
     free(rows);
     free(tmp);
@@ -321,7 +345,9 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     cJSON_AddStringToObject(man, "source_model_id", id);
     p.tensors = cJSON_AddObjectToObject(man, "tensors");
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    if (!st) st = add_vocab_matrices(&p, m, plan, err);
+    const bool four_bit = plan->emb == SRT_LAYOUT_KMI4R;
+    const srt_layout emb_l = c->tied_classifier && four_bit ? SRT_LAYOUT_Q8_0 : fit(plan->emb, D);
+    if (!st) st = add_vocab_matrices(&p, m, emb_l, fit(plan->classifier, D), err);
     if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
     uint32_t *perm = NULL;
     float *pg = NULL, *pu = NULL, *pd = NULL;
@@ -391,7 +417,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wv = fb.wv;
             an = fb.ones;
             n_folded++;
-            if ((st = add_matrix(&p, NAME("attn_rot"), plan->classifier, fb.R, D, D, err))) break;
+            if ((st = add_matrix(&p, NAME("attn_rot"), plan->rot, fb.R, D, D, err))) break;
         }
         if (fold_prepare(p.larosa, l, SC_LAROSA_MLP, L->ffn_norm, D, &fb)) { /* gate and up */
             rotate_weights(fb.wg, wg, fb.Qf, F, D);
@@ -400,17 +426,17 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wu = fb.wu;
             fn = fb.ones;
             n_folded++;
-            if ((st = add_matrix(&p, NAME("mlp_rot"), plan->classifier, fb.R, D, D, err))) break;
+            if ((st = add_matrix(&p, NAME("mlp_rot"), plan->rot, fb.R, D, D, err))) break;
         }
         if ((st = add_f32(&p, NAME("attn_norm"), an, D, err)) ||
             (st = add_f32(&p, NAME("ffn_norm"), fn, D, err)) ||
-            (st = add_matrix(&p, NAME("wq"), plan->attn, wq, qd, D, err)) ||
-            (st = add_matrix(&p, NAME("wk"), plan->attn, wk, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME("wv"), plan->attn, wv, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME("wo"), plan->attn, L->wo, D, qd, err)) ||
-            (st = add_matrix(&p, NAME("wg"), plan->gate, wg, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wu"), plan->up, wu, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wd"), plan->down, wd, D, F, err)))
+            (st = add_matrix(&p, NAME("wq"), fit(plan->attn, D), wq, qd, D, err)) ||
+            (st = add_matrix(&p, NAME("wk"), fit(plan->attn, D), wk, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME("wv"), fit(plan->attn, D), wv, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME("wo"), fit(plan->attn, qd), L->wo, D, qd, err)) ||
+            (st = add_matrix(&p, NAME("wg"), fit(plan->gate, D), wg, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wu"), fit(plan->up, D), wu, F, D, err)) ||
+            (st = add_matrix(&p, NAME("wd"), fit(plan->down, F), wd, D, F, err)))
             break;
         if (c->qkv_bias && ((st = add_f32(&p, NAME("bq"), L->bq, qd, err)) || (st = add_f32(&p, NAME("bk"), L->bk, kvd, err)) ||
                             (st = add_f32(&p, NAME("bv"), L->bv, kvd, err))))

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gguf.h"
 #include "model.h"
 #include "safetensors.h"
 
@@ -309,4 +310,231 @@ sc_status sc_synth_write(const sc_synth_opts *o, const char *dir, sc_err *err) {
         return sc_errf(err, SC_EARG, "%s: path too long", dir);
     SC_TRY(write_weights(o, &c, mpath, err));
     return write_config(&c, o->dtype, cpath, err);
+}
+
+/* ---- GGUF (llama.cpp's format): the same tensors, same values ---- */
+
+typedef struct gbuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} gbuf;
+
+static void g_put(gbuf *b, const void *d, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c < b->n + n) c *= 2;
+        uint8_t *q = realloc(b->p, c);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void g_u32(gbuf *b, uint32_t v) { g_put(b, &v, 4); } /* little-endian host (as the safetensors writer) */
+static void g_u64(gbuf *b, uint64_t v) { g_put(b, &v, 8); }
+static void g_str(gbuf *b, const char *s, size_t n) {
+    g_u64(b, n);
+    g_put(b, s, n);
+}
+static void kv_head(gbuf *b, const char *key, uint32_t type) {
+    g_str(b, key, strlen(key));
+    g_u32(b, type);
+}
+static void kv_u32(gbuf *b, const char *key, uint32_t v) {
+    kv_head(b, key, SC_GGUF_UINT32);
+    g_u32(b, v);
+}
+static void kv_f32(gbuf *b, const char *key, float v) {
+    kv_head(b, key, SC_GGUF_FLOAT32);
+    g_put(b, &v, 4);
+}
+static void kv_str(gbuf *b, const char *key, const char *v) {
+    kv_head(b, key, SC_GGUF_STRING);
+    g_str(b, v, strlen(v));
+}
+
+/* Copies every tokenizer.* entry of a GGUF file (a vocabulary-only file such
+ * as llama.cpp's ggml-vocab-llama-spm.gguf); returns how many. */
+static sc_status copy_tokenizer_kvs(gbuf *b, const char *path, int64_t vocab, uint64_t *n_kv, sc_err *err) {
+    sc_gguf *g = NULL;
+    SC_TRY(sc_gguf_open(path, &g, err));
+    sc_status st = SC_OK;
+    const sc_gguf_value *tv = sc_gguf_get(g, "tokenizer.ggml.tokens");
+    if (!tv || tv->type != SC_GGUF_ARRAY || (int64_t)tv->count != vocab)
+        st = sc_errf(err, SC_EARG, "%s: tokenizer.ggml.tokens has %lld entries, the model's vocabulary %lld", path,
+                     tv ? (long long)tv->count : 0LL, (long long)vocab);
+    for (int64_t i = 0; !st && i < sc_gguf_kv_count(g); i++) {
+        const char *key = sc_gguf_kv_key(g, i);
+        const sc_gguf_value *v = sc_gguf_kv_value(g, i);
+        if (strncmp(key, "tokenizer.", 10) != 0) continue;
+        if (v->type == SC_GGUF_ARRAY && v->elem_type == SC_GGUF_ARRAY) {
+            st = sc_errf(err, SC_EUNSUPPORTED, "%s: %s is an array of arrays", path, key);
+            break;
+        }
+        kv_head(b, key, v->type);
+        if (v->type == SC_GGUF_ARRAY) {
+            g_u32(b, v->elem_type);
+            g_u64(b, v->count);
+        } else if (v->type == SC_GGUF_STRING) {
+            g_u64(b, v->count);
+        }
+        g_put(b, v->p, v->size); /* the value's encoded bytes (strings inside arrays keep their lengths) */
+        (*n_kv)++;
+    }
+    sc_gguf_free(g);
+    return st;
+}
+
+/* llama.cpp's name for synth tensor `hf` (NULL: none). */
+static bool gguf_name(const char *hf, char *out, size_t cap) {
+    static const char *const map[][2] = {
+        {"input_layernorm.weight", "attn_norm.weight"}, {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},   {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},    {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"}};
+    if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, cap, "token_embd.weight") > 0;
+    if (!strcmp(hf, "model.norm.weight")) return snprintf(out, cap, "output_norm.weight") > 0;
+    if (!strcmp(hf, "lm_head.weight")) return snprintf(out, cap, "output.weight") > 0;
+    int layer, off = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &layer, &off) != 1 || off == 0) return false;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(hf + off, map[i][0])) return snprintf(out, cap, "blk.%d.%s", layer, map[i][1]) > 0;
+    return false;
+}
+
+/* HF rotate-half q/k rows -> llama.cpp's interleaved order, per head (what
+ * llama.cpp's converter does): GGUF row h*hd + 2i + j = HF row h*hd + j*hd/2 + i. */
+static void permute_rows(float *dst, const float *src, int64_t heads, int64_t hd, int64_t cols) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < hd / 2; i++)
+            for (int j = 0; j < 2; j++)
+                memcpy(dst + (h * hd + 2 * i + j) * cols, src + (h * hd + j * (hd / 2) + i) * cols,
+                       (size_t)cols * sizeof(float));
+}
+
+sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const char *vocab_gguf, sc_err *err) {
+    sc_config c;
+    SC_TRY(make_config(o, &c, err));
+    if (c.family != SC_FAMILY_LLAMA) return sc_errf(err, SC_EARG, "synth: GGUF output is for the llama family only");
+    /* matrices in the chosen dtype; vectors (norms) stay F32, as llama.cpp's converter keeps them */
+    const uint32_t gt = o->dtype == SC_DT_F32 ? SC_GGML_F32 : o->dtype == SC_DT_F16 ? SC_GGML_F16 : SC_GGML_BF16;
+    const size_t mat_esz = o->dtype == SC_DT_F32 ? 4 : 2, align = SC_GGUF_DEFAULT_ALIGNMENT;
+    synth_list l = {calloc(3 + (size_t)c.n_layers * 9, sizeof(synth_tensor)), 0};
+    gbuf kv = {0}, inf = {0};
+    float *buf = NULL, *perm = NULL;
+    uint16_t *half = NULL;
+    sc_atomic_file f;
+    bool open = false;
+    sc_status st = SC_OK;
+    if (!l.t) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+    build_list(&c, &l);
+    uint64_t n_kv = 0;
+    kv_str(&kv, "general.architecture", "llama");
+    kv_str(&kv, "general.name", "sparsecal synth");
+    kv_u32(&kv, "general.file_type", o->dtype == SC_DT_F32 ? 0 : o->dtype == SC_DT_F16 ? 1 : 32);
+    kv_u32(&kv, "llama.context_length", (uint32_t)c.max_seq_len);
+    kv_u32(&kv, "llama.embedding_length", (uint32_t)c.dim);
+    kv_u32(&kv, "llama.block_count", (uint32_t)c.n_layers);
+    kv_u32(&kv, "llama.feed_forward_length", (uint32_t)c.ffn_dim);
+    kv_u32(&kv, "llama.rope.dimension_count", (uint32_t)c.head_dim);
+    kv_u32(&kv, "llama.attention.head_count", (uint32_t)c.n_heads);
+    kv_u32(&kv, "llama.attention.head_count_kv", (uint32_t)c.n_kv_heads);
+    kv_f32(&kv, "llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+    kv_f32(&kv, "llama.rope.freq_base", c.rope_theta);
+    kv_u32(&kv, "llama.vocab_size", (uint32_t)c.vocab_size);
+    n_kv = 13;
+    if (vocab_gguf) {
+        st = copy_tokenizer_kvs(&kv, vocab_gguf, c.vocab_size, &n_kv, err);
+    } else {
+        kv_str(&kv, "tokenizer.ggml.model", "no_vocab"); /* llama.cpp runs it; sparsecal then needs -t */
+        n_kv++;
+    }
+    /* tensor infos: ne[0] is the contiguous dimension; offsets aligned */
+    uint64_t off = 0, max_elems = 0;
+    for (size_t i = 0; i < l.n && !st; i++) {
+        const synth_tensor *t = &l.t[i];
+        char nm[96];
+        if (!gguf_name(t->name, nm, sizeof nm)) {
+            st = sc_errf(err, SC_EARG, "synth: no GGUF name for %s", t->name);
+            break;
+        }
+        g_str(&inf, nm, strlen(nm));
+        uint64_t n = (uint64_t)t->d0 * (uint64_t)(t->d1 < 0 ? 1 : t->d1);
+        g_u32(&inf, t->d1 < 0 ? 1 : 2);
+        if (t->d1 >= 0) g_u64(&inf, (uint64_t)t->d1);
+        g_u64(&inf, (uint64_t)t->d0);
+        g_u32(&inf, t->d1 < 0 ? SC_GGML_F32 : gt);
+        g_u64(&inf, off);
+        off += (n * (t->d1 < 0 ? 4 : mat_esz) + align - 1) / align * align;
+        if (n > max_elems) max_elems = n;
+    }
+    if (!st && (kv.oom || inf.oom)) st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+    /* q and k are permuted whole; everything else streams in chunks */
+    int64_t qk = c.n_heads * c.head_dim * c.dim;
+    if (!st && (!(buf = malloc((size_t)(qk > (int64_t)SYNTH_CHUNK ? qk : (int64_t)SYNTH_CHUNK) * sizeof(float))) ||
+                !(perm = malloc((size_t)qk * sizeof(float))) || !(half = malloc(SYNTH_CHUNK * sizeof(uint16_t)))))
+        st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+    if (!st) st = sc_atomic_open(&f, path, err);
+    open = !st;
+    if (!st) {
+        gbuf h = {0};
+        g_put(&h, "GGUF", 4);
+        g_u32(&h, 3);
+        g_u64(&h, (uint64_t)l.n);
+        g_u64(&h, n_kv);
+        g_put(&h, kv.p, kv.n);
+        g_put(&h, inf.p, inf.n);
+        static const uint8_t zeros[64] = {0};
+        g_put(&h, zeros, (align - h.n % align) % align);
+        st = h.oom ? sc_errf(err, SC_ENOMEM, "%s: out of memory", path) : sc_atomic_write(&f, h.p, h.n, err);
+        free(h.p);
+    }
+    for (size_t i = 0; i < l.n && !st; i++) {
+        const synth_tensor *t = &l.t[i];
+        size_t n = (size_t)t->d0 * (size_t)(t->d1 < 0 ? 1 : t->d1), esz = t->d1 < 0 ? 4 : mat_esz;
+        rng r = rng_for(o->seed, i); /* the safetensors writer's stream for this tensor */
+        bool q = strstr(t->name, "q_proj.weight") != NULL, k = strstr(t->name, "k_proj.weight") != NULL;
+        for (size_t done = 0; done < n && !st;) {
+            size_t cnt = q || k ? n : (n - done < SYNTH_CHUNK ? n - done : SYNTH_CHUNK);
+            fill_normal(&r, buf, cnt, t->mean, t->std);
+            const float *src = buf;
+            if (q || k) {
+                permute_rows(perm, buf, q ? c.n_heads : c.n_kv_heads, c.head_dim, t->d1);
+                src = perm;
+            }
+            for (size_t s = 0; s < cnt && !st; s += SYNTH_CHUNK) {
+                size_t m = cnt - s < SYNTH_CHUNK ? cnt - s : SYNTH_CHUNK;
+                if (esz == 4) {
+                    st = sc_atomic_write(&f, src + s, m * 4, err);
+                    continue;
+                }
+                for (size_t e = 0; e < m; e++)
+                    half[e] = o->dtype == SC_DT_F16 ? sc_f32_to_f16(src[s + e]) : sc_f32_to_bf16(src[s + e]);
+                st = sc_atomic_write(&f, half, m * 2, err);
+            }
+            done += cnt;
+        }
+        static const uint8_t zeros[64] = {0};
+        if (!st) st = sc_atomic_write(&f, zeros, (align - n * esz % align) % align, err);
+    }
+    if (open) {
+        if (st)
+            sc_atomic_abort(&f);
+        else
+            st = sc_atomic_commit(&f, err);
+    }
+    free(kv.p);
+    free(inf.p);
+    free(buf);
+    free(perm);
+    free(half);
+    free(l.t);
+    return st;
 }

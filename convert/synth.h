@@ -28,4 +28,12 @@ void sc_synth_opts_default(sc_synth_opts *o);
  * 1 + 0.1 N(0, 1) (Gemma stores w with effective scale 1 + w). */
 sc_status sc_synth_write(const sc_synth_opts *o, const char *dir, sc_err *err);
 
+/* The same model (same options and seed: the same values) as one GGUF v3
+ * file in llama.cpp's naming (token_embd, blk.N.attn_q, ...; q and k rows
+ * permuted per head for interleaved RoPE, as llama.cpp's converter does),
+ * matrices in dtype F32, F16 or BF16 and vectors F32; llama family only. vocab_gguf: a GGUF whose
+ * tokenizer.* metadata is copied (its token count must equal vocab_size);
+ * NULL writes tokenizer.ggml.model = "no_vocab". Written atomically. */
+sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const char *vocab_gguf, sc_err *err);
+
 #endif

@@ -50,34 +50,27 @@ typedef struct lazy_mat {
     int64_t rows, cols;
 } lazy_mat;
 
-/* Layouts whose rows are stored one after another, so a row range is a
- * byte range (the classifier is read in row chunks). */
-static bool rows_contiguous(srt_layout l) {
-    return l == SRT_LAYOUT_F32 || l == SRT_LAYOUT_Q8_0 || l == SRT_LAYOUT_Q4_0;
-}
-
+/* Rows r0..r0+n of the logical matrix into dst (n x cols): row layouts (f32,
+ * q8_0, q4_0, kmi4r: the embedding's lookups, the classifier's row chunks)
+ * one row at a time, the others unpacked whole and cropped. */
 static bool unpack_rows(const void *ctx, int64_t r0, int64_t n, float *dst) {
     const lazy_mat *z = ctx;
     const srt_matrix *M = &z->mat;
     int64_t cs = M->cols, cols = z->cols;
-    srt_matrix part = *M;
-    int64_t first = 0;
-    if (rows_contiguous(M->layout)) { /* unpack only the rows asked for */
-        size_t row_bytes;
-        if (srt_layout_get(M->layout)->size(&row_bytes, 1, cs, 0) != SRT_OK) return false;
-        part.rows = n;
-        part.data = (const uint8_t *)M->data + (size_t)r0 * row_bytes;
-        part.bytes = (size_t)n * row_bytes;
-    } else {
-        first = r0;
+    if (srt_layout_get(M->layout)->sparse == SRT_SPARSE_ROWS) {
+        float *row = cs == cols ? NULL : malloc((size_t)cs * sizeof(float));
+        bool ok = cs == cols || row;
+        for (int64_t i = 0; ok && i < n; i++) {
+            ok = srt_matrix_row(M, r0 + i, row ? row : dst + i * cols) == SRT_OK;
+            if (ok && row) memcpy(dst + i * cols, row, (size_t)cols * sizeof(float));
+        }
+        free(row);
+        return ok;
     }
-    bool direct = cs == cols && part.rows == n; /* unpack straight into dst */
-    float *full = direct ? dst : malloc((size_t)(part.rows * cs) * sizeof(float));
-    if (!full) return false;
-    bool ok = srt_layout_get(M->layout)->unpack(full, &part) == SRT_OK;
-    if (ok && !direct)
-        for (int64_t i = 0; i < n; i++) memcpy(dst + i * cols, full + (first + i) * cs, (size_t)cols * sizeof(float));
-    if (!direct) free(full);
+    float *full = malloc((size_t)(M->rows * cs) * sizeof(float));
+    bool ok = full && srt_layout_get(M->layout)->unpack(full, M) == SRT_OK;
+    for (int64_t i = 0; ok && i < n; i++) memcpy(dst + i * cols, full + (r0 + i) * cs, (size_t)cols * sizeof(float));
+    free(full);
     return ok;
 }
 
@@ -217,7 +210,10 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
         goto done;
     }
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    if ((st = get_f32(&r, "tok_emb", c->vocab_size * D, &r.m->tok_emb, err)) ||
+    /* the embedding is a packed matrix, or (f32 plan, older artifacts) an f32 section */
+    if ((st = cJSON_GetObjectItemCaseSensitive(r.tensors, "tok_emb")
+                  ? get_matrix(&r, "tok_emb", c->vocab_size, D, &r.m->tok_emb, err)
+                  : get_f32(&r, "tok_emb", c->vocab_size * D, &r.m->tok_emb, err)) ||
         (st = get_f32(&r, "final_norm", D, &r.m->final_norm, err)))
         goto done;
     if (c->tied_classifier)

@@ -122,6 +122,13 @@ typedef struct srt_act {
     int8_t *q;           /* cap values */
     float *d;            /* cap / 32 block scales */
     int32_t *sum;        /* cap / 32 block sums of q */
+    /* Natural order only, for kernels that read 64 values (two blocks) as one
+     * vector of 16 four-value lanes: lane_off[16 p + l] = 8 x (sum of values
+     * 4l .. 4l+3 of pair p), times 16 on the upper half of each block (lanes
+     * 4-7 and 12-15), and lane_d[16 g + l] = d[8 g + l] for l < 8 and
+     * d[8 g + l - 8] / 16 for l >= 8 (groups of eight blocks). */
+    int32_t *lane_off;   /* cap / 4 */
+    float *lane_d;       /* cap / 16 */
 } srt_act;
 
 /* Bytes srt_act_init needs for n values. */
@@ -158,6 +165,8 @@ typedef enum srt_input_kind {
     SRT_IN_Q8_NATURAL,
     SRT_IN_Q8_TILED
 } srt_input_kind;
+
+#define SRT_KMI4R_TILE 512 /* kmi4r rows are padded to a multiple of this many columns */
 
 typedef struct srt_matrix {
     srt_layout layout;
@@ -205,6 +214,14 @@ const srt_layout_traits *srt_layout_get(srt_layout layout);
 srt_status srt_layout_parse(const char *name, srt_layout *out);
 /* Checks shape, group, size and alignment of m against its layout. */
 srt_status srt_matrix_check(const srt_matrix *m);
+/* Row r of a row layout (f32, q8_0, q4_0, kmi4r) dequantised into out[cols]
+ * (an embedding lookup); SRT_ENOTSUP for the other layouts. */
+srt_status srt_matrix_row(const srt_matrix *m, int64_t r, float *out);
+
+/* y[v] = W x[v] for v < nvec (a prompt's tokens): row layouts read each block of rows once for all
+ * inputs, and every y[v] equals the single-input GEMV's bit for bit; the other layouts run one GEMV
+ * per input. */
+srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y);
 
 /* ---- selection ------------------------------------------------------------- */
 
@@ -217,5 +234,14 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
 int64_t srt_compact(const srt_ctx *ctx, uint32_t *idx, const float *x, int64_t n, float t);
 /* Indices i with |x[i]| > t[i] (per-channel thresholds), ascending. */
 int64_t srt_compact_vec(const srt_ctx *ctx, uint32_t *idx, const float *x, const float *t, int64_t n);
+
+/* ---- the decode's f32 parts ---------------------------------------------------- */
+
+/* a[i] = phi(u[i]) for i < n: SiLU u / (1 + e^-u), or GELU-tanh when gelu (a may be u). */
+void srt_activate(const srt_ctx *ctx, float *a, const float *u, int64_t n, bool gelu);
+/* One attention head over positions 0..n-1 (n >= 1): scores scale q.K_t, softmax into p[0..n), and
+ * out[0..hd) = sum_t p_t V_t, with K_t = K + t * stride and V_t = V + t * stride (stride >= hd). */
+void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
+                        int64_t n, int64_t stride, int64_t hd, float scale);
 
 #endif

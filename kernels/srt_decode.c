@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "srt_kern.h"
 #include "srt_model_internal.h"
 
 static double now(void) {
@@ -20,14 +21,6 @@ static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float
     for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
     for (int64_t i = 0; i < n; i++) out[i] = w[i] * (r * x[i]);
-}
-
-static inline float act_fn(float u, bool gelu) {
-    if (gelu) {
-        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
-    }
-    return u / (1.0f + expf(-u));
 }
 
 static void rope(float *x, int64_t n_heads, int64_t hd, const float *c, const float *s, bool half_style) {
@@ -66,9 +59,26 @@ static srt_status input_for(srt_model *m, const srt_weight *w, const float *x, s
     return SRT_OK;
 }
 
+/* Packed bytes a GEMV over w reads: all of them, or for the live list idx[0..n)
+ * the live rows (row layouts), the live neurons' vectors and the scales of
+ * every K-block they touch (kmi4), the live channels' share (zigzag). */
+static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
+    const srt_matrix *mm = &w->m;
+    if (!idx) return (double)mm->bytes;
+    if (w->tr->sparse == SRT_SPARSE_ROWS) return (double)n * (double)(mm->bytes / (size_t)mm->rows);
+    if (mm->layout == SRT_LAYOUT_KMI4) {
+        const int64_t rp = srt_kd_rows_pad(mm->rows);
+        int64_t blocks = 0;
+        for (int64_t i = 0; i < n; i++) blocks += i == 0 || idx[i] / 32 != idx[i - 1] / 32;
+        return (double)n * (double)(rp / 2) + (double)blocks * (double)(2 * rp);
+    }
+    return (double)n * ((double)mm->bytes / (double)mm->cols);
+}
+
 static srt_status mv(srt_model *m, const srt_weight *w, const float *x, float *y) {
     srt_input in;
     srt_status st = input_for(m, w, x, &in);
+    m->tm.weight_bytes += bytes_read(w, NULL, 0);
     return st != SRT_OK ? st : w->tr->gemv(m->ctx, &w->m, &in, y);
 }
 
@@ -77,6 +87,7 @@ static srt_status mv_sparse(srt_model *m, const srt_weight *w, const float *x, c
     srt_input in;
     srt_live lv = {idx, n, NULL};
     srt_status st = input_for(m, w, x, &in);
+    m->tm.weight_bytes += bytes_read(w, idx, n);
     return st != SRT_OK ? st : w->tr->gemv_sparse(m->ctx, &w->m, &in, &lv, y);
 }
 
@@ -143,10 +154,56 @@ static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
     return k;
 }
 
+typedef struct heads_task {
+    srt_model *m;
+    const float *K, *V; /* the layer's cache */
+    int64_t n;          /* positions */
+    float scale;
+} heads_task;
+
+static void heads_thread(void *arg, int tid, int nth) {
+    const heads_task *t = arg;
+    const srt_model *m = t->m;
+    const int64_t H = m->cfg.n_heads, hd = m->cfg.head_dim, kvd = m->cfg.n_kv_heads * hd, group = H / m->cfg.n_kv_heads;
+    float *s = tid ? srt_ctx_scratch(m->ctx, tid, t->n) : m->s;
+    for (int64_t h = H * tid / nth; h < H * (tid + 1) / nth; h++)
+        srt_attention_head(m->ctx, m->att + h * hd, s, m->q + h * hd, t->K + (h / group) * hd, t->V + (h / group) * hd,
+                           t->n, kvd, hd, t->scale);
+}
+
+/* q, kt, vt (biases added) -> RoPE at pos, the key and value into the cache,
+ * the heads' outputs into m->att. */
+static void attention_core(srt_model *m, int64_t l, int64_t pos) {
+    const srt_model_config *c = &m->cfg;
+    int64_t hd = c->head_dim, kvd = c->n_kv_heads * hd, half = hd / 2;
+    const float *cs = m->cos_t + pos * half, *sn = m->sin_t + pos * half;
+    rope(m->q, c->n_heads, hd, cs, sn, c->rope_half);
+    rope(m->kt, c->n_kv_heads, hd, cs, sn, c->rope_half);
+    float *K = m->kc + l * m->max_ctx * kvd, *V = m->vc + l * m->max_ctx * kvd;
+    memcpy(K + pos * kvd, m->kt, (size_t)kvd * sizeof(float));
+    memcpy(V + pos * kvd, m->vt, (size_t)kvd * sizeof(float));
+    heads_task t = {m, K, V, pos + 1, 1.0f / sqrtf((float)hd)};
+    /* the heads over the pool when every thread has room for the scores */
+    if (srt_ctx_threads(m->ctx) > 1 && srt_ctx_scratch(m->ctx, 1, t.n))
+        srt_ctx_run(m->ctx, heads_thread, &t);
+    else
+        heads_thread(&t, 0, 1);
+}
+
+static void add_biases(srt_model *m, const srt_layer_w *L) {
+    int64_t qd = m->cfg.n_heads * m->cfg.head_dim, kvd = m->cfg.n_kv_heads * m->cfg.head_dim;
+    if (L->bq)
+        for (int64_t i = 0; i < qd; i++) m->q[i] += L->bq[i];
+    if (L->bk)
+        for (int64_t i = 0; i < kvd; i++) m->kt[i] += L->bk[i];
+    if (L->bv)
+        for (int64_t i = 0; i < kvd; i++) m->vt[i] += L->bv[i];
+}
+
 static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     const srt_model_config *c = &m->cfg;
     const srt_layer_w *L = &m->layers[l];
-    int64_t D = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, half = hd / 2;
+    int64_t D = c->dim, hd = c->head_dim, qd = c->n_heads * hd;
     double t0 = now();
     rmsnorm(m->xn, m->x, L->attn_norm, D, c->norm_eps);
     stale(m);
@@ -156,46 +213,9 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     TRY(mv_in(m, &L->wq, m->xn, n_in, m->q));
     TRY(mv_in(m, &L->wk, m->xn, n_in, m->kt));
     TRY(mv_in(m, &L->wv, m->xn, n_in, m->vt));
-    if (L->bq)
-        for (int64_t i = 0; i < qd; i++) m->q[i] += L->bq[i];
-    if (L->bk)
-        for (int64_t i = 0; i < kvd; i++) m->kt[i] += L->bk[i];
-    if (L->bv)
-        for (int64_t i = 0; i < kvd; i++) m->vt[i] += L->bv[i];
+    add_biases(m, L);
     double t1 = now();
-    const float *cs = m->cos_t + pos * half, *sn = m->sin_t + pos * half;
-    rope(m->q, c->n_heads, hd, cs, sn, c->rope_half);
-    rope(m->kt, c->n_kv_heads, hd, cs, sn, c->rope_half);
-    float *K = m->kc + l * m->max_ctx * kvd, *V = m->vc + l * m->max_ctx * kvd;
-    memcpy(K + pos * kvd, m->kt, (size_t)kvd * sizeof(float));
-    memcpy(V + pos * kvd, m->vt, (size_t)kvd * sizeof(float));
-    int64_t group = c->n_heads / c->n_kv_heads, n = pos + 1;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t h = 0; h < c->n_heads; h++) {
-        const float *qh = m->q + h * hd;
-        int64_t ko = (h / group) * hd;
-        float mx = -INFINITY;
-        for (int64_t t = 0; t < n; t++) {
-            const float *kr = K + t * kvd + ko;
-            float dot = 0.0f;
-            for (int64_t i = 0; i < hd; i++) dot += qh[i] * kr[i];
-            m->s[t] = scale * dot;
-            mx = m->s[t] > mx ? m->s[t] : mx;
-        }
-        float sum = 0.0f;
-        for (int64_t t = 0; t < n; t++) {
-            m->s[t] = expf(m->s[t] - mx);
-            sum += m->s[t];
-        }
-        float inv = 1.0f / sum;
-        float *o = m->att + h * hd;
-        for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
-        for (int64_t t = 0; t < n; t++) {
-            const float *vr = V + t * kvd + ko;
-            float p = m->s[t] * inv;
-            for (int64_t i = 0; i < hd; i++) o[i] += p * vr[i];
-        }
-    }
+    attention_core(m, l, pos);
     double t2 = now();
     stale(m);
     int64_t n_ctx = m->mode == SRT_MODE_TEAL ? teal_mask(m, m->att, qd, m->thr_l[l * 4 + 1]) : -1;
@@ -239,10 +259,12 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
     return SRT_OK;
 }
 
+static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0);
+
 static srt_status mlp_block(srt_model *m, int64_t l) {
     const srt_model_config *c = &m->cfg;
     const srt_layer_w *L = &m->layers[l];
-    int64_t D = c->dim, F = c->ffn_dim;
+    int64_t D = c->dim;
     double t0 = now();
     rmsnorm(m->xn, m->x, L->ffn_norm, D, c->norm_eps);
     stale(m);
@@ -250,7 +272,17 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     TRY(rotate_input(m, &L->mlp_rot, &n_in));
     if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * 4 + 2]);
     TRY(mv_in(m, &L->wg, m->xn, n_in, m->u));
-    for (int64_t j = 0; j < F; j++) m->a[j] = act_fn(m->u[j], c->gelu);
+    return mlp_tail(m, l, n_in, t0);
+}
+
+/* The MLP after the gate GEMV (m->u; m->xn holds the block input, n_in its
+ * live count or -1): phi, the router, up, down, the residual into m->x.
+ * t0: when the block started (timing). */
+static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
+    const srt_model_config *c = &m->cfg;
+    const srt_layer_w *L = &m->layers[l];
+    int64_t D = c->dim, F = c->ffn_dim;
+    srt_activate(m->ctx, m->a, m->u, F, c->gelu);
     double t1 = now();
     if (m->larosa || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) {
         TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
@@ -342,6 +374,31 @@ static void clada_factor(srt_model *m, int32_t token, int64_t pos) {
     m->factor = (float)(1.0 + m->lambda * (surprisal > m->tau_s) + m->gamma * (entropy > m->tau_h));
 }
 
+/* x <- the embedding row of token (x sqrt(dim) when the family scales it). */
+static srt_status embed(srt_model *m, int32_t token, float *x) {
+    const int64_t D = m->cfg.dim;
+    TRY(srt_matrix_row(&m->emb.m, token, x)); /* stored columns: D, or padded with zeros */
+    m->tm.weight_bytes += (double)(m->emb.m.bytes / (size_t)m->emb.m.rows);
+    if (m->cfg.embed_scale) {
+        float sc = sqrtf((float)D);
+        for (int64_t i = 0; i < D; i++) x[i] *= sc;
+    }
+    return SRT_OK;
+}
+
+/* Final norm and classifier on m->x (the token at pos). */
+static srt_status finish(srt_model *m, int64_t pos, const float **logits) {
+    double t1 = now();
+    rmsnorm(m->xn, m->x, m->final_norm, m->cfg.dim, m->cfg.norm_eps);
+    stale(m);
+    TRY(mv(m, &m->classifier, m->xn, m->logits));
+    if (!srt_vec_finite(m->logits, m->cfg.vocab_size)) return srt_model_nonfinite(m, m->cfg.n_layers, 2);
+    m->tm.head += now() - t1;
+    m->logits_pos = pos;
+    *logits = m->logits;
+    return SRT_OK;
+}
+
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits) {
     if (!m || !logits || token < 0 || token >= m->cfg.vocab_size || pos < 0 || pos >= m->ctx_limit) return SRT_EINVAL;
     if (pos >= m->max_ctx) { /* grow the cache: doubling, at most to the limit */
@@ -349,15 +406,11 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
         TRY(srt_model_reserve(m, n < m->ctx_limit ? n : m->ctx_limit));
     }
     const srt_model_config *c = &m->cfg;
-    int64_t D = c->dim;
+    const int64_t D = c->dim;
     double t0 = now();
     clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
     m->logits_pos = -1;
-    memcpy(m->x, m->tok_emb + (int64_t)token * D, (size_t)D * sizeof(float));
-    if (c->embed_scale) {
-        float sc = sqrtf((float)D);
-        for (int64_t i = 0; i < D; i++) m->x[i] *= sc;
-    }
+    TRY(embed(m, token, m->x));
     m->tm.embed += now() - t0;
     for (int64_t l = 0; l < c->n_layers; l++) {
         TRY(attention_block(m, l, pos));
@@ -365,14 +418,125 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
         TRY(mlp_block(m, l));
         if (!srt_vec_finite(m->x, D)) return srt_model_nonfinite(m, l, 1);
     }
-    double t1 = now();
-    rmsnorm(m->xn, m->x, m->final_norm, D, c->norm_eps);
-    stale(m);
-    TRY(mv(m, &m->classifier, m->xn, m->logits));
-    if (!srt_vec_finite(m->logits, c->vocab_size)) return srt_model_nonfinite(m, c->n_layers, 2);
-    m->tm.head += now() - t1;
     m->tm.steps++;
-    m->logits_pos = pos;
-    *logits = m->logits;
+    return finish(m, pos, logits);
+}
+
+/* ---- prefill: the prompt's tokens through each layer together ---------------------------- */
+
+#define PF_CHUNK 16 /* tokens per pass */
+
+/* Lazily allocated buffers: per token x, xn, q, kt, vt, att, u (vmax floats each) and two
+ * quantised activations (natural, tiled). */
+static srt_status prefill_buffers(srt_model *m) {
+    if (m->pf_arena) return SRT_OK;
+    const size_t vf = (size_t)(m->vmax + 63) / 64 * 64, nvec = 7 * PF_CHUNK, ab = m->actbytes;
+    m->pf_arena = srt_alloc(nvec * vf * sizeof(float) + 2 * PF_CHUNK * ab);
+    if (!m->pf_arena) return SRT_ENOMEM;
+    float *f = m->pf_arena;
+    for (size_t i = 0; i < nvec; i++) m->pf_vec[i] = f + i * vf;
+    uint8_t *a = (uint8_t *)(f + nvec * vf);
+    for (int i = 0; i < 2 * PF_CHUNK; i++) m->pf_actmem[i] = a + (size_t)i * ab;
     return SRT_OK;
+}
+
+/* y[t] = W x[t] for the chunk's n tokens, the inputs quantised as the layout wants. */
+static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, int64_t n, float *const *y) {
+    srt_input in[PF_CHUNK];
+    srt_act act[PF_CHUNK];
+    const int s = w->tr->input == SRT_IN_Q8_TILED ? 1 : 0;
+    for (int64_t t = 0; t < n; t++) {
+        m->tm.weight_bytes += t == 0 ? bytes_read(w, NULL, 0) : 0.0;
+        in[t].f = x[t];
+        in[t].q = NULL;
+        if (w->tr->input == SRT_IN_F32) continue;
+        srt_status st = srt_act_init(&act[t], m->pf_actmem[s * PF_CHUNK + t], m->actbytes, w->m.cols,
+                                     s ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+        if (st == SRT_OK) st = srt_act_quantize(m->ctx, &act[t], x[t]);
+        if (st != SRT_OK) return st;
+        in[t].q = &act[t];
+    }
+    return srt_gemv_batch(m->ctx, &w->m, in, n, y);
+}
+
+/* Tokens tok[0..n) at positions pos..pos+n-1 through every layer (n <= PF_CHUNK). */
+static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int64_t pos) {
+    const srt_model_config *c = &m->cfg;
+    const int64_t D = c->dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    float *const *X = m->pf_vec, *const *XN = m->pf_vec + PF_CHUNK, *const *Q = m->pf_vec + 2 * PF_CHUNK,
+                 *const *KT = m->pf_vec + 3 * PF_CHUNK, *const *VT = m->pf_vec + 4 * PF_CHUNK,
+                 *const *ATT = m->pf_vec + 5 * PF_CHUNK, *const *U = m->pf_vec + 6 * PF_CHUNK;
+    double t0 = now();
+    for (int64_t t = 0; t < n; t++) TRY(embed(m, tok[t], X[t]));
+    m->tm.embed += now() - t0;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const srt_layer_w *L = &m->layers[l];
+        t0 = now();
+        for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->attn_norm, D, c->norm_eps);
+        TRY(mv_batch(m, &L->wq, XN, n, Q));
+        TRY(mv_batch(m, &L->wk, XN, n, KT));
+        TRY(mv_batch(m, &L->wv, XN, n, VT));
+        double t1 = now();
+        for (int64_t t = 0; t < n; t++) {
+            memcpy(m->q, Q[t], (size_t)qd * sizeof(float));
+            memcpy(m->kt, KT[t], (size_t)kvd * sizeof(float));
+            memcpy(m->vt, VT[t], (size_t)kvd * sizeof(float));
+            add_biases(m, L);
+            attention_core(m, l, pos + t);
+            memcpy(ATT[t], m->att, (size_t)qd * sizeof(float));
+        }
+        double t2 = now();
+        TRY(mv_batch(m, &L->wo, ATT, n, Q)); /* Q: the o-projection's outputs */
+        for (int64_t t = 0; t < n; t++) {
+            for (int64_t i = 0; i < D; i++) X[t][i] += Q[t][i];
+            if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
+        }
+        double t3 = now();
+        m->tm.attn_proj += (t1 - t0) + (t3 - t2);
+        m->tm.attn_core += t2 - t1;
+        m->tm.attn += t3 - t0;
+        /* MLP: the gate together, then each token's router, up and down */
+        t0 = now();
+        for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->ffn_norm, D, c->norm_eps);
+        TRY(mv_batch(m, &L->wg, XN, n, U));
+        const double share = (now() - t0) / (double)n;
+        for (int64_t t = 0; t < n; t++) {
+            memcpy(m->x, X[t], (size_t)D * sizeof(float));
+            memcpy(m->xn, XN[t], (size_t)D * sizeof(float));
+            memcpy(m->u, U[t], (size_t)c->ffn_dim * sizeof(float));
+            stale(m);
+            TRY(mlp_tail(m, l, -1, now() - share));
+            if (!srt_vec_finite(m->x, D)) return SRT_ENONFINITE;
+            memcpy(X[t], m->x, (size_t)D * sizeof(float));
+        }
+    }
+    m->tm.steps += n;
+    memcpy(m->x, X[n - 1], (size_t)D * sizeof(float));
+    return SRT_OK;
+}
+
+srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int64_t pos, const float **logits) {
+    if (!m || !tokens || !logits || n < 1 || pos < 0 || pos + n > m->ctx_limit) return SRT_EINVAL;
+    for (int64_t t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size) return SRT_EINVAL;
+    if (pos + n > m->max_ctx) TRY(srt_model_reserve(m, pos + n));
+    /* input rotations, TEAL masks and CLADA's per-token factor make the layer inputs depend on routing
+     * or on the previous token's logits: those run token by token */
+    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CLADA) {
+        for (int64_t t = 0; t < n; t++) TRY(srt_model_step(m, tokens[t], pos + t, logits));
+        return SRT_OK;
+    }
+    TRY(prefill_buffers(m));
+    m->logits_pos = -1;
+    m->factor = 1.0f;
+    for (int64_t t = 0; t < n; t += PF_CHUNK) {
+        const int64_t k = n - t < PF_CHUNK ? n - t : PF_CHUNK;
+        srt_status st = prefill_chunk(m, tokens + t, k, pos + t);
+        if (st == SRT_ENONFINITE) { /* a NaN or inf: the chunk again as steps, which name where it arose */
+            st = SRT_OK;
+            for (int64_t i = 0; i < k && st == SRT_OK; i++) st = srt_model_step(m, tokens[t + i], pos + t + i, logits);
+        }
+        if (st != SRT_OK) return st;
+    }
+    return finish(m, pos + n - 1, logits);
 }

@@ -12,9 +12,10 @@
 
 static int64_t act_cap(int64_t n) { return srt_round_up(n < 1 ? 1 : n, SRT_ACT_PAD); }
 
+/* q (cap) + staging (cap), then d, sum (cap/32 each), lane_off (cap/4), lane_d (cap/16): every region 64-aligned */
 size_t srt_act_bytes(int64_t n) {
     int64_t cap = act_cap(n);
-    return (size_t)(2 * cap + 2 * srt_round_up(cap / SRT_QK * 4, 64));
+    return (size_t)(2 * cap + 2 * srt_round_up(cap / SRT_QK * 4, 64) + cap + cap / 4);
 }
 
 srt_status srt_act_init(srt_act *a, void *mem, size_t bytes, int64_t n, srt_act_order order) {
@@ -29,7 +30,21 @@ srt_status srt_act_init(srt_act *a, void *mem, size_t bytes, int64_t n, srt_act_
     a->q = (int8_t *)p;                          /* cap values, then cap bytes of staging */
     a->d = (float *)(void *)(p + 2 * cap);
     a->sum = (int32_t *)(void *)(p + 2 * cap + sb);
+    a->lane_off = (int32_t *)(void *)(p + 2 * cap + 2 * sb);
+    a->lane_d = (float *)(void *)(p + 3 * cap + 2 * sb);
     return SRT_OK;
+}
+
+/* The per-lane helpers of srt_act (srt.h), from q and d. */
+static void act_lanes(srt_act *a) {
+    for (int64_t l = 0; l < a->cap / 4; l++) {
+        const int8_t *q = a->q + 4 * l;
+        a->lane_off[l] = (q[0] + q[1] + q[2] + q[3]) * ((l & 4) ? 128 : 8);
+    }
+    for (int64_t l = 0; l < a->cap / 16; l++) {
+        const int64_t b = (l / 16) * 8 + l % 8;
+        a->lane_d[l] = (l & 8) ? a->d[b] * 0.0625f : a->d[b];
+    }
 }
 
 srt_status srt_act_quantize(const srt_ctx *ctx, srt_act *a, const float *x) {
@@ -48,7 +63,10 @@ srt_status srt_act_quantize(const srt_ctx *ctx, srt_act *a, const float *x) {
         a->d[b] = 0.0f;
         a->sum[b] = 0;
     }
-    if (a->order == SRT_ACT_TILED) srt_act_tile(a->q, dst, a->cap);
+    if (a->order == SRT_ACT_TILED)
+        srt_act_tile(a->q, dst, a->cap);
+    else
+        act_lanes(a);
     return SRT_OK;
 }
 
@@ -92,8 +110,8 @@ static void rows_thread(void *arg, int tid, int nth) {
     if (b > a) t->fn(&t->job, a, b);
 }
 
-static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
-                           float *y) {
+static srt_status rows_setup(const srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx,
+                             int64_t n, float *y, rows_task *out) {
     const srt_kernels *k = srt_ctx_kernels(ctx);
     rows_task t = {0};
     t.job.y = y;
@@ -123,8 +141,16 @@ static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x
         break;
     default: return SRT_ENOTSUP;
     }
-    srt_ctx_run(ctx, rows_thread, &t);
+    *out = t;
     return SRT_OK;
+}
+
+static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
+                           float *y) {
+    rows_task t;
+    srt_status st = rows_setup(ctx, m, x, idx, n, y, &t);
+    if (st == SRT_OK) srt_ctx_run(ctx, rows_thread, &t);
+    return st;
 }
 
 srt_status srt_gemv_rows(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
@@ -137,6 +163,57 @@ srt_status srt_gemv_rows_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
     srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
     if (st == SRT_OK) st = check_list(live->idx, live->n, m->rows);
     return st != SRT_OK ? st : rows_run(ctx, m, x, live->idx, live->n, y);
+}
+
+/* ---- several inputs (prefill): row layouts take blocks of rows for every input in turn,
+ * so a block is read from memory once and from cache for the other inputs; each row's
+ * result is the single-input kernel's, bit for bit ---- */
+
+#define BATCH_ROWS 32
+
+typedef struct batch_task {
+    rows_task t;
+    const srt_input *x;
+    float *const *y;
+    int64_t nvec;
+} batch_task;
+
+static void batch_thread(void *arg, int tid, int nth) {
+    batch_task *b = arg;
+    int64_t a, e;
+    split(b->t.n, tid, nth, &a, &e);
+    for (int64_t r = a; r < e; r += BATCH_ROWS) {
+        const int64_t r1 = r + BATCH_ROWS < e ? r + BATCH_ROWS : e;
+        for (int64_t v = 0; v < b->nvec; v++) {
+            srt_rows_job j = b->t.job;
+            j.y = b->y[v];
+            j.xf = b->x[v].f;
+            j.xq = b->x[v].q;
+            b->t.fn(&j, r, r1);
+        }
+    }
+}
+
+srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y) {
+    if (!ctx || !x || !y || nvec < 0) return SRT_EINVAL;
+    if (nvec == 0) return SRT_OK;
+    for (int64_t v = 0; v < nvec; v++) {
+        srt_status st = check_input(m, &x[v], y[v]);
+        if (st != SRT_OK) return st;
+    }
+    const srt_layout_traits *t = srt_layout_get(m->layout);
+    if (t->sparse != SRT_SPARSE_ROWS) { /* column layouts: one GEMV per input */
+        for (int64_t v = 0; v < nvec; v++) {
+            srt_status st = t->gemv(ctx, m, &x[v], y[v]);
+            if (st != SRT_OK) return st;
+        }
+        return SRT_OK;
+    }
+    batch_task b = {{0}, x, y, nvec};
+    srt_status st = rows_setup(ctx, m, &x[0], NULL, m->rows, y[0], &b.t);
+    if (st != SRT_OK) return st;
+    srt_ctx_run(ctx, batch_thread, &b);
+    return SRT_OK;
 }
 
 /* ---- q4_0t axpy scatter -------------------------------------------------------------- */
@@ -336,4 +413,16 @@ int64_t srt_compact(const srt_ctx *ctx, uint32_t *idx, const float *x, int64_t n
 int64_t srt_compact_vec(const srt_ctx *ctx, uint32_t *idx, const float *x, const float *t, int64_t n) {
     if (!ctx || !idx || !x || !t || n <= 0) return 0;
     return srt_ctx_kernels(ctx)->compact(idx, x, t, 0.0f, n);
+}
+
+/* ---- activation and attention -------------------------------------------------------- */
+
+void srt_activate(const srt_ctx *ctx, float *a, const float *u, int64_t n, bool gelu) {
+    if (ctx && a && u && n > 0) srt_ctx_kernels(ctx)->act(a, u, n, gelu);
+}
+
+void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
+                        int64_t n, int64_t stride, int64_t hd, float scale) {
+    if (ctx && out && p && q && K && V && n > 0 && hd > 0 && stride >= hd)
+        srt_ctx_kernels(ctx)->attn_head(out, p, q, K, V, n, stride, hd, scale);
 }

@@ -15,7 +15,7 @@
 #define SRT_QK 32          /* weights per quantisation block */
 #define SRT_Q4_BYTES 18    /* GGML block_q4_0: fp16 d + 16 bytes of nibbles */
 #define SRT_Q8_BYTES 34    /* GGML block_q8_0: fp16 d + 32 int8 */
-#define SRT_KR_TILE 512    /* kmi4r: weights per row tile (16 blocks) */
+#define SRT_KR_TILE SRT_KMI4R_TILE /* kmi4r: weights per row tile (16 blocks) */
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
 
@@ -111,6 +111,12 @@ typedef struct srt_kernels {
     void (*zigzag)(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y_rb);
     /* |x[i]| > t (t_vec NULL) or > t_vec[i]; returns the count */
     int64_t (*compact)(uint32_t *idx, const float *x, const float *t_vec, float t, int64_t n);
+    /* a[i] = phi(u[i]): SiLU u / (1 + e^-u), or GELU-tanh */
+    void (*act)(float *a, const float *u, int64_t n, bool gelu);
+    /* one attention head over positions 0..n-1: s[t] = scale q.K_t, p = softmax(s) (s is overwritten by
+     * p), out[0..hd) = sum_t p_t V_t; K_t = K + t * stride, V_t likewise */
+    void (*attn_head)(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                      int64_t stride, int64_t hd, float scale);
 } srt_kernels;
 
 /* The frozen table of an available ISA (reference entries first, then the

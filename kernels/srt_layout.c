@@ -196,6 +196,47 @@ static void deq_q4(float *out, const uint8_t *blk, int64_t stride) {
     for (int k = 0; k < SRT_QK; k++) out[k * stride] = (float)(q4_get(blk, k) - 8) * d;
 }
 
+/* Row r of a row layout (q8_0, q4_0, kmi4r; m checked) into w[0..cols). */
+static void unpack_row(float *w, const srt_matrix *m, int64_t r) {
+    const int64_t cols = m->cols;
+    const uint8_t *s = m->data;
+    if (m->layout == SRT_LAYOUT_Q8_0) {
+        for (int64_t b = 0; b < cols / SRT_QK; b++) {
+            const uint8_t *blk = s + (r * (cols / SRT_QK) + b) * SRT_Q8_BYTES;
+            const float d = srt_fp16_to_fp32(srt_rd16(blk));
+            for (int k = 0; k < SRT_QK; k++) w[b * SRT_QK + k] = (float)(int8_t)blk[2 + k] * d;
+        }
+    } else if (m->layout == SRT_LAYOUT_Q4_0) {
+        for (int64_t b = 0; b < cols / SRT_QK; b++) deq_q4(w + b * SRT_QK, s + (r * (cols / SRT_QK) + b) * SRT_Q4_BYTES, 1);
+    } else { /* kmi4r */
+        const uint8_t *row = s + r * srt_kr_row_bytes(cols), *sc = row + srt_kr_cols_pad(cols) / 2;
+        for (int64_t b = 0; b < cols / SRT_QK; b++) {
+            const float d = srt_fp16_to_fp32(srt_rd16(sc + 2 * b));
+            int64_t T = b / 16, i = b % 16;
+            for (int p = 0; p < 4; p++)
+                for (int rr = 0; rr < 4; rr++) {
+                    uint8_t byte = row[256 * T + 64 * p + 4 * i + rr];
+                    w[b * SRT_QK + 4 * p + rr] = (float)((byte & 15) - 8) * d;
+                    w[b * SRT_QK + 16 + 4 * p + rr] = (float)((byte >> 4) - 8) * d;
+                }
+        }
+    }
+}
+
+srt_status srt_matrix_row(const srt_matrix *m, int64_t r, float *out) {
+    srt_status st = srt_matrix_check(m);
+    if (st != SRT_OK) return st;
+    if (!out || r < 0 || r >= m->rows) return SRT_EINVAL;
+    switch (m->layout) {
+    case SRT_LAYOUT_F32: memcpy(out, (const float *)m->data + r * m->cols, (size_t)m->cols * sizeof(float)); break;
+    case SRT_LAYOUT_Q8_0:
+    case SRT_LAYOUT_Q4_0:
+    case SRT_LAYOUT_KMI4R: unpack_row(out, m, r); break;
+    default: return SRT_ENOTSUP;
+    }
+    return SRT_OK;
+}
+
 static srt_status unpack_any(float *w, const srt_matrix *m) {
     if (!w) return SRT_EINVAL;
     srt_status st = srt_matrix_check(m);
@@ -204,38 +245,15 @@ static srt_status unpack_any(float *w, const srt_matrix *m) {
     const int64_t rows = m->rows, cols = m->cols;
     switch (m->layout) {
     case SRT_LAYOUT_F32: memcpy(w, s, (size_t)(rows * cols) * 4); break;
-    case SRT_LAYOUT_Q8_0:
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t b = 0; b < cols / SRT_QK; b++) {
-                const uint8_t *blk = s + (r * (cols / SRT_QK) + b) * SRT_Q8_BYTES;
-                const float d = srt_fp16_to_fp32(srt_rd16(blk));
-                for (int k = 0; k < SRT_QK; k++) w[r * cols + b * SRT_QK + k] = (float)(int8_t)blk[2 + k] * d;
-            }
-        break;
-    case SRT_LAYOUT_Q4_0:
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t b = 0; b < cols / SRT_QK; b++)
-                deq_q4(w + r * cols + b * SRT_QK, s + (r * (cols / SRT_QK) + b) * SRT_Q4_BYTES, 1);
-        break;
     case SRT_LAYOUT_Q4_0T:
         for (int64_t c = 0; c < cols; c++)
             for (int64_t b = 0; b < rows / SRT_QK; b++)
                 deq_q4(w + b * SRT_QK * cols + c, s + (c * (rows / SRT_QK) + b) * SRT_Q4_BYTES, cols);
         break;
+    case SRT_LAYOUT_Q8_0:
+    case SRT_LAYOUT_Q4_0:
     case SRT_LAYOUT_KMI4R:
-        for (int64_t r = 0; r < rows; r++) {
-            const uint8_t *row = s + r * srt_kr_row_bytes(cols), *sc = row + srt_kr_cols_pad(cols) / 2;
-            for (int64_t b = 0; b < cols / SRT_QK; b++) {
-                const float d = srt_fp16_to_fp32(srt_rd16(sc + 2 * b));
-                int64_t T = b / 16, i = b % 16;
-                for (int p = 0; p < 4; p++)
-                    for (int rr = 0; rr < 4; rr++) {
-                        uint8_t byte = row[256 * T + 64 * p + 4 * i + rr];
-                        w[r * cols + b * SRT_QK + 4 * p + rr] = (float)((byte & 15) - 8) * d;
-                        w[r * cols + b * SRT_QK + 16 + 4 * p + rr] = (float)((byte >> 4) - 8) * d;
-                    }
-            }
-        }
+        for (int64_t r = 0; r < rows; r++) unpack_row(w + r * cols, m, r);
         break;
     case SRT_LAYOUT_KMI4: {
         const int64_t rp = srt_kd_rows_pad(rows), bb = srt_kd_block_bytes(rows);

@@ -1,11 +1,13 @@
 /* srt_model.c - opening a packed artifact for decoding (see srt_model.h):
  * manifest and section validation, matrix views, buffers. The decode step
  * is in srt_decode.c. */
+#define _DEFAULT_SOURCE /* madvise */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "srt_model_internal.h"
 
@@ -135,10 +137,58 @@ static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, in
     return SRT_CT_OK;
 }
 
+/* Every matrix the decoder reads (not an f32 embedding, of which it reads one row per token) into
+ * one allocation aligned to 2 MB and advised for huge pages. */
+srt_status srt_model_copy_weights(srt_model *m) {
+    if (!m) return SRT_EINVAL;
+    if (m->wcopy) return SRT_OK;
+    srt_weight *w[16];
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *dst = pass ? m->wcopy : NULL;
+        size_t off = 0;
+        for (int64_t l = -1; l < m->cfg.n_layers; l++) {
+            int n = 0;
+            if (l < 0) {
+                if (m->emb.m.layout != SRT_LAYOUT_F32) w[n++] = &m->emb;
+                if (!m->cfg.tied_classifier) w[n++] = &m->classifier;
+            } else {
+                srt_layer_w *L = &m->layers[l];
+                srt_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd, &L->attn_rot, &L->mlp_rot};
+                for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
+                    if (lw[i]->tr) w[n++] = lw[i];
+            }
+            for (int i = 0; i < n; i++) {
+                if (dst) {
+                    memcpy(dst + off, w[i]->m.data, w[i]->m.bytes);
+                    w[i]->m.data = dst + off;
+                }
+                off += (w[i]->m.bytes + 63) / 64 * 64;
+            }
+        }
+        total = off;
+        if (!pass) {
+            const size_t huge = (size_t)2 << 20, bytes = (total + huge - 1) / huge * huge;
+            if (total == 0) return SRT_OK;
+            if (posix_memalign(&m->wcopy, huge, bytes) != 0) {
+                m->wcopy = NULL;
+                return SRT_ENOMEM; /* the mapping stays */
+            }
+#ifdef MADV_HUGEPAGE
+            madvise(m->wcopy, bytes, MADV_HUGEPAGE);
+#endif
+        }
+    }
+    if (m->cfg.tied_classifier) m->classifier = m->emb;
+    return SRT_OK;
+}
+
 void srt_model_close(srt_model *m) {
     if (!m) return;
+    free(m->wcopy);
     srt_free(m->ctx_arena);
     srt_free(m->arena);
+    srt_free(m->pf_arena);
     free(m->thr_l);
     free(m->layers);
     srt_container_close(m->ct);
@@ -225,22 +275,30 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     }
     m->vmax = D > F ? D : F;
     if (qd > m->vmax) m->vmax = qd;
-    if ((st = get_f32(m, "tok_emb", V * D, &m->tok_emb, err, err_cap)) ||
-        (st = get_f32(m, "final_norm", D, &m->final_norm, err, err_cap)))
-        goto bad;
-    if (c->tied_classifier) {
-        srt_matrix mat = {SRT_LAYOUT_F32, V, D, 0, m->tok_emb, (size_t)(V * D) * 4};
+    /* the embedding: a packed matrix of a row layout, or (f32 plan, older artifacts) an f32 section */
+    if (srt_json_get(m->tensors, "tok_emb")) {
+        if ((st = get_matrix(m, "tok_emb", V, D, &m->emb, err, err_cap))) goto bad;
+        if (m->emb.m.layout != SRT_LAYOUT_F32 && m->emb.m.layout != SRT_LAYOUT_Q8_0 &&
+            m->emb.m.layout != SRT_LAYOUT_Q4_0 && m->emb.m.layout != SRT_LAYOUT_KMI4R) {
+            st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: tensors.tok_emb: layout %s has no row lookup", path,
+                      m->emb.tr->name);
+            goto bad;
+        }
+    } else {
+        const float *te;
+        if ((st = get_f32(m, "tok_emb", V * D, &te, err, err_cap))) goto bad;
+        srt_matrix mat = {SRT_LAYOUT_F32, V, D, 0, te, (size_t)(V * D) * 4};
         if (srt_matrix_check(&mat) != SRT_OK) {
             st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: section 'tok_emb' is not 64-byte aligned", path);
             goto bad;
         }
-        m->classifier.m = mat;
-        m->classifier.rows = V;
-        m->classifier.cols = D;
-        m->classifier.tr = srt_layout_get(SRT_LAYOUT_F32);
-    } else if ((st = get_matrix(m, "classifier", V, D, &m->classifier, err, err_cap))) {
-        goto bad;
+        m->emb = (srt_weight){mat, V, D, srt_layout_get(SRT_LAYOUT_F32)};
     }
+    if ((st = get_f32(m, "final_norm", D, &m->final_norm, err, err_cap))) goto bad;
+    if (c->tied_classifier)
+        m->classifier = m->emb;
+    else if ((st = get_matrix(m, "classifier", V, D, &m->classifier, err, err_cap)))
+        goto bad;
     int n_claws = 0;
     for (int64_t l = 0; l < L; l++) {
         srt_layer_w *Lw = &m->layers[l];

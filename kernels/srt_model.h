@@ -61,6 +61,9 @@ typedef struct srt_model_timing {
     double attn_proj, attn_core;   /* attn = norm + q/k/v + rope + attention core + o-proj */
     double mlp_gate, mlp_route, mlp_up, mlp_down;
     double rotate;                 /* LaRoSA input rotations (inside attn and mlp) */
+    double weight_bytes;           /* packed weight bytes the kernels had to read: whole matrices, or for a
+                                    * sparse GEMV the live rows / live neurons' vectors plus the scales of
+                                    * the K-blocks they touch; the embedding row */
     int64_t steps;
     int64_t live_sum;              /* live neurons summed over (layer, step) */
 } srt_model_timing;
@@ -75,6 +78,12 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
 void srt_model_close(srt_model *m); /* accepts NULL */
 
 const srt_model_config *srt_model_get_config(const srt_model *m);
+/* Copies the packed matrices out of the file mapping into one anonymous allocation (advised for
+ * transparent huge pages where the OS has them) and reads them there from now on: fewer TLB misses
+ * than page-cache pages scattered in physical memory, ~10% faster decode where measured
+ * (docs/PERFORMANCE.md), for the artifact's size in resident memory (llama.cpp's --no-mmap).
+ * SRT_ENOMEM leaves the mapping in use. Not during a step; once. */
+srt_status srt_model_copy_weights(srt_model *m);
 /* Runs the model's kernels with another context of the same ISA (e.g. one
  * whose thread count suits the model's shape, known only after open);
  * borrowed like opts->ctx. Not during a step. SRT_EINVAL for another ISA. */
@@ -137,6 +146,13 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
  * cache holds (it then doubles them, at most to the limit; SRT_ENOMEM if
  * that fails): srt_model_reserve sizes it once beforehand. */
 srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float **logits);
+/* The prompt: tokens[0..n) at positions pos..pos+n-1, each linear layer applied to up to 16 tokens
+ * together (row layouts read a block of rows once for all of them); attention, the MLP router and
+ * everything per token is srt_model_step's code, so the logits (the last token's) and the cache equal
+ * n steps' bit for bit. Input rotations, TEAL and CLADA run token by token. Allocates its buffers on
+ * first use and grows the cache to pos + n; a non-finite value re-runs its chunk as steps, so
+ * SRT_ENONFINITE and srt_model_fault are a step's. */
+srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int64_t pos, const float **logits);
 /* After a step returned SRT_ENONFINITE (a NaN or inf in the residual stream
  * or the logits: corrupt weights, or an overflow): one line naming the
  * layer, the block and the tensor whose output first held it; else "". */

@@ -38,7 +38,9 @@ struct srt_model {
     int64_t max_ctx, vmax, vcap; /* max_ctx: positions the buffers below hold now (srt_model_reserve) */
     int64_t ctx_limit;           /* positions the cache may grow to (srt_model_max_ctx) */
     void *ctx_arena;             /* s, cos_t, sin_t, kc, vc */
-    const float *tok_emb, *final_norm;
+    const float *final_norm;
+    srt_weight emb;              /* token embedding: f32 or a row layout, rows gathered on lookup */
+    void *wcopy;                 /* srt_model_opts.copy_weights: the matrices' copy (NULL: in place) */
     srt_weight classifier;
     srt_layer_w *layers;
     uint64_t weight_bytes;
@@ -68,6 +70,10 @@ struct srt_model {
     int64_t act_n[2];
     srt_model_timing tm;
     char fault[256];        /* srt_model_fault (srt_model_fault.c) */
+    /* prefill (srt_decode.c), allocated on first use: 7 x 16 vectors, 2 x 16 activations */
+    void *pf_arena;
+    float *pf_vec[7 * 16];
+    void *pf_actmem[2 * 16];
 };
 
 /* Called when the residual stream (block 0 attention, 1 MLP of layer l) or

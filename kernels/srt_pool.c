@@ -1,8 +1,10 @@
 /* srt_pool.c - the persistent thread pool behind srt_ctx_run. One job at a
  * time: the caller publishes fn/arg and bumps a generation counter; workers
- * spin on it for a while (cheap hand-off between back-to-back GEMVs), then
- * sleep on a condition variable. Completion is a counter the caller spins
- * on. */
+ * spin on it for up to SPIN_NS (cheap hand-off between back-to-back GEMVs:
+ * the gaps inside a decode step are tens of microseconds), then sleep on a
+ * condition variable, so an idle or oversubscribed machine does not lose a
+ * core to spinning (a pause is ~50 ns on some CPUs: a fixed count of them
+ * spun for 10 ms). Completion is a counter the caller spins on. */
 #define _POSIX_C_SOURCE 200809L
 #include "srt_pool.h"
 
@@ -10,8 +12,9 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
-#define SPIN_WORKER 200000
+#define SPIN_NS 200000 /* worker: spin this long (ns) before sleeping */
 #define SPIN_CALLER 4000
 
 struct srt_pool {
@@ -35,6 +38,12 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 typedef struct worker_arg {
     srt_pool *p;
     int tid;
@@ -48,9 +57,10 @@ static void *worker(void *a) {
     for (;;) {
         uint64_t g;
         int spins = 0;
+        int64_t t0 = now_ns();
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
-            if (++spins < SPIN_WORKER) {
+            if ((++spins & 63) || now_ns() - t0 < SPIN_NS) {
                 cpu_relax();
                 continue;
             }
@@ -60,6 +70,7 @@ static void *worker(void *a) {
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
             spins = 0;
+            t0 = now_ns();
         }
         seen = g;
         p->fn(p->arg, tid, p->n);

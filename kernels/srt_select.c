@@ -1,8 +1,9 @@
 /* srt_select.c - exact top-K selection in O(n) by radix selection on the
- * float bits, no sort. Pass 1 histograms the top 11 bits of every key (over
- * four interleaved histograms, so runs of equal buckets do not serialise on
- * one counter); pass 2 keeps the keys of the threshold bucket as candidates
- * (a bounded stack buffer; if it overflows, the refinement scans all keys
+ * float bits, no sort. The keys are computed once (up to 8192 of them, on
+ * the stack); pass 1 histograms their top 11 bits (over two interleaved
+ * histograms, so runs of equal buckets do not serialise on one counter);
+ * pass 2 keeps the keys of the threshold bucket as candidates (a bounded
+ * stack buffer; if it overflows, the refinement scans all keys
  * instead); two more histogram passes over the candidates (11 and 10 bits)
  * find the exact k-th key; a last pass collects the winners in ascending
  * index order. */
@@ -11,6 +12,7 @@
 #include "srt_kern.h"
 
 #define CAND_MAX 2048
+#define KEYS_MAX 8192 /* up to this n the keys are computed once, on the stack */
 
 /* Order-preserving map of a float to uint32; NaN maps to 0 (lowest). */
 static inline uint32_t key_of(float v, unsigned flags) {
@@ -19,6 +21,11 @@ static inline uint32_t key_of(float v, unsigned flags) {
     if (flags & SRT_SELECT_ABS) u &= 0x7fffffffu;
     if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Key i: from the precomputed array when there is one. */
+static inline uint32_t key_at(const uint32_t *keys, const float *score, int64_t i, unsigned flags) {
+    return keys ? keys[i] : key_of(score[i], flags);
 }
 
 /* Picks the digit whose bucket holds the need-th largest key; updates need
@@ -41,19 +48,26 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
         for (int64_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
         return SRT_OK;
     }
-    uint32_t h4[4][2048], hist[2048], cand[CAND_MAX];
-    memset(h4, 0, sizeof h4);
+    uint32_t h2[2][2048], hist[2048], cand[CAND_MAX], kbuf[KEYS_MAX];
+    const uint32_t *keys = NULL;
+    if (n <= KEYS_MAX) {
+        for (int64_t i = 0; i < n; i++) kbuf[i] = key_of(score[i], flags);
+        keys = kbuf;
+    }
+    memset(h2, 0, sizeof h2);
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int r = 0; r < 4; r++) h4[r][key_of(score[i + r], flags) >> 21]++;
-    for (; i < n; i++) h4[0][key_of(score[i], flags) >> 21]++;
-    for (int d = 0; d < 2048; d++) hist[d] = h4[0][d] + h4[1][d] + h4[2][d] + h4[3][d];
+    for (; i + 2 <= n; i += 2) {
+        h2[0][key_at(keys, score, i, flags) >> 21]++;
+        h2[1][key_at(keys, score, i + 1, flags) >> 21]++;
+    }
+    for (; i < n; i++) h2[0][key_at(keys, score, i, flags) >> 21]++;
+    for (int d = 0; d < 2048; d++) hist[d] = h2[0][d] + h2[1][d];
     int64_t need = k; /* rank of the threshold among keys sharing the prefix */
     uint32_t prefix = pick(hist, 2048, &need) << 21, mask = 0xffe00000u;
     /* candidates: the keys in the threshold bucket */
     int64_t nc = 0;
     for (i = 0; i < n; i++) {
-        uint32_t key = key_of(score[i], flags);
+        uint32_t key = key_at(keys, score, i, flags);
         if ((key & mask) == prefix) {
             if (nc < CAND_MAX) cand[nc] = key;
             nc++;
@@ -69,7 +83,7 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
                 if ((cand[c] & mask) == prefix) hist[(cand[c] >> s) & dm]++;
         } else {
             for (i = 0; i < n; i++) {
-                uint32_t key = key_of(score[i], flags);
+                uint32_t key = key_at(keys, score, i, flags);
                 if ((key & mask) == prefix) hist[(key >> s) & dm]++;
             }
         }
@@ -80,7 +94,7 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
      * `need` keys equal to it. */
     int64_t m = 0;
     for (i = 0; i < n; i++) {
-        uint32_t key = key_of(score[i], flags);
+        uint32_t key = key_at(keys, score, i, flags);
         if (key > prefix || (key == prefix && need > 0)) {
             if (key == prefix) need--;
             idx[m++] = (uint32_t)i;

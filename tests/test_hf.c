@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "forward.h"
+#include "gguf.h"
+#include "tokenizer.h"
 #include "model.h"
 #include "safetensors.h"
 #include "synth.h"
@@ -506,6 +508,104 @@ static void test_synth_determinism(void) {
     CHECK(sc_synth_write(&o, sc_tmp_path("no/such/parent"), &err) == SC_EIO);
 }
 
+/* Logits of ids[0..n) through the reference forward pass (caller frees). */
+static float *logits_of(const sc_model *m, const int32_t *ids, int n) {
+    sc_forward *f = NULL;
+    sc_err err = {{0}};
+    const float *lg = NULL;
+    float *out = NULL;
+    if (sc_forward_create(m, n, n, &f, &err) == SC_OK && sc_forward_run(f, ids, n, 0, NULL, &lg, &err) == SC_OK &&
+        (out = malloc((size_t)n * (size_t)m->cfg.vocab_size * sizeof(float))))
+        memcpy(out, lg, (size_t)n * (size_t)m->cfg.vocab_size * sizeof(float));
+    CHECK_MSG(out, "forward: %s", err.msg);
+    sc_forward_free(f);
+    return out;
+}
+
+/* synth --gguf writes the safetensors model's values in llama.cpp's naming:
+ * every tensor equal (q/k rows in the interleaved order), the same logits
+ * (interleaved RoPE on permuted rows vs rotate-half: same math, float order
+ * differs), F16 the rounded values, and the tokenizer copied from a GGUF. */
+static void test_synth_gguf(void) {
+    sc_err err = {{0}};
+    const char *d = sc_tmp_path("synth_gguf_hf"), *g32 = sc_tmp_path("synth32.gguf"), *g16 = sc_tmp_path("synth16.gguf");
+    const char *vocab = sc_asset("tokenizers/llama_cpp_vocab/ggml-vocab-llama-spm.gguf");
+    if (!vocab) return;
+    sc_synth_opts o = tiny("llama", SC_DT_F32, 11);
+    CHECK(sc_synth_write_gguf(&o, sc_tmp_path("synth_badvocab.gguf"), vocab, &err) == SC_EARG); /* 32000 != 100 */
+    o.vocab_size = 32000; /* the vocabulary file's */
+    CHECK_MSG(sc_synth_write(&o, d, &err) == SC_OK, "%s", err.msg);
+    CHECK_MSG(sc_synth_write_gguf(&o, g32, vocab, &err) == SC_OK, "%s", err.msg);
+    o.dtype = SC_DT_F16;
+    CHECK_MSG(sc_synth_write_gguf(&o, g16, vocab, &err) == SC_OK, "%s", err.msg);
+    CHECK_MSG(sc_synth_write_gguf(&o, sc_tmp_path("synth_novocab.gguf"), NULL, &err) == SC_OK, "%s", err.msg);
+    sc_model *h = NULL, *a = NULL, *b = NULL;
+    CHECK_MSG(sc_load_hf(d, &h, &err) == SC_OK, "%s", err.msg);
+    CHECK_MSG(sc_load_gguf(g32, &a, &err) == SC_OK, "%s", err.msg);
+    CHECK_MSG(sc_load_gguf(g16, &b, &err) == SC_OK, "%s", err.msg);
+    const int64_t V = 32000;
+    if (h && a && b) {
+        const sc_config *c = &a->cfg;
+        CHECK(c->family == SC_FAMILY_LLAMA && c->rope == SC_ROPE_INTERLEAVED && c->dim == 32 && c->ffn_dim == 48);
+        CHECK(c->n_layers == 2 && c->n_heads == 4 && c->n_kv_heads == 2 && c->vocab_size == V);
+        CHECK(!c->tied_classifier && c->norm_eps == h->cfg.norm_eps && c->rope_theta == h->cfg.rope_theta);
+        float *ea = sc_test_embedding(a), *eh = sc_test_embedding(h), *ca = sc_test_classifier(a),
+              *ch = sc_test_classifier(h);
+        CHECK(memcmp(ea, eh, (size_t)V * 32 * 4) == 0 && memcmp(ca, ch, (size_t)V * 32 * 4) == 0);
+        free(ea);
+        free(eh);
+        free(ca);
+        free(ch);
+        CHECK(memcmp(a->final_norm, h->final_norm, 32 * 4) == 0);
+        int64_t hd = c->head_dim;
+        for (int l = 0; l < 2; l++) {
+            const sc_layer *A = sc_test_layer(a, l), *H = sc_test_layer(h, l), *B = sc_test_layer(b, l);
+            CHECK(memcmp(A->wg, H->wg, 48 * 32 * 4) == 0 && memcmp(A->wu, H->wu, 48 * 32 * 4) == 0);
+            CHECK(memcmp(A->wd, H->wd, 48 * 32 * 4) == 0 && memcmp(A->wo, H->wo, 32 * 32 * 4) == 0);
+            CHECK(memcmp(A->wv, H->wv, 16 * 32 * 4) == 0 && memcmp(A->attn_norm, H->attn_norm, 32 * 4) == 0);
+            for (int64_t r = 0; r < 32; r++) { /* head r / hd, pair i, member j */
+                int64_t hh = r / hd, i = (r % hd) / 2, j = r % 2, src = hh * hd + j * (hd / 2) + i;
+                CHECK(memcmp(A->wq + r * 32, H->wq + src * 32, 32 * 4) == 0);
+                if (r < 16) CHECK(memcmp(A->wk + r * 32, H->wk + src * 32, 32 * 4) == 0);
+            }
+            for (int64_t k = 0; k < 48 * 32; k++) CHECK(B->wg[k] == sc_f16_to_f32(sc_f32_to_f16(H->wg[k])));
+            CHECK(memcmp(B->ffn_norm, H->ffn_norm, 32 * 4) == 0); /* vectors stay f32 */
+        }
+        int32_t ids[8];
+        for (int i = 0; i < 8; i++) ids[i] = (int32_t)((i * 3001 + 7) % V);
+        float *la = logits_of(a, ids, 8), *lh = logits_of(h, ids, 8);
+        double worst = 0, mx = 0;
+        for (int64_t k = 0; la && lh && k < 8 * V; k++) {
+            worst = fmax(worst, fabs((double)la[k] - lh[k]));
+            mx = fmax(mx, fabs((double)lh[k]));
+        }
+        /* f32 rounding of the two RoPE formulations through 2 layers: ~1e-6 relative */
+        CHECK_MSG(la && lh && worst <= 1e-5 * mx, "gguf vs hf logits: %g of %g", worst, mx);
+        free(la);
+        free(lh);
+    }
+    sc_model_free(h);
+    sc_model_free(a);
+    sc_model_free(b);
+    /* the tokenizer of the vocabulary-only GGUF, copied */
+    sc_tokenizer *t1 = NULL, *t2 = NULL;
+    CHECK_MSG(sc_gguf_load_tokenizer(g32, &t2, &err) == SC_OK, "%s", err.msg);
+    CHECK_MSG(sc_gguf_load_tokenizer(vocab, &t1, &err) == SC_OK, "%s", err.msg);
+    if (t1 && t2) {
+        sc_tokens x = {0}, y = {0};
+        const char *text = "Hello world, synthetic llamas!";
+        CHECK(sc_tokenizer_encode(t1, text, strlen(text), true, false, &x, &err) == SC_OK);
+        CHECK(sc_tokenizer_encode(t2, text, strlen(text), true, false, &y, &err) == SC_OK);
+        CHECK(x.n > 3 && x.n == y.n && memcmp(x.ids, y.ids, x.n * sizeof *x.ids) == 0);
+        sc_tokens_free(&x);
+        sc_tokens_free(&y);
+    }
+    sc_tokenizer_free(t1);
+    sc_tokenizer_free(t2);
+    o = tiny("qwen2", SC_DT_F32, 1);
+    CHECK(sc_synth_write_gguf(&o, sc_tmp_path("synth_qwen.gguf"), NULL, &err) == SC_EARG);
+}
+
 /* Also loads the default-sized synthetic model and reports throughput. */
 static void test_synth_default(void) {
     sc_synth_opts o;
@@ -539,6 +639,7 @@ int main(void) {
     test_synth_qwen2();
     test_synth_gemma();
     test_synth_determinism();
+    test_synth_gguf();
     test_synth_default();
     return sc_test_finish();
 }

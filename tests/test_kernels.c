@@ -426,6 +426,150 @@ static void test_compact(void) {
     CHECK_MSG(bad == 0, "%d compactions differ", bad);
 }
 
+/* ---- gate activation and attention heads ---------------------------------------------------- */
+
+/* Every ISA against the reference, and the reference against double precision: SiLU and GELU-tanh
+ * within a few ulp (SIMD e^x is a polynomial, ~1 ulp, then a division; GELU's 1 + tanh cancels for
+ * negative u, so there the error is relative to |u| / 2), large |u| saturating
+ * exactly as the reference (e^-u overflows to inf: u / inf = -0). */
+static void test_act_fn(void) {
+    const int64_t n = 1000;
+    float *u = malloc(sizeof(float) * n), *a = malloc(sizeof(float) * n), *r = malloc(sizeof(float) * n);
+    fill(u, n, 3.0f);
+    const float edge[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 100.0f, -100.0f, 200.0f, -200.0f, 10.0f, -10.0f};
+    memcpy(u, edge, sizeof edge);
+    int bad = 0;
+    for (int g = 0; g < 2; g++) {
+        srt_activate(ctx_ref, r, u, n, g);
+        for (int64_t i = 0; i < n; i++) {
+            double x = u[i], k = 0.7978845608028654;
+            double want = g ? 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x))) : x / (1.0 + exp(-x));
+            /* GELU: 1 + tanh cancels for negative u, so its error is relative to |u| / 2 */
+            double tol = 4e-7 * fabs(want) + (g ? 2.4e-7 * fabs(x) : 0.0) + 1e-37;
+            if (!(fabs(r[i] - want) <= tol) && bad < 5)
+                fprintf(stderr, "act ref gelu=%d u=%.9g: %.9g vs %.9g\n", g, x, r[i], want);
+            bad += !(fabs(r[i] - want) <= tol);
+        }
+        for (int c = 0; c < nctx; c++)
+            for (int64_t len = 1; len <= n; len = len * 3 + 1) { /* tails */
+                for (int64_t i = 0; i < n; i++) a[i] = 1234.5f;
+                srt_activate(ctxs[c], a, u, len, g);
+                for (int64_t i = 0; i < n; i++) {
+                    double tol = 1e-6 * fabs((double)r[i]) + (g ? 4.8e-7 * fabs((double)u[i]) : 0.0) + 1e-37;
+                    bool ok = i < len ? fabs((double)a[i] - r[i]) <= tol : a[i] == 1234.5f;
+                    if (!ok && bad < 5)
+                        fprintf(stderr, "act %s gelu=%d u=%.9g: %.9g vs %.9g\n", srt_isa_name(srt_ctx_isa(ctxs[c])), g,
+                                u[i], a[i], r[i]);
+                    bad += !ok;
+                }
+            }
+    }
+    CHECK_MSG(bad == 0, "%d activations differ", bad);
+    free(u);
+    free(a);
+    free(r);
+}
+
+/* Heads of several sizes (tails of 16 and 64) over 1..130 positions with GQA strides: the reference
+ * against double math, every ISA against the reference (sums in another order: relative to sum |p v|). */
+static void test_attention(void) {
+    const int64_t hds[] = {8, 64, 24, 80}, ns[] = {1, 2, 15, 16, 17, 130};
+    int bad = 0, cases = 0;
+    for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+            const int64_t hd = hds[a], n = ns[b], stride = 2 * hd + 8;
+            float *K = malloc(sizeof(float) * n * stride), *V = malloc(sizeof(float) * n * stride), *q = malloc(sizeof(float) * hd);
+            float *o = malloc(sizeof(float) * hd), *ro = malloc(sizeof(float) * hd), *p = malloc(sizeof(float) * n),
+                  *rp = malloc(sizeof(float) * n);
+            fill(K, n * stride, 1.0f);
+            fill(V, n * stride, 1.0f);
+            fill(q, hd, 1.0f);
+            const float scale = 1.0f / sqrtf((float)hd);
+            srt_attention_head(ctx_ref, ro, rp, q, K, V, n, stride, hd, scale);
+            double *sd = malloc(sizeof(double) * n), mx = -INFINITY, z = 0;
+            for (int64_t t = 0; t < n; t++) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; i++) d += (double)q[i] * K[t * stride + i];
+                sd[t] = scale * d;
+                mx = fmax(mx, sd[t]);
+            }
+            for (int64_t t = 0; t < n; t++) z += (sd[t] = exp(sd[t] - mx));
+            for (int64_t i = 0; i < hd; i++) {
+                double w = 0, bound = 0;
+                for (int64_t t = 0; t < n; t++) {
+                    w += sd[t] / z * V[t * stride + i];
+                    bound += sd[t] / z * fabs(V[t * stride + i]);
+                }
+                bad += !(fabs(ro[i] - w) <= 1e-4 * bound + 1e-30);
+                for (int c = 0; c < nctx; c++) {
+                    if (i == 0) srt_attention_head(ctxs[c], o, p, q, K, V, n, stride, hd, scale);
+                    cases++;
+                    bad += !(fabs((double)o[i] - ro[i]) <= 1e-4 * bound + 1e-30);
+                }
+            }
+            free(sd);
+            free(K);
+            free(V);
+            free(q);
+            free(o);
+            free(ro);
+            free(p);
+            free(rp);
+        }
+    CHECK_MSG(bad == 0, "%d of %d attention outputs differ", bad, cases);
+}
+
+/* ---- several inputs at once ---------------------------------------------------------------- */
+
+/* srt_gemv_batch on 5 inputs equals 5 single GEMVs bit for bit, every layout and context (row
+ * layouts: the same kernel on the same rows; column layouts: the same GEMV). */
+static void test_batch(void) {
+    const int64_t rows = 300, cols = 1056, nv = 5;
+    int bad = 0;
+    for (int l = 0; l < SRT_LAYOUT_COUNT; l++) {
+        const srt_layout_traits *t = srt_layout_get((srt_layout)l);
+        const int64_t g = l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE ? 64 : 0, r = l == SRT_LAYOUT_Q4_0T ? 320 : rows;
+        size_t bytes;
+        if (t->size(&bytes, r, cols, g) != SRT_OK) {
+            bad++;
+            continue;
+        }
+        float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * nv * cols);
+        float *y = malloc(sizeof(float) * nv * r), *yb = malloc(sizeof(float) * nv * r);
+        fill(w, r * cols, 0.05f);
+        fill(x, nv * cols, 1.0f);
+        void *mem = srt_alloc(bytes);
+        srt_matrix m;
+        CHECK(t->pack(&m, mem, bytes, w, r, cols, g) == SRT_OK);
+        act_buf ab[5] = {{{0}, NULL}};
+        srt_input in[5];
+        float *yp[5];
+        for (int64_t v = 0; v < nv; v++) {
+            in[v].f = x + v * cols;
+            in[v].q = NULL;
+            if (t->input != SRT_IN_F32) {
+                act_make(&ab[v], cols, t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+                CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
+                in[v].q = &ab[v].a;
+            }
+            yp[v] = yb + v * r;
+        }
+        for (int c = 0; c < nctx; c++) {
+            for (int64_t v = 0; v < nv; v++) CHECK(t->gemv(ctxs[c], &m, &in[v], y + v * r) == SRT_OK);
+            CHECK(srt_gemv_batch(ctxs[c], &m, in, nv, yp) == SRT_OK);
+            bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
+        }
+        CHECK(srt_gemv_batch(ctx_ref, &m, in, 0, yp) == SRT_OK);
+        for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
+        srt_free(mem);
+        free(w);
+        free(x);
+        free(y);
+        free(yb);
+    }
+    CHECK_MSG(bad == 0, "%d batched GEMVs differ from single ones", bad);
+}
+
 /* ---- the pool ---------------------------------------------------------------------------- */
 
 typedef struct pool_arg {
@@ -454,6 +598,9 @@ int main(void) {
     test_act();
     test_act_nonfinite();
     test_compact();
+    test_act_fn();
+    test_attention();
+    test_batch();
     test_gemv();
     for (int c = 0; c < nctx; c++) srt_ctx_free(ctxs[c]);
     srt_ctx_free(ctx_ref);

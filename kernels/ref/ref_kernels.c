@@ -247,6 +247,41 @@ static int64_t ref_compact(uint32_t *idx, const float *x, const float *tv, float
     return m;
 }
 
+/* ---- activation and attention (the decode's f32 parts) -------------------- */
+
+static void ref_act(float *a, const float *u, int64_t n, bool gelu) {
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        const float x = u[i];
+        a[i] = gelu ? 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) : x / (1.0f + expf(-x));
+    }
+}
+
+static void ref_attn_head(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                          int64_t stride, int64_t hd, float scale) {
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < n; t++) {
+        const float *kr = K + t * stride;
+        float dot = 0.0f;
+        for (int64_t i = 0; i < hd; i++) dot += q[i] * kr[i];
+        s[t] = scale * dot;
+        mx = s[t] > mx ? s[t] : mx;
+    }
+    float sum = 0.0f;
+    for (int64_t t = 0; t < n; t++) {
+        s[t] = expf(s[t] - mx);
+        sum += s[t];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
+    for (int64_t t = 0; t < n; t++) {
+        const float *vr = V + t * stride;
+        const float p = s[t] * inv;
+        s[t] = p;
+        for (int64_t i = 0; i < hd; i++) out[i] += p * vr[i];
+    }
+}
+
 void srt_ref_register(srt_kernels *k) {
     k->act_q8 = ref_act_q8;
     k->stream = ref_stream;
@@ -258,4 +293,6 @@ void srt_ref_register(srt_kernels *k) {
     k->kmi4 = ref_kmi4;
     k->zigzag = ref_zigzag;
     k->compact = ref_compact;
+    k->act = ref_act;
+    k->attn_head = ref_attn_head;
 }

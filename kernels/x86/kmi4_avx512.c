@@ -19,7 +19,8 @@
 
 #define KD_MAX_QUADS 8  /* 32 neurons per K-block */
 #define KD_CHUNK 16     /* output tiles accumulated per pass (2048 outputs) */
-#define KD_AHEAD 32     /* prefetch distance in live entries */
+#define KD_AHEAD 32     /* prefetch distance in live entries (into L2) */
+#define KR_AHEAD 6      /* kmi4r: prefetch distance in rows (into L2) */
 
 static inline int64_t entry(const srt_kd_job *j, int64_t p) { return j->idx ? (int64_t)j->idx[p] : p; }
 
@@ -36,9 +37,9 @@ static void kd_avx512(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
             int64_t ch = entry(j, f);
             const uint8_t *b = j->w + (ch / SRT_QK) * bb, *v = b + 2 * rp + (ch % SRT_QK) * vb;
             for (int64_t t = c0; t < c1; t++) {
-                _mm_prefetch((const char *)(v + 64 * t), _MM_HINT_T0);
+                _mm_prefetch((const char *)(v + 64 * t), _MM_HINT_T1);
                 if (f % SRT_QK == 0)
-                    for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(b + 256 * t + 64 * l), _MM_HINT_T0);
+                    for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(b + 256 * t + 64 * l), _MM_HINT_T1);
             }
         }
         int64_t p = p0;
@@ -80,8 +81,9 @@ static void kd_avx512(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
             const __m512 d_lo = _mm512_set1_ps(dk), d_hi = _mm512_set1_ps(dk * 0.0625f);
             const __m512i off_lo = _mm512_set1_epi32(8 * S), off_hi = _mm512_set1_epi32(128 * S);
             for (int64_t t = c0; t < c1; t++) {
-                __m512i lo0 = _mm512_setzero_si512(), lo1 = lo0, lo2 = lo0, lo3 = lo0;
-                __m512i hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0;
+                /* the -8 offset of the quads' activations, as the sums' starting value */
+                __m512i lo0 = _mm512_sub_epi32(_mm512_setzero_si512(), off_lo), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+                __m512i hi0 = _mm512_sub_epi32(_mm512_setzero_si512(), off_hi), hi1 = hi0, hi2 = hi0, hi3 = hi0;
                 const int64_t to = t * 64;
 #define KD_QUAD(q)                                                                                          \
     do {                                                                                                    \
@@ -108,9 +110,9 @@ static void kd_avx512(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
                 }
                 if (q < nq) KD_QUAD(q);
 #undef KD_QUAD
-                for (int f = 0; f < npf; f++) _mm_prefetch((const char *)(pf[f] + to), _MM_HINT_T0);
+                for (int f = 0; f < npf; f++) _mm_prefetch((const char *)(pf[f] + to), _MM_HINT_T1);
                 for (int f = 0; f < nsc; f++)
-                    for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(pf_sc[f] + 256 * t + 64 * l), _MM_HINT_T0);
+                    for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(pf_sc[f] + 256 * t + 64 * l), _MM_HINT_T1);
                 /* outputs 128t + 16m + lane (low nibbles) and + 64 (high) */
                 float *ya = acc + (t - c0) * SRT_KD_TILE;
                 const uint8_t *sc = blk + 2 * SRT_KD_TILE * t;
@@ -120,10 +122,10 @@ static void kd_avx512(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
         __m512 shi =                                                                                        \
             _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 128 + 32 * (m)))), d_hi); \
         _mm512_store_ps(ya + 16 * (m),                                                                      \
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(LO, off_lo)), slo,              \
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(LO), slo,              \
                                         _mm512_load_ps(ya + 16 * (m))));                                    \
         _mm512_store_ps(ya + 64 + 16 * (m),                                                                 \
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(HI, off_hi)), shi,              \
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(HI), shi,              \
                                         _mm512_load_ps(ya + 64 + 16 * (m))));                               \
     } while (0)
                 KD_EPI(0, lo0, hi0);
@@ -161,14 +163,22 @@ static void kr_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const float *ad = j->xq->d;
     const int32_t *as = j->xq->sum;
     int64_t i = i0;
+    for (int64_t k = i0; k < i1 && k < i0 + KR_AHEAD; k++) { /* the first rows, before the loop's window reaches them */
+        const uint8_t *pr = j->w + (j->idx ? (int64_t)j->idx[k] : k) * j->row_bytes;
+        for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
+    }
     for (; i + 1 < i1; i += 2) {
         const int64_t r0 = j->idx ? j->idx[i] : i, r1 = j->idx ? j->idx[i + 1] : i + 1;
         const uint8_t *w0 = j->w + r0 * j->row_bytes, *w1 = j->w + r1 * j->row_bytes;
-        if (i + 5 < i1) /* prefetch two pairs of rows ahead (gathered rows are scattered) */
-            for (int k = 4; k < 6; k++) {
-                const uint8_t *pr = j->w + (j->idx ? j->idx[i + k] : i + k) * j->row_bytes;
-                for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
+        if (!j->idx) { /* the pair of rows three pairs ahead, into L2 */
+            const uint8_t *pf = w0 + KR_AHEAD * j->row_bytes;
+            for (int64_t o = 0; o < 2 * j->row_bytes; o += 64) _mm_prefetch((const char *)(pf + o), _MM_HINT_T1);
+        } else if (i + KR_AHEAD + 1 < i1) { /* gathered rows are scattered: the live rows as far ahead */
+            for (int k = KR_AHEAD; k < KR_AHEAD + 2; k++) {
+                const uint8_t *pr = j->w + (int64_t)j->idx[i + k] * j->row_bytes;
+                for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T1);
             }
+        }
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
         for (int64_t T = 0; T < ntile; T++) {
             const __m512 da = _mm512_loadu_ps(ad + 16 * T);

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# llama.cpp's dense decode beside sparsecal's dense and sparse decode, on the same weights.
+#
+#   LLAMA_CPP_DIR=~/src/llama.cpp scripts/peers/llamacpp_decode.sh
+#
+# LLAMA_CPP_DIR is a llama.cpp source checkout the user provides (nothing is fetched or committed);
+# llama-bench and llama-quantize are built into $LLAMA_CPP_DIR/build (GGML_NATIVE, Release) when missing.
+# Steps: `sparsecal synth --gguf` writes a TinyLlama-1.1B-shaped model with random weights (F16 matrices,
+# the Llama-2 vocabulary copied from the shipped vocab-only GGUF), llama-quantize makes it Q4_0, and
+# `sparsecal pack` makes the q4_0 and kmi4 artifacts from the same F16 file. Then, for REPS rounds, every
+# thread count and every configuration runs once per round in turn (interleaved, so machine noise hits
+# them alike): llama-bench tg$NGEN, and `sparsecal run --json --no-mmap` generating $NGEN tokens after BOS
+# with --ignore-eos (--no-mmap: the weights in anonymous memory, as llama.cpp's run-time repacked Q4_0
+# weights are; NO_MMAP=0 reads sparsecal's from the file mapping instead) (dense on both artifacts; on kmi4 CATS top-K at densities 0.5 and 0.3, and CATS with the
+# per-layer thresholds of a calibration at density 0.5 - the CATS paper's router, which costs a compare
+# per neuron instead of a top-K selection). Prints the median tokens/s per configuration, its ratio to
+# llama.cpp, and the load average seen during the runs.
+#
+# Environment: SPARSECAL (default build/sparsecal), SPARSECAL_ASSETS (default ../shared/assets),
+# OUT (default build/peers), THREADS (default "1 2"), REPS (default 4), NGEN (default 128), CALIB_DOCS
+# (stories of the shipped TinyStories text the CATS thresholds are calibrated on, default 8: ~500 tokens),
+# SHAPE ("--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4": TinyLlama-1.1B), SEED (1).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+: "${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to a llama.cpp source checkout}"
+S=${SPARSECAL:-build/sparsecal}
+A=${SPARSECAL_ASSETS:-../shared/assets}
+OUT=${OUT:-build/peers}
+THREADS=${THREADS:-"1 2"}
+REPS=${REPS:-4}
+NGEN=${NGEN:-128}
+SHAPE=${SHAPE:-"--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4"}
+SEED=${SEED:-1}
+CALIB_DOCS=${CALIB_DOCS:-8}
+NO_MMAP=${NO_MMAP:-1}
+VOCAB=$A/tokenizers/llama_cpp_vocab/ggml-vocab-llama-spm.gguf
+LB=$LLAMA_CPP_DIR/build/bin/llama-bench
+LQ=$LLAMA_CPP_DIR/build/bin/llama-quantize
+
+[[ -x $S ]] || { echo "llamacpp_decode: $S not found (build sparsecal first)" >&2; exit 1; }
+[[ -f $VOCAB ]] || { echo "llamacpp_decode: $VOCAB not found (SPARSECAL_ASSETS)" >&2; exit 1; }
+if [[ ! -x $LB || ! -x $LQ ]]; then
+  echo "building llama-bench and llama-quantize in $LLAMA_CPP_DIR/build" >&2
+  cmake -S "$LLAMA_CPP_DIR" -B "$LLAMA_CPP_DIR/build" -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release \
+        -DLLAMA_CURL=OFF >/dev/null
+  cmake --build "$LLAMA_CPP_DIR/build" --target llama-bench llama-quantize -j2 >/dev/null
+fi
+mkdir -p "$OUT"
+F16=$OUT/model-f16.gguf Q4=$OUT/model-q4_0.gguf
+SPK_Q4=$OUT/model-q4_0.spk SPK_KMI4=$OUT/model-kmi4.spk
+# shellcheck disable=SC2086
+[[ -f $F16 ]] || "$S" synth $SHAPE --vocab 32000 --seed "$SEED" --dtype f16 --gguf --gguf-vocab "$VOCAB" -o "$F16"
+[[ -f $Q4 ]] || "$LQ" "$F16" "$Q4" Q4_0 >"$OUT/quantize.log" 2>&1
+[[ -f $SPK_Q4 ]] || "$S" pack -m "$F16" --layout q4_0 -q -o "$SPK_Q4"
+CAL=$OUT/cats.scal
+[[ -f $CAL ]] || "$S" compute -m "$F16" -f "$A/text/tinystories_valid_a.txt" --max-docs "$CALIB_DOCS" --method cats \
+                   -o "$CAL" 2>/dev/null
+[[ -f $SPK_KMI4 ]] || "$S" pack -m "$F16" --calib "$CAL" --layout kmi4 --method cats-threshold --density 0.5 -q \
+                        -o "$SPK_KMI4"
+
+# name | command printing tokens/s (one number)
+configs=("llama.cpp q4_0 (llama-bench tg$NGEN)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
+         "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5")
+tps_of() { # config index, threads
+  local out
+  case $1 in
+    0) out=$("$LB" -m "$Q4" -p 0 -n "$NGEN" -t "$2" -r 1 -o csv 2>/dev/null | tail -1)
+       # the last CSV field before the stddev is avg_ts
+       awk -F, '{gsub(/"/, ""); print $(NF-1)}' <<<"$out" ;;
+    *) local art=$SPK_KMI4 meth=(--dense)
+       [[ $1 == 1 ]] && art=$SPK_Q4
+       [[ $1 == 3 ]] && meth=(--method cats --density 0.5)
+       [[ $1 == 4 ]] && meth=(--method cats --density 0.3)
+       [[ $1 == 5 ]] && meth=(--method cats-threshold --density 0.5)
+       [[ $NO_MMAP == 1 ]] && meth+=(--no-mmap)
+       out=$("$S" run -m "$art" -n $((NGEN + 1)) --temperature 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
+       grep -o '"tokens_per_second":[0-9.e+-]*' <<<"$out" | cut -d: -f2 ;;
+  esac
+}
+declare -A res
+loads=()
+for ((r = 1; r <= REPS; r++)); do
+  for t in $THREADS; do
+    for c in "${!configs[@]}"; do
+      v=$(tps_of "$c" "$t")
+      res[$c,$t]+="$v "
+      echo "round $r, $t thread(s): ${configs[$c]}: $v tok/s" >&2
+    done
+    loads+=("$(cut -d' ' -f1 /proc/loadavg)")
+  done
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $(date -u +%F)"
+echo "1-minute load averages seen: ${loads[*]}"
+echo
+hdr="| decode tokens/s (median of $REPS) |" sep="|---|"
+for t in $THREADS; do hdr+=" $t thread(s) | x llama.cpp |"; sep+="---:|---:|"; done
+echo "$hdr"
+echo "$sep"
+for c in "${!configs[@]}"; do
+  line="| ${configs[$c]} |"
+  for t in $THREADS; do
+    m=$(median <<<"${res[$c,$t]}") base=$(median <<<"${res[0,$t]}")
+    line+=" $(printf '%.1f' "$m") | $(awk -v a="$m" -v b="$base" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') |"
+  done
+  echo "$line"
+done
