@@ -100,7 +100,8 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name);
 
 /* Chooses the MLP router: SRT_ROUTER_DENSE, SRT_ROUTER_CATS (top-K of
  * |phi(u)|) or SRT_ROUTER_CLAWS (top-K of |phi(u)| c_j, needs lN.claws_c);
- * K = srt_topk_count(density, ffn_dim). */
+ * K = srt_topk_count(density, ffn_dim); density in (0, 1]. SRT_ENOTSUP for
+ * other kinds and where srt_model_method_missing refuses. */
 srt_status srt_model_set_router(srt_model *m, srt_router kind, double density);
 int64_t srt_model_live_count(const srt_model *m); /* K (ffn_dim when dense) */
 
@@ -130,8 +131,14 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   sparsity 1 - density from lN.teal_thresholds), column-
  *                   sparse layouts read only those columns.
  * The live neuron count then varies per token. SRT_ENOTSUP when the
- * artifact lacks the data, SRT_EINVAL for an unknown name or density. */
+ * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
+ * for an unknown name or a density outside (0, 1]. */
 srt_status srt_model_set_method(srt_model *m, const char *name, double density);
+/* NULL when the artifact holds what router `name` needs, else one line naming
+ * what is missing (and how to pack it). On an artifact with folded LaRoSA
+ * rotations only dense and larosa route: every other router was calibrated on
+ * the unrotated model. The rule srt_model_set_method and set_router apply. */
+const char *srt_model_method_missing(const srt_model *m, const char *name);
 const char *srt_model_method(const srt_model *m); /* the current router's name */
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
