@@ -303,8 +303,8 @@ static void add_input_json(cJSON *j, const sc_sparse_eval_result *r, int64_t n_l
 
 int cmd_eval(int argc, char **argv) {
     cli_inputs in = {0};
-    const char *calib = NULL, *method = "dense";
-    double density = 1.0;
+    const char *calib = NULL, *method = NULL;
+    double density = NAN; /* not given */
     int64_t ctx = 0;
     bool json = false, quiet = false, second_half = false;
     const char *params = NULL;
@@ -314,8 +314,10 @@ int cmd_eval(int argc, char **argv) {
         CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, cett, clada, teal, teal-greedy, cwic", 0, 0},
-        {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default 1)", 0, 1},
+        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, "
+         "cett, clada, teal, teal-greedy, cwic (default: dense; on an artifact its own router)", 0, 0},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token, in (0, 1] (default 1; on an "
+         "artifact its own density)", 0, 0},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
         {"second-half", 0, SC_ARG_FLAG, &second_half, NULL, "score only the second half of each window (as griffin does)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
@@ -326,9 +328,21 @@ int cmd_eval(int argc, char **argv) {
                           "Perplexity with every token of every sequence sparsified in every layer's MLP by a router\n"
                           "(no dense prefix), with the achieved density and active MLP parameters per token.\n"
                           "griffin/griffin-prefill take the first half of each window as the prompt and score the\n"
-                          "second half.",
+                          "second half.\n"
+                          "On a packed artifact (-m X.spk) the runtime decoder scores it, exactly as `run --score`:\n"
+                          "the routers it has (dense, cats, claws, larosa, cats-threshold, cett, clada, teal) read the\n"
+                          "routing data the artifact stores, a router it lacks data for is refused with the reason,\n"
+                          "and without --method the artifact's router and density are used (and printed). Other\n"
+                          "methods run the reference forward pass on the dequantised weights. --calib is checked\n"
+                          "against the artifact's source model (source_model_id).",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    if (!isnan(density) && !(density > 0 && density <= 1)) {
+        fprintf(stderr, "sparsecal eval: --density %g: a density is the fraction of MLP neurons kept, in (0, 1]\n", density);
+        return 2;
+    }
+    const char *asked = method;
+    if (!method) method = "dense";
     bool lc_method = !strcmp(method, "larosa") || !strcmp(method, "cett") || !strcmp(method, "clada");
     bool in_method = sc_teal_is_method(method) || sc_cwic_is_method(method);
     if (!lc_method && !in_method && (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0)) {
@@ -351,6 +365,22 @@ int cmd_eval(int argc, char **argv) {
     sc_calib *c = NULL;
     sc_sparse_eval_result res;
     sc_status st = cli_load(&in, false, &err);
+    if (!st && !strcmp(in.model->format, "spk") && (!asked || srt_model_method_known(asked))) {
+        /* an artifact, with a router the runtime has: what run executes */
+        if (params || second_half)
+            st = sc_errf(&err, SC_EARG, "%s: the artifact's routing was fitted by pack (pack --params); eval on an "
+                                        "artifact takes no %s", in.model_path, params ? "--params" : "--second-half");
+        else {
+            cli_eval_request rq = {asked, calib, density, ctx, json, quiet};
+            st = cli_eval_artifact(&in, &rq, &err);
+        }
+        cli_inputs_free(&in);
+        return st ? cli_fail("eval", st, &err) : 0;
+    }
+    if (!st && !strcmp(in.model->format, "spk"))
+        fprintf(stderr, "note: the runtime has no %s router: evaluating the reference forward pass on the artifact's "
+                        "dequantised weights\n", method);
+    if (isnan(density)) density = 1.0;
     if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {

@@ -452,16 +452,23 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name) {
     return srt_json_str(srt_json_get(srt_json_get(m->tensors, name), "layout"), NULL);
 }
 
+static const char *const method_names[] = {"dense", "cats", "claws", "larosa", "cats-threshold", "cett", "clada", "teal"};
+
+bool srt_model_method_known(const char *name) {
+    for (size_t i = 0; name && i < sizeof method_names / sizeof method_names[0]; i++)
+        if (!strcmp(name, method_names[i])) return true;
+    return false;
+}
+
 /* The one rule of what each router needs from the artifact (srt_model.h). */
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
     int64_t L = m->cfg.n_layers;
+    if (!srt_model_method_known(name))
+        return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
     if (!strcmp(name, "dense")) return NULL;
     if (!strcmp(name, "larosa"))
         return m->n_rot ? NULL : "larosa needs folded rotations (lN.attn_rot, lN.mlp_rot): pack with --method larosa";
-    if (strcmp(name, "cats") && strcmp(name, "claws") && strcmp(name, "cats-threshold") && strcmp(name, "cett") &&
-        strcmp(name, "clada") && strcmp(name, "teal"))
-        return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
     /* every router but LaRoSA's was calibrated on the unrotated model: its scores, thresholds and multipliers do
      * not describe a folded artifact's rotated inputs, and nothing records that they still fit the neurons */
     if (m->n_rot) return "the artifact's rotations are folded (packed with --method larosa): only larosa and dense route it";

@@ -139,6 +139,8 @@ srt_status srt_model_set_method(srt_model *m, const char *name, double density);
  * rotations only dense and larosa route: every other router was calibrated on
  * the unrotated model. The rule srt_model_set_method and set_router apply. */
 const char *srt_model_method_missing(const srt_model *m, const char *name);
+/* Whether the runtime has a router of that name (those srt_model_set_method takes). */
+bool srt_model_method_known(const char *name);
 const char *srt_model_method(const srt_model *m); /* the current router's name */
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
