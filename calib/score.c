@@ -31,6 +31,19 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
     if (!strcmp(method, "dense")) density = 1.0;
     const char *missing = srt_model_method_missing(m, method);
     if (missing) return sc_errf(err, SC_EARG, "%s: cannot route with %s: %s", path, method, missing);
+    if (!strcmp(method, "cett") || !strcmp(method, "clada")) {
+        /* the stored per-neuron thresholds keep one density (or meet a CETT target): that one runs, or none */
+        double fitted = srt_model_cett_density(m);
+        if (!out->density_default && !(fitted == density))
+            return isnan(fitted)
+                       ? sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to a CETT target "
+                                               "(routing.cett.target), not a density: drop --density, or repack with "
+                                               "--density %g and no --params target=", path, method, density)
+                       : sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to keep density %g; "
+                                               "--density %g needs a repack with --density %g", path, method, fitted,
+                                 density, density);
+        if (out->density_default) density = isnan(fitted) ? 1.0 : fitted;
+    }
     srt_status ks = srt_model_set_method(m, method, density);
     if (ks != SRT_OK)
         return sc_errf(err, SC_EARG, "%s: cannot route with %s at density %g (%s)", path, method, density,

@@ -380,7 +380,8 @@ int cmd_eval(int argc, char **argv) {
     if (!st && !strcmp(in.model->format, "spk"))
         fprintf(stderr, "note: the runtime has no %s router: evaluating the reference forward pass on the artifact's "
                         "dequantised weights\n", method);
-    if (isnan(density)) density = 1.0;
+    /* cett and clada reach a --density through their own fit (sc_cett_goal_parse); the rest default to dense */
+    if (isnan(density) && strcmp(method, "cett") && strcmp(method, "clada")) density = 1.0;
     if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {
@@ -394,7 +395,7 @@ int cmd_eval(int argc, char **argv) {
         if (json) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "method", method);
-            cJSON_AddNumberToObject(j, "density_target", density);
+            if (!isnan(density)) cJSON_AddNumberToObject(j, "density_target", density);
             cJSON_AddNumberToObject(j, "ppl", ppl);
             cJSON_AddNumberToObject(j, "nll_per_token", nll);
             cJSON_AddNumberToObject(j, "tokens", (double)res.ppl.n_scored);

@@ -254,6 +254,12 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         m->gamma = srt_json_num(srt_json_get(cl, "gamma"), NAN);
         m->has_clada = isfinite(m->tau_s) && isfinite(m->tau_h) && isfinite(m->lambda) && isfinite(m->gamma);
     }
+    const srt_json *cdj = srt_json_get(srt_json_get(routing, "cett"), "density");
+    m->cett_density = cdj ? srt_json_num(cdj, -1.0) : NAN;
+    if (cdj && !(m->cett_density > 0.0 && m->cett_density <= 1.0)) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.cett.density is not in (0, 1]", path);
+        goto bad;
+    }
     const srt_json *lrj = srt_json_get(routing, "larosa");
     m->lr_in = srt_json_num(srt_json_get(lrj, "in"), 0.8);
     m->lr_h = srt_json_num(srt_json_get(lrj, "h"), 1.2);
@@ -407,6 +413,7 @@ const srt_json *srt_model_manifest(const srt_model *m) { return srt_container_ma
 const char *srt_model_default_method(const srt_model *m) { return m->def_method; }
 double srt_model_default_density(const srt_model *m) { return m->def_density; }
 bool srt_model_has_claws(const srt_model *m) { return m->has_claws; }
+double srt_model_cett_density(const srt_model *m) { return m->cett_density; }
 int64_t srt_model_max_ctx(const srt_model *m) { return m->ctx_limit; }
 int64_t srt_model_ctx_allocated(const srt_model *m) { return m->max_ctx; }
 

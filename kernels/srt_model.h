@@ -93,6 +93,10 @@ const srt_json *srt_model_manifest(const srt_model *m);
  * (may be "dense") and density. */
 const char *srt_model_default_method(const srt_model *m);
 double srt_model_default_density(const srt_model *m);
+/* The density the stored CETT thresholds were fitted to keep on the
+ * calibration sample (routing.cett.density), NAN when pack fitted them to a
+ * CETT target instead: cett and clada run those thresholds at any density. */
+double srt_model_cett_density(const srt_model *m);
 /* Whether the artifact carries CLAWS multipliers for every layer. */
 bool srt_model_has_claws(const srt_model *m);
 /* Layout of a tensor as stored ("kmi4r", ...), or NULL. */
@@ -123,7 +127,8 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   from lN.cats_thresholds (table at 0.05 steps; between
  *                   steps, geometric interpolation);
  *   cett            live iff |h_j| > thr_j (lN.cett_thresholds, fitted at
- *                   pack time for the CETT target; density is not used);
+ *                   pack time: srt_model_cett_density; density is not used
+ *                   here, sc_artifact_set_router refuses one they do not keep);
  *   clada           cett's thresholds times 1 + lambda [s > tau_s] +
  *                   gamma [H > tau_H], s and H the surprisal of the token and
  *                   the entropy of the previous step's own logits;
