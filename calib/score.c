@@ -8,6 +8,11 @@
 
 #include "forward.h" /* sc_logsumexp */
 
+sc_status sc_density_check(double density, const char *opt, sc_err *err) {
+    if (isnan(density) || (density > 0 && density <= 1)) return SC_OK;
+    return sc_errf(err, SC_EARG, "%s %g: a density is the fraction of MLP neurons kept, in (0, 1]", opt, density);
+}
+
 sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *method, double density, FILE *note_to,
                                  sc_artifact_router *out, sc_err *err) {
     memset(out, 0, sizeof *out);
@@ -22,8 +27,7 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
             method = "dense";
         }
     }
-    if (!isnan(density) && !(density > 0 && density <= 1))
-        return sc_errf(err, SC_EARG, "--density %g: a density is the fraction of MLP neurons kept, in (0, 1]", density);
+    SC_TRY(sc_density_check(density, "--density", err));
     if (isnan(density)) {
         double d = srt_model_default_density(m);
         density = d > 0 && d <= 1 ? d : 1.0; /* the manifest's; an artifact without one is dense */

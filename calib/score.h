@@ -12,6 +12,10 @@
 #include "data.h"
 #include "srt_model.h"
 
+/* The one meaning of a density (--density of eval, pack, run, diag; compute --student-density): the fraction
+ * of MLP neurons kept, in (0, 1]. NAN (not given) passes; anything else outside is SC_EARG naming opt. */
+sc_status sc_density_check(double density, const char *opt, sc_err *err);
+
 /* The router an artifact runs with, as chosen by sc_artifact_set_router. */
 typedef struct sc_artifact_router {
     char method[32];      /* the router's name (srt_model_method) */

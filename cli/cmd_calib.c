@@ -10,6 +10,7 @@
 #include "cli_mpi.h"
 #include "scal.h"
 #include "eval_input.h"
+#include "score.h"
 #include "sparse_eval.h"
 
 /* "a:b" -> [a, b) with b empty meaning the end */
@@ -54,7 +55,7 @@ int cmd_compute(int argc, char **argv) {
         {"layers", 0, SC_ARG_STR, &layers, "A:B", "calibrate layers A..B-1 (default: all)", 0, 0},
         {"loss", 0, SC_ARG_STR, &loss, "ce|distill", "loss for gradients: next-token CE, or KL(student||teacher) + w*CE", 0, 0},
         {"student", 0, SC_ARG_STR, &student, "R", "distill: the student's router (cats, oracle, dense)", 0, 0},
-        {"student-density", 0, SC_ARG_FLOAT, &student_density, "D", "distill: the student's density (default 0.5)", 0, 1},
+        {"student-density", 0, SC_ARG_FLOAT, &student_density, "D", "distill: the student's density, in (0, 1] (default 0.5)", 0, 0},
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
@@ -86,8 +87,8 @@ int cmd_compute(int argc, char **argv) {
     sc_err err = {{0}};
     sc_dataset d = {0};
     sc_calib *c = NULL;
-    sc_status st = SC_OK;
-    if (!methods || !out)
+    sc_status st = sc_density_check(student_density, "--student-density", &err);
+    if (!st && (!methods || !out))
         st = sc_errf(&err, SC_EARG, "%s", !methods ? "no method given (--method claws)" : "no output file (-o FILE)");
     snprintf(mbuf, sizeof mbuf, "%s", methods ? methods : "");
     for (char *p = strtok(mbuf, ","); p && !st; p = strtok(NULL, ",")) {
@@ -337,9 +338,9 @@ int cmd_eval(int argc, char **argv) {
                           "against the artifact's source model (source_model_id).",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
-    if (!isnan(density) && !(density > 0 && density <= 1)) {
-        fprintf(stderr, "sparsecal eval: --density %g: a density is the fraction of MLP neurons kept, in (0, 1]\n", density);
-        return 2;
+    {
+        sc_err derr = {{0}};
+        if (sc_density_check(density, "--density", &derr)) return cli_fail("eval", SC_EARG, &derr);
     }
     const char *asked = method;
     if (!method) method = "dense";

@@ -11,6 +11,7 @@
 #include "lora.h"
 #include "pack.h"
 #include "scal.h"
+#include "score.h"
 
 /* The density `pack --method M` packs without --density (said on stderr and in the manifest). */
 #define PACK_DEFAULT_DENSITY 0.5
@@ -58,9 +59,9 @@ int cmd_pack(int argc, char **argv) {
                         "got '%s'\n", method);
         return 2;
     }
-    if (!isnan(density) && !(density > 0 && density <= 1)) {
-        fprintf(stderr, "sparsecal pack: --density %g: a density is the fraction of MLP neurons kept, in (0, 1]\n", density);
-        return 2;
+    {
+        sc_err derr = {{0}};
+        if (sc_density_check(density, "--density", &derr)) return cli_fail("pack", SC_EARG, &derr);
     }
     bool density_default = isnan(density);
     if (density_default) {

@@ -119,10 +119,7 @@ int cmd_run(int argc, char **argv) {
                                      : "--tokens is for --score (scoring ids); generation takes -p");
         return cli_fail("run", SC_EARG, &err);
     }
-    if (!isnan(density) && !(density > 0 && density <= 1)) {
-        sc_errf(&err, SC_EARG, "--density %g: a density is the fraction of MLP neurons kept, in (0, 1]", density);
-        return cli_fail("run", SC_EARG, &err);
-    }
+    if (sc_density_check(density, "--density", &err)) return cli_fail("run", SC_EARG, &err);
     srt_isa isa = SRT_ISA_AUTO;
     if (isa_name && srt_isa_parse(isa_name, &isa) != SRT_OK) {
         sc_errf(&err, SC_EARG, "unknown ISA '%s' (scalar, avx2, avx512, neon, dotprod)", isa_name);
