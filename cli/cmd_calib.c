@@ -314,7 +314,7 @@ int cmd_eval(int argc, char **argv) {
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
-        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters (cett/clada target=,lambda=,gamma=,qs=,qh=; larosa; cwic)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, "
          "cett, clada, teal, teal-greedy, cwic (default: dense; on an artifact its own router)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token, in (0, 1] (default 1; on an "
@@ -335,7 +335,10 @@ int cmd_eval(int argc, char **argv) {
                           "routing data the artifact stores, a router it lacks data for is refused with the reason,\n"
                           "and without --method the artifact's router and density are used (and printed). Other\n"
                           "methods run the reference forward pass on the dequantised weights. --calib is checked\n"
-                          "against the artifact's source model (source_model_id).",
+                          "against the artifact's source model (source_model_id).\n"
+                          "--density is the fraction of MLP neurons kept, in (0, 1], for every method: cett and clada\n"
+                          "fit per-layer thresholds keeping it on the calibration sample (clada's load factor then\n"
+                          "moves it); --params target=C fits them to a CETT target instead (default 0.2; not both).",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     {
