@@ -11,6 +11,17 @@
 #include "router.h"
 #include "scal.h"
 
+sc_status sc_model_check_identity(const sc_model *m, const char *id, const char *path, sc_err *err) {
+    if (m->source_id[0] && strcmp(m->source_id, id) == 0) return SC_OK; /* an artifact of that model */
+    char own[17];
+    SC_TRY(sc_model_identity(m, own, err));
+    if (strcmp(own, id) == 0) return SC_OK;
+    if (m->source_id[0])
+        return sc_errf(err, SC_EARG, "%s: computed on another model (identity %s; this artifact is %s, packed from %s)",
+                       path, id, own, m->source_id);
+    return sc_errf(err, SC_EARG, "%s: computed on another model (identity %s, this model is %s)", path, id, own);
+}
+
 void sc_compute_opts_default(sc_compute_opts *o) {
     memset(o, 0, sizeof *o);
     o->shard_count = 1;
