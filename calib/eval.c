@@ -12,15 +12,29 @@ sc_status sc_eval_ppl(const sc_model *m, const sc_dataset *d, int64_t ctx, const
     return sc_eval_run(m, d, &o, out, err);
 }
 
+sc_status sc_eval_window(const sc_dataset *d, int64_t ctx, const char *who, int64_t *win, sc_err *err) {
+    int64_t longest = 0;
+    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
+    *win = longest < ctx ? longest : ctx;
+    if (*win < 2) return sc_errf(err, SC_EARG, "%s: every sequence is shorter than 2 tokens; nothing to score", who);
+    return SC_OK;
+}
+
+bool sc_window_next(int64_t n, int64_t win, int64_t *start, int64_t *len) {
+    int64_t s = *start < 0 ? 0 : *start + win - 1;
+    if (win < 2 || s + 1 >= n) return false;
+    *start = s;
+    *len = n - s < win ? n - s : win;
+    return true;
+}
+
 sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts *o, sc_ppl_result *out,
                       sc_err *err) {
     memset(out, 0, sizeof *out);
     int64_t ctx = o->ctx;
     if (ctx < 2) return sc_errf(err, SC_EARG, "ppl: context must be at least 2 tokens (got %lld)", (long long)ctx);
-    int64_t longest = 0;
-    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
-    int64_t win = longest < ctx ? longest : ctx;
-    if (win < 2) return sc_errf(err, SC_EARG, "ppl: every sequence is shorter than 2 tokens; nothing to score");
+    int64_t win;
+    SC_TRY(sc_eval_window(d, ctx, "ppl", &win, err));
     /* Scored over vocabulary chunks (no [T x vocab] logits) unless something reads the logits: a hook at
      * SC_TAP_LOGITS, or a window callback (CLADA's dense pre-pass takes its signals from them). */
     bool chunked = !o->before_window && !(o->hooks && (o->hooks->mask & SC_TAP_BIT(SC_TAP_LOGITS)));
@@ -40,8 +54,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
         const sc_tokens *s = &d->seqs[i];
         if (s->n < 2) continue;
         out->n_seqs++;
-        for (int64_t start = 0; start + 1 < (int64_t)s->n; start += win - 1) {
-            int64_t n = (int64_t)s->n - start < win ? (int64_t)s->n - start : win;
+        for (int64_t start = -1, n; sc_window_next((int64_t)s->n, win, &start, &n);) {
             int64_t from = o->second_half ? n / 2 - 1 : 0;
             if (from < 0) from = 0;
             if (o->before_window && (st = o->before_window(o->user, f, s->ids + start, n, &from, err))) break;

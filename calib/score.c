@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eval.h"    /* the windows */
 #include "forward.h" /* sc_logsumexp */
 
 sc_status sc_density_check(double density, const char *opt, sc_err *err) {
@@ -69,10 +70,8 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
     const int64_t L = c->n_layers, F = c->ffn_dim, V = c->vocab_size;
     if (ctx <= 0 || ctx > srt_model_max_ctx(m)) ctx = srt_model_max_ctx(m);
     if (ctx < 2) return sc_errf(err, SC_EARG, "%s: a context of %lld positions scores nothing", path, (long long)ctx);
-    int64_t longest = 0;
-    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
-    int64_t win = longest < ctx ? longest : ctx;
-    if (win < 2) return sc_errf(err, SC_EARG, "score: every sequence is shorter than 2 tokens; nothing to score");
+    int64_t win;
+    SC_TRY(sc_eval_window(d, ctx, "score", &win, err));
     for (size_t i = 0; i < d->n_seqs; i++)
         for (size_t t = 0; t < d->seqs[i].n; t++)
             if (d->seqs[i].ids[t] < 0 || d->seqs[i].ids[t] >= V)
@@ -94,8 +93,7 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
         const sc_tokens *s = &d->seqs[i];
         if (s->n < 2) continue;
         out->n_seqs++;
-        for (int64_t start = 0; start + 1 < (int64_t)s->n && !st; start += win - 1) {
-            int64_t n = (int64_t)s->n - start < win ? (int64_t)s->n - start : win;
+        for (int64_t start = -1, n; !st && sc_window_next((int64_t)s->n, win, &start, &n);) {
             /* the last id of a window is only predicted: it runs as the next window's first */
             for (int64_t t = 0; t + 1 < n; t++) {
                 const float *logits;
