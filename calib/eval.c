@@ -39,7 +39,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
      * SC_TAP_LOGITS, or a window callback (CLADA's dense pre-pass takes its signals from them). */
     bool chunked = !o->before_window && !(o->hooks && (o->hooks->mask & SC_TAP_BIT(SC_TAP_LOGITS)));
     sc_forward *f;
-    SC_TRY(sc_forward_create_ex(m, win, win, chunked ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err));
+    SC_TRY(sc_forward_create_ex(m, win, win, (chunked ? SC_TRAIN_CHUNKED_LOSS : 0) | SC_FWD_WHOLE_WINDOWS, &f, err));
     double *nll = malloc((size_t)win * sizeof(double));
     if (!nll) {
         sc_forward_free(f);

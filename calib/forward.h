@@ -104,12 +104,15 @@ sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward
  * buffer at all; sc_forward_run stops at the final norm (no logits, no
  * SC_TAP_LOGITS event) and sc_backward_ce computes the cross-entropy and its
  * gradient in vocabulary chunks. */
-enum { SC_TRAIN_KEEP_ALL = 1, SC_TRAIN_CHUNKED_LOSS = 2 };
+enum { SC_TRAIN_KEEP_ALL = 1, SC_TRAIN_CHUNKED_LOSS = 2, SC_FWD_WHOLE_WINDOWS = 4 };
 sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigned flags, sc_forward **out, sc_err *err);
 /* An inference workspace; flags SC_TRAIN_CHUNKED_LOSS: no [T x vocab] logits
  * buffer, sc_forward_run stops at the final norm (no logits, no
  * SC_TAP_LOGITS event) and sc_forward_nll scores the window over
- * vocabulary chunks (what ppl and eval need, at 1/V of the memory). */
+ * vocabulary chunks (what ppl and eval need, at 1/V of the memory);
+ * SC_FWD_WHOLE_WINDOWS: every window runs from position 0 (pos0 > 0 is
+ * refused), so one layer's key/value cache serves every layer (1/layers of
+ * the cache; checkpointed training workspaces always do this). */
 sc_status sc_forward_create_ex(const sc_model *m, int64_t max_ctx, int64_t max_batch, unsigned flags,
                                sc_forward **out, sc_err *err);
 /* Next-token negative log-likelihoods of the last window run on a chunked

@@ -33,6 +33,9 @@ struct sc_forward {
      * residual and its rms scale */
     float *x_in, *x_mid, *r1, *r2, *x_fin, *r_fin;
     bool checkpoint;          /* train mode: recompute layers in backward */
+    bool kv_one;              /* one layer's key/value cache shared by every layer: only whole windows from
+                               * position 0 run (checkpointed training, SC_FWD_WHOLE_WINDOWS), so a layer's
+                               * keys and values are used only while that layer runs (or is replayed) */
     bool chunked;             /* no logits buffer; the loss runs over vocabulary chunks */
     float *lchunk;            /* chunked: [B, chunk] logits of one vocabulary chunk */
     int64_t lchunk_rows;      /* vocabulary rows per chunk */
@@ -45,6 +48,11 @@ struct sc_forward {
     void *lin_user;
     float *g_x, *g_xn, *g_q, *g_k, *g_v, *g_ctx, *g_p, *g_dp, *g_f1, *g_f2;
 };
+
+/* Where layer l's rows start in the key/value caches (kvd = n_kv_heads * head_dim). */
+static inline int64_t sc_kv_base(const sc_forward *f, int64_t l, int64_t kvd) {
+    return (f->kv_one ? 0 : l) * f->max_ctx * kvd;
+}
 
 /* Recomputes layer l of the last window from its stored input (checkpointed
  * training), replaying the forward hooks with ev->replay set. */

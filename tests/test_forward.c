@@ -206,6 +206,14 @@ int main(void) {
         double md = 0;
         for (int64_t i = 0; i < (n - k) * 512; i++) md = fmax(md, fabs(l1[i] - full[k * 512 + i]));
         CHECK_MSG(md < 1e-4, "continuation differs by %g", md);
+        /* one layer's cache for whole windows (what ppl, eval and compute use): the same code on the
+         * same inputs, so the same logits bit for bit; a continuation is refused */
+        sc_forward *fw;
+        CHECK(sc_forward_create_ex(m, 512, 512, SC_FWD_WHOLE_WINDOWS, &fw, &err) == SC_OK);
+        CHECK(sc_forward_run(fw, q->ids, n, 0, NULL, &l1, &err) == SC_OK);
+        CHECK(memcmp(l1, full, (size_t)(n * 512) * sizeof(float)) == 0);
+        CHECK(sc_forward_run(fw, q->ids + k, n - k, k, NULL, &l1, &err) == SC_EARG);
+        sc_forward_free(fw);
         free(full);
     }
 
