@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cats.h"
+#include "plan.h"
 #include "eval_input.h"
 #include "lc_eval.h"
 
@@ -67,8 +67,11 @@ sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse
             if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= cfg->n_layers)
                 continue;
             if (kind == SRT_ROUTER_CLAWS && strcmp(what, "c") == 0) c[layer] = arr[k].data;
-            if (kind == SRT_ROUTER_CATS_THRESHOLD && strcmp(what, "hist") == 0)
-                thr[layer] = sc_cats_threshold(arr[k].data, 1.0 - o->density);
+        }
+        /* cats-threshold: the table pack stores (sc_plan_cats_table), read as the runtime reads it */
+        for (int64_t l = 0; kind == SRT_ROUTER_CATS_THRESHOLD && l < cfg->n_layers; l++) {
+            float table[SRT_THR_GRID];
+            thr[l] = sc_plan_cats_table(state, l, table) ? srt_table_threshold(table, 1.0 - o->density) : -1.0f;
         }
         free(arr);
         spec.c = c;
