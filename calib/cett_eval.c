@@ -31,6 +31,8 @@ typedef struct ce_ctx {
     float *scratch;   /* [F] */
     uint32_t *idx;    /* [F] */
     bool clada, recording;
+    sc_live_fn on_live;
+    void *live_user;
     srt_clada rule;
     int64_t sig_rows, sig_s, sig_h; /* eval tokens with a signal, above tau_s, above tau_H */
     double *live_sum; /* [L] */
@@ -52,6 +54,7 @@ static sc_status ce_hook(void *user, const sc_tap_event *ev, sc_err *err) {
         else
             live = F;
         if (!x->recording || ev->replay) continue;
+        if (x->on_live) x->on_live(x->live_user, l, ev->pos0 + t, h, F);
         double dd = (double)live / (double)F;
         x->live_sum[l] += (double)live;
         x->rows_l[l]++;
@@ -83,7 +86,7 @@ static sc_status ce_window(void *user, sc_forward *f, const int32_t *ids, int64_
     return st;
 }
 
-sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o, const sc_live_obs *obs,
                        sc_sparse_eval_result *out, sc_err *err) {
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
@@ -105,6 +108,8 @@ sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_e
     x.V = c->vocab_size;
     x.clada = clada;
     x.recording = true;
+    x.on_live = obs ? obs->fn : NULL;
+    x.live_user = obs ? obs->user : NULL;
     x.dmin = INFINITY;
     x.dmax = -INFINITY;
     SC_TRY(sc_cett_goal_parse(o->params, o->density, who, &goal, err));

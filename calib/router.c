@@ -158,13 +158,14 @@ sc_status sc_router_hook(void *user, const sc_tap_event *ev, sc_err *err) {
         default: return sc_errf(err, SC_EARG, "router: unknown kind");
         }
         if (!ev->replay) record(r, l, live); /* a backward pass's recomputation is not a new row */
+        if (live < F) srt_zero_dead(h, F, (const uint32_t *)r->idx, live);
+        if (sp->on_live && !ev->replay) sp->on_live(sp->live_user, l, ev->pos0 + t, h, F);
         if (live == F) continue;
         int64_t runs = live > 0;
         for (int64_t i = 1; i < live; i++) runs += r->idx[i] != r->idx[i - 1] + 1;
         r->runs_sum += (double)runs;
         r->sparse_live_sum += (double)live;
         r->sparse_rows++;
-        srt_zero_dead(h, F, (const uint32_t *)r->idx, live);
     }
     return SC_OK;
 }

@@ -533,6 +533,13 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
     return m->live_n[layer];
 }
 
+float srt_model_threshold(const srt_model *m, int64_t layer, int tap) {
+    if (!m || layer < 0 || layer >= m->cfg.n_layers) return NAN;
+    if (m->mode == SRT_MODE_CATS_THR && tap == 0) return m->thr_l[layer];
+    if (m->mode == SRT_MODE_TEAL && tap >= 0 && tap < 4) return m->thr_l[layer * 4 + tap];
+    return NAN;
+}
+
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out) { *out = m->tm; }
 void srt_model_reset_timing(srt_model *m) { memset(&m->tm, 0, sizeof m->tm); }
 
