@@ -8,6 +8,7 @@
 
 #include "srt_kern.h"
 #include "srt_model_internal.h"
+#include "srt_ops.h"
 
 static double now(void) {
     struct timespec ts;
@@ -15,25 +16,11 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* out = w * (x * r), r = 1/sqrt(mean(x^2) + eps), the sum in double (calib/ops.c). */
-static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    for (int64_t i = 0; i < n; i++) out[i] = w[i] * (r * x[i]);
-}
+/* RMSNorm and RoPE: the definitions the reference forward pass uses too (srt_ops.h). */
+static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) { (void)srt_rmsnorm(out, x, w, n, eps); }
 
 static void rope(float *x, int64_t n_heads, int64_t hd, const float *c, const float *s, bool half_style) {
-    int64_t half = hd / 2;
-    for (int64_t h = 0; h < n_heads; h++) {
-        float *v = x + h * hd;
-        for (int64_t i = 0; i < half; i++) {
-            int64_t a = half_style ? i : 2 * i, b = half_style ? i + half : 2 * i + 1;
-            float x0 = v[a], x1 = v[b];
-            v[a] = x0 * c[i] - x1 * s[i];
-            v[b] = x0 * s[i] + x1 * c[i];
-        }
-    }
+    srt_rope_rotate(x, n_heads, hd, c, s, half_style, false);
 }
 
 static void stale(srt_model *m) { m->act_src[0] = m->act_src[1] = NULL; }

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "srt_model_internal.h"
+#include "srt_ops.h"
 
 static srt_ct_status fail(char *err, size_t cap, srt_ct_status st, const char *fmt, ...) {
     if (err && cap) {
@@ -69,24 +70,6 @@ static bool parse_config(const srt_json *j, srt_model_config *c, const char **ba
     c->bos_id = (int32_t)bos;
     c->eos_id = (int32_t)eos;
     return true;
-}
-
-/* The inverse frequency of pair i, exactly as calib/ops.c computes it (f32). */
-static float rope_inv_freq(const srt_model_config *c, int64_t i) {
-    float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
-    if (c->rope_scaling == 1) return f / c->rope_factor;
-    if (c->rope_scaling == 2) {
-        const float pi = 3.14159265358979f;
-        float wavelen = 2.0f * pi / f;
-        float low_wavelen = (float)c->rope_orig_ctx / c->rope_low_freq_factor;
-        float high_wavelen = (float)c->rope_orig_ctx / c->rope_high_freq_factor;
-        if (wavelen < high_wavelen) return f;
-        if (wavelen > low_wavelen) return f / c->rope_factor;
-        float smooth = ((float)c->rope_orig_ctx / wavelen - c->rope_low_freq_factor) /
-                       (c->rope_high_freq_factor - c->rope_low_freq_factor);
-        return (1.0f - smooth) * f / c->rope_factor + smooth * f;
-    }
-    return f;
 }
 
 static srt_ct_status get_f32(srt_model *m, const char *name, int64_t n, const float **out, char *err, size_t cap) {
@@ -435,14 +418,9 @@ srt_status srt_model_reserve(srt_model *m, int64_t n) {
         memcpy(vc + l * n * kvd, m->vc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
     }
     float *cs = a + o_cos, *sn = a + o_sin;
-    for (int64_t i = 0; i < half; i++) {
-        float inv = rope_inv_freq(c, i);
-        for (int64_t p = 0; p < n; p++) {
-            float ang = (float)p * inv;
-            cs[p * half + i] = cosf(ang);
-            sn[p * half + i] = sinf(ang);
-        }
-    }
+    const srt_rope_freq rf = {c->rope_theta,  c->head_dim,           c->rope_scaling, c->rope_factor,
+                              c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_ctx};
+    srt_rope_tables(cs, sn, n, &rf); /* the reference pass's tables (srt_ops.h) */
     srt_free(m->ctx_arena);
     m->ctx_arena = a;
     m->s = a + o_s;
