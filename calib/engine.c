@@ -247,7 +247,7 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     snprintf(c->data_id, sizeof c->data_id, "%016llx", (unsigned long long)XXH64_digest(dh));
     XXH64_freeState(dh);
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) {
-        sc_router_spec rs = {o->student, o->student_density, NULL, NULL, false};
+        sc_router_spec rs = {o->student, o->student_density, NULL, NULL, false, NULL, NULL};
         if (o->student != SRT_ROUTER_CATS && o->student != SRT_ROUTER_ORACLE && o->student != SRT_ROUTER_DENSE) {
             st = sc_errf(err, SC_EARG, "compute: the distillation student must use a router that needs no calibration (cats, oracle, dense)");
             goto done;

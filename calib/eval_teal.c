@@ -1,8 +1,10 @@
 /* eval_teal.c - TEAL threshold routing in eval (see eval_input.h).
  *
  * "teal": every projection's input is thresholded at the sparsity
- * s = 1 - density of its tap's calibration histogram (q, k, v share the
- * attn_in threshold; gate, up share mlp_in). "teal-greedy": per layer, the
+ * s = 1 - density of its tap's threshold table, the one pack stores
+ * (sc_plan_teal_table) read as the runtime reads it (srt_table_threshold;
+ * q, k, v share the attn_in threshold; gate, up share mlp_in). The hook's
+ * |x| > t in double on the f32 t is the runtime's f32 |x| > t exactly. "teal-greedy": per layer, the
  * row of the stored allocation curve whose effective sparsity is nearest
  * s = 1 - density gives each projection its own sparsity. Every linear of
  * every token is routed (no dense prefix); the achieved sparsity of each
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "eval_input.h"
+#include "plan.h"
 #include "teal.h"
 
 bool sc_teal_is_method(const char *name) { return !strcmp(name, "teal") || !strcmp(name, "teal-greedy"); }
@@ -108,6 +111,14 @@ sc_status sc_eval_teal(const sc_model *m, const sc_dataset *d, const sc_sparse_e
             }
             const double *row = curve + sc_teal_lookup(curve, rows, target) * SC_TEAL_CURVE_COLS;
             for (int p = 0; p < SC_TEAL_NPROJ; p++) s[p] = row[p];
+        }
+        if (!greedy) { /* the table pack stores, read as the runtime reads it (srt_table_threshold) */
+            float table[SC_TEAL_NTAPS * SRT_THR_GRID];
+            sc_plan_teal_table(state, l, cum, table);
+            for (int p = 0; p < SC_TEAL_NPROJ; p++)
+                thr[l * SC_TEAL_NPROJ + p] =
+                    srt_table_threshold(table + sc_teal_tap_of((sc_linear)p) * SRT_THR_GRID, target);
+            continue;
         }
         for (int p = 0; p < SC_TEAL_NPROJ; p++) {
             sc_teal_cumulative(sc_teal_hist(state, l, sc_teal_tap_of((sc_linear)p)), cum);

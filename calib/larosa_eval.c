@@ -131,8 +131,8 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
         return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'larosa' statistics (compute --method larosa)");
     if (st8 && sc_larosa_dim(st8) != c->dim) return sc_errf(err, SC_EARG, "eval: the larosa rotations are for another d_model");
     double cin, ch, grid, grid_seqs, step;
-    SC_TRY(sc_lc_param(o->params, "in", 0.8, 0, 10, &cin, "larosa", err));
-    SC_TRY(sc_lc_param(o->params, "h", 1.2, 0, 10, &ch, "larosa", err));
+    SC_TRY(sc_lc_param(o->params, "in", SRT_LAROSA_IN, 0, 10, &cin, "larosa", err));
+    SC_TRY(sc_lc_param(o->params, "h", SRT_LAROSA_H, 0, 10, &ch, "larosa", err));
     SC_TRY(sc_lc_param(o->params, "grid", 0, 0, 1, &grid, "larosa", err));
     SC_TRY(sc_lc_param(o->params, "grid_seqs", 16, 1, 1e9, &grid_seqs, "larosa", err));
     SC_TRY(sc_lc_param(o->params, "grid_step", 0.05, 0.01, 1, &step, "larosa", err));

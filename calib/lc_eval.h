@@ -17,7 +17,7 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
  * scales them per token by 1 + lambda [s_t > tau_s] + gamma [H_t > tau_H]
  * (lambda=0.8, gamma=0.12, tau_s / tau_H the qs=0.5 / qh=0.5 quantiles of the
  * calibration signals). */
-sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o, const sc_live_obs *obs,
                        sc_sparse_eval_result *out, sc_err *err);
 
 /* Parameter counts of one layer's linears: q+k+v, o, gate+up, down. */

@@ -1,4 +1,5 @@
 #include "ops.h"
+#include "srt_ops.h"
 #include "threads.h"
 
 #include <cblas.h>
@@ -9,13 +10,8 @@
 
 void sc_rmsnorm_forward(float *out, float *r_out, const float *x, const float *w, int64_t T, int64_t C, float eps) {
     for (int64_t t = 0; t < T; t++) {
-        const float *xr = x + t * C;
-        float *o = out + t * C;
-        double ss = 0.0;
-        for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
-        float r = (float)(1.0 / sqrt(ss / (double)C + (double)eps));
+        float r = srt_rmsnorm(out + t * C, x + t * C, w, C, eps); /* the runtime's definition (srt_ops.h) */
         if (r_out) r_out[t] = r;
-        for (int64_t c = 0; c < C; c++) o[c] = w[c] * (r * xr[c]);
     }
 }
 
@@ -34,54 +30,30 @@ void sc_rmsnorm_backward(float *dx, const float *dout, const float *x, const flo
     }
 }
 
+static srt_rope_freq rope_freq(const sc_config *c) {
+    srt_rope_freq r = {c->rope_theta,          c->head_dim,
+                       c->rope_scaling == SC_ROPE_SCALING_LINEAR ? 1 : c->rope_scaling == SC_ROPE_SCALING_LLAMA3 ? 2 : 0,
+                       c->rope_factor,         c->rope_low_freq_factor,
+                       c->rope_high_freq_factor, c->rope_orig_ctx};
+    return r;
+}
+
 float sc_rope_inv_freq(const sc_config *c, int64_t i) {
-    /* the frequency in f32, as llama2.c and Hugging Face compute it */
-    float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
-    if (c->rope_scaling == SC_ROPE_SCALING_LINEAR) return f / c->rope_factor;
-    if (c->rope_scaling == SC_ROPE_SCALING_LLAMA3) {
-        const float pi = 3.14159265358979f;
-        float wavelen = 2.0f * pi / f;
-        float low_wavelen = (float)c->rope_orig_ctx / c->rope_low_freq_factor;
-        float high_wavelen = (float)c->rope_orig_ctx / c->rope_high_freq_factor;
-        if (wavelen < high_wavelen) return f;
-        if (wavelen > low_wavelen) return f / c->rope_factor;
-        float smooth = ((float)c->rope_orig_ctx / wavelen - c->rope_low_freq_factor) /
-                       (c->rope_high_freq_factor - c->rope_low_freq_factor);
-        return (1.0f - smooth) * f / c->rope_factor + smooth * f;
-    }
-    return f;
+    srt_rope_freq r = rope_freq(c);
+    return srt_rope_inv_freq(&r, i);
 }
 
 void sc_rope_tables(float *cos_t, float *sin_t, int64_t n_pos, const sc_config *c) {
-    int64_t half = c->head_dim / 2;
-    for (int64_t i = 0; i < half; i++) {
-        float inv_freq = sc_rope_inv_freq(c, i);
-        for (int64_t p = 0; p < n_pos; p++) {
-            float ang = (float)p * inv_freq;
-            cos_t[p * half + i] = cosf(ang);
-            sin_t[p * half + i] = sinf(ang);
-        }
-    }
+    srt_rope_freq r = rope_freq(c);
+    srt_rope_tables(cos_t, sin_t, n_pos, &r);
 }
 
 void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t pos0, const float *cos_t,
                      const float *sin_t, sc_rope_style style, bool inverse) {
     int64_t half = head_dim / 2;
-    float sgn = inverse ? -1.0f : 1.0f;
-    for (int64_t t = 0; t < T; t++) {
-        const float *c = cos_t + (pos0 + t) * half, *s = sin_t + (pos0 + t) * half;
-        for (int64_t h = 0; h < n_heads; h++) {
-            float *v = x + (t * n_heads + h) * head_dim;
-            for (int64_t i = 0; i < half; i++) {
-                int64_t a = style == SC_ROPE_INTERLEAVED ? 2 * i : i;
-                int64_t b = style == SC_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
-                float x0 = v[a], x1 = v[b];
-                float si = sgn * s[i];
-                v[a] = x0 * c[i] - x1 * si;
-                v[b] = x0 * si + x1 * c[i];
-            }
-        }
-    }
+    for (int64_t t = 0; t < T; t++)
+        srt_rope_rotate(x + t * n_heads * head_dim, n_heads, head_dim, cos_t + (pos0 + t) * half,
+                        sin_t + (pos0 + t) * half, style != SC_ROPE_INTERLEAVED, inverse);
 }
 
 void sc_causal_softmax(float *s, int64_t T, int64_t ld, int64_t pos0) {
@@ -101,13 +73,7 @@ void sc_causal_softmax(float *s, int64_t T, int64_t ld, int64_t pos0) {
     }
 }
 
-float sc_act_scalar(float u, sc_act act) {
-    if (act == SC_ACT_GELU_TANH) {
-        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        return 0.5f * u * (1.0f + tanhf(k * (u + 0.044715f * u * u * u)));
-    }
-    return u / (1.0f + expf(-u));
-}
+float sc_act_scalar(float u, sc_act act) { return srt_act_scalar(u, act == SC_ACT_GELU_TANH); }
 
 float sc_act_deriv(float u, sc_act act) {
     if (act == SC_ACT_GELU_TANH) {

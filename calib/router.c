@@ -13,7 +13,6 @@ struct sc_router {
     float *score;    /* [F] */
     int32_t *idx;    /* [F] */
     void *scratch;   /* top-K scratch, 8F bytes */
-    unsigned char *live; /* [F] */
     float *cf;       /* CLAWS multipliers as the runtime stores them: [L, F] f32 */
     /* GRIFFIN */
     int64_t prompt_len;
@@ -36,7 +35,6 @@ void sc_router_free(sc_router *r) {
     free(r->score);
     free(r->idx);
     free(r->scratch);
-    free(r->live);
     free(r->cf);
     free(r->gsum);
     free(r->gset);
@@ -64,7 +62,6 @@ sc_status sc_router_create(const sc_model *m, const sc_router_spec *spec, sc_rou
     r->score = malloc((size_t)F * sizeof(float));
     r->idx = malloc((size_t)F * sizeof(int32_t));
     r->scratch = malloc((size_t)F * 8);
-    r->live = malloc((size_t)F);
     r->live_sum = calloc((size_t)L, sizeof(double));
     r->rows_l = calloc((size_t)L, sizeof(int64_t));
     r->layer_mean = calloc((size_t)L, sizeof(double));
@@ -78,7 +75,7 @@ sc_status sc_router_create(const sc_model *m, const sc_router_spec *spec, sc_rou
         r->gsum = calloc((size_t)(L * F), sizeof(double));
         r->gset = calloc((size_t)(L * (r->K ? r->K : 1)), sizeof(int32_t));
     }
-    if (!r->score || !r->idx || !r->scratch || !r->live || !r->live_sum || !r->rows_l || !r->layer_mean ||
+    if (!r->score || !r->idx || !r->scratch || !r->live_sum || !r->rows_l || !r->layer_mean ||
         (spec->kind == SRT_ROUTER_GRIFFIN && (!r->gsum || !r->gset)) || (spec->kind == SRT_ROUTER_CLAWS && !r->cf)) {
         sc_router_free(r);
         return sc_errf(err, SC_ENOMEM, "router: out of memory");
@@ -161,16 +158,14 @@ sc_status sc_router_hook(void *user, const sc_tap_event *ev, sc_err *err) {
         default: return sc_errf(err, SC_EARG, "router: unknown kind");
         }
         if (!ev->replay) record(r, l, live); /* a backward pass's recomputation is not a new row */
+        if (live < F) srt_zero_dead(h, F, (const uint32_t *)r->idx, live);
+        if (sp->on_live && !ev->replay) sp->on_live(sp->live_user, l, ev->pos0 + t, h, F);
         if (live == F) continue;
         int64_t runs = live > 0;
         for (int64_t i = 1; i < live; i++) runs += r->idx[i] != r->idx[i - 1] + 1;
         r->runs_sum += (double)runs;
         r->sparse_live_sum += (double)live;
         r->sparse_rows++;
-        memset(r->live, 0, (size_t)F);
-        for (int64_t i = 0; i < live; i++) r->live[r->idx[i]] = 1;
-        for (int64_t j = 0; j < F; j++)
-            if (!r->live[j]) h[j] = 0.0f;
     }
     return SC_OK;
 }

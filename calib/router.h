@@ -10,12 +10,19 @@
 #include "model.h"
 #include "srt_route.h"
 
+/* Observer of the live sets eval chooses: called for every routed (layer,
+ * token) of a scoring pass with h after routing (dead neurons are 0), e.g.
+ * to compare them with the runtime's (tests/test_plan.c). */
+typedef void (*sc_live_fn)(void *user, int64_t layer, int64_t pos, const float *h, int64_t F);
+
 typedef struct sc_router_spec {
     srt_router kind;
     double density;        /* top-K routers: K = round(density * ffn) */
     const double *const *c; /* CLAWS multipliers per layer [ffn] (NULL rows: 1) */
     const float *thresholds;/* CATS-threshold: per-layer t */
     bool griffin_prefill;  /* GRIFFIN: also mask the prompt tokens */
+    sc_live_fn on_live;    /* may be NULL */
+    void *live_user;
 } sc_router_spec;
 
 typedef struct sc_router sc_router;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cats.h"
+#include "plan.h"
 #include "eval_input.h"
 #include "lc_eval.h"
 
@@ -29,10 +29,15 @@ static sc_status griffin_window(void *user, sc_forward *f, const int32_t *ids, i
 
 sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
                          sc_sparse_eval_result *out, sc_err *err) {
+    return sc_eval_sparse_observe(m, d, o, NULL, out, err);
+}
+
+sc_status sc_eval_sparse_observe(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                                 const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
     if (sc_teal_is_method(o->method)) return sc_eval_teal(m, d, o, out, err);
     if (sc_cwic_is_method(o->method)) return sc_eval_cwic(m, d, o, out, err);
     if (strcmp(o->method, "larosa") == 0) return sc_eval_larosa(m, d, o, out, err);
-    if (strcmp(o->method, "cett") == 0 || strcmp(o->method, "clada") == 0) return sc_eval_cett(m, d, o, out, err);
+    if (strcmp(o->method, "cett") == 0 || strcmp(o->method, "clada") == 0) return sc_eval_cett(m, d, o, obs, out, err);
     memset(out, 0, sizeof *out);
     const sc_config *cfg = &m->cfg;
     bool prefill = strcmp(o->method, "griffin-prefill") == 0;
@@ -41,7 +46,7 @@ sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse
         return sc_errf(err, SC_EARG,
                        "eval: unknown method '%s' (dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle)",
                        o->method);
-    sc_router_spec spec = {(srt_router)kind, o->density, NULL, NULL, prefill};
+    sc_router_spec spec = {(srt_router)kind, o->density, NULL, NULL, prefill, obs ? obs->fn : NULL, obs ? obs->user : NULL};
     const double **c = NULL;
     float *thr = NULL;
     sc_status st = SC_OK;
@@ -67,8 +72,12 @@ sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse
             if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= cfg->n_layers)
                 continue;
             if (kind == SRT_ROUTER_CLAWS && strcmp(what, "c") == 0) c[layer] = arr[k].data;
-            if (kind == SRT_ROUTER_CATS_THRESHOLD && strcmp(what, "hist") == 0)
-                thr[layer] = sc_cats_threshold(arr[k].data, 1.0 - o->density);
+        }
+        /* cats-threshold: the table pack stores (sc_plan_cats_table), read as the runtime reads it */
+        for (int64_t l = 0; kind == SRT_ROUTER_CATS_THRESHOLD && l < cfg->n_layers; l++) {
+            float table[SRT_THR_GRID];
+            thr[l] = sc_plan_cats_table(state, l, table) ? srt_table_threshold(table, 1.0 - o->density) : -1.0f;
+            if (l < SC_MAX_LAYERS) out->lc.layer_threshold[l] = thr[l];
         }
         free(arr);
         spec.c = c;

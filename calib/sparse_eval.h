@@ -19,6 +19,12 @@ typedef struct sc_sparse_eval_opts {
     FILE *progress;
 } sc_sparse_eval_opts;
 
+/* An observer of the live sets a scoring pass chooses (router.h). */
+typedef struct sc_live_obs {
+    sc_live_fn fn;
+    void *user;
+} sc_live_obs;
+
 typedef struct sc_sparse_eval_result {
     sc_ppl_result ppl;
     sc_router_stats stats;
@@ -31,7 +37,7 @@ typedef struct sc_sparse_eval_result {
         double sparsified_density;      /* larosa: the same over the sparsified linears (q, k, v, gate, up, down) */
         int n_grid;                     /* larosa grid search: rows of grid (split_in, split_h, tuning ppl) */
         double grid[32][3];
-        double layer_threshold[SC_MAX_LAYERS];       /* cett/clada: t per layer */
+        double layer_threshold[SC_MAX_LAYERS];       /* cett/clada: t per layer; cats-threshold: |phi(u)| t */
         double layer_cett[SC_MAX_LAYERS];            /* cett/clada: CETT(t) on the stored sample */
         double layer_sample_sparsity[SC_MAX_LAYERS]; /* cett/clada: sparsity of t on the stored sample */
         double target;                               /* cett/clada: CETT target */
@@ -56,5 +62,10 @@ typedef struct sc_sparse_eval_result {
 
 sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
                          sc_sparse_eval_result *out, sc_err *err);
+/* The same, reporting every routed (layer, token) of the neuron routers
+ * (dense, cats, claws, cats-threshold, oracle, griffin, cett, clada) to obs
+ * (may be NULL). */
+sc_status sc_eval_sparse_observe(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                                 const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err);
 
 #endif

@@ -100,9 +100,9 @@ int cmd_pack(int argc, char **argv) {
     if (!st && need && !(c && sc_calib_state(c, need) && (strcmp(need, "clada") || sc_calib_state(c, "cett"))))
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
                      !strcmp(need, "clada") ? "cett and clada" : need);
-    double lin = 0.8, lh = 1.2;
-    if (!st) st = sc_lc_param(params, "in", 0.8, 0, 10, &lin, "larosa", &err);
-    if (!st) st = sc_lc_param(params, "h", 1.2, 0, 10, &lh, "larosa", &err);
+    double lin = SRT_LAROSA_IN, lh = SRT_LAROSA_H;
+    if (!st) st = sc_lc_param(params, "in", SRT_LAROSA_IN, 0, 10, &lin, "larosa", &err);
+    if (!st) st = sc_lc_param(params, "h", SRT_LAROSA_H, 0, 10, &lh, "larosa", &err);
     if (!st) {
         sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh, params,
                           density_default};

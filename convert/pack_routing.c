@@ -33,6 +33,7 @@
 #include "larosa.h"
 #include "lc_util.h"
 #include "method.h"
+#include "plan.h"
 #include "teal.h"
 
 typedef struct rt {
@@ -73,11 +74,11 @@ static sc_status claws_cats(rt *x, const sc_calib *c, float *f, sc_err *err) {
                 permuted(x, layer, arr[k].data, f);
                 snprintf(name, sizeof name, "l%lld.claws_c", layer);
                 st = put(x, name, f, x->m->cfg.ffn_dim, 0, err);
-            } else if (!strcmp(me->name, "cats") && !strcmp(what, "thresholds")) {
-                float t[19];
-                for (int q = 0; q < 19; q++) t[q] = (float)((double *)arr[k].data)[q];
+            } else if (!strcmp(me->name, "cats") && !strcmp(what, "hist")) {
+                float t[SRT_THR_GRID];
+                if (!sc_plan_cats_table(c->entries[i].state, layer, t)) continue;
                 snprintf(name, sizeof name, "l%lld.cats_thresholds", layer);
-                st = put(x, name, t, 19, 0, err);
+                st = put(x, name, t, SRT_THR_GRID, 0, err);
             }
         }
     }
@@ -91,15 +92,11 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
     sc_status st = cum ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
     int64_t stored = 0;
     for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
-        if (!sc_teal_hist(state, l, 0)) continue;
-        float t[SC_TEAL_NTAPS * 19];
-        for (int tap = 0; tap < SC_TEAL_NTAPS; tap++) {
-            sc_teal_cumulative(sc_teal_hist(state, l, tap), cum);
-            for (int q = 0; q < 19; q++) t[tap * 19 + q] = (float)sc_teal_threshold(cum, 0.05 * (q + 1));
-        }
+        float t[SC_TEAL_NTAPS * SRT_THR_GRID];
+        if (!sc_plan_teal_table(state, l, cum, t)) continue;
         char name[64];
         snprintf(name, sizeof name, "l%lld.teal_thresholds", (long long)l);
-        if ((st = put(x, name, t, SC_TEAL_NTAPS, 19, err))) break;
+        if ((st = put(x, name, t, SC_TEAL_NTAPS, SRT_THR_GRID, err))) break;
         stored++;
         int64_t rows = 0;
         const double *cv = sc_teal_curve(state, l, &rows);
@@ -128,15 +125,16 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
 static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *err) {
     const sc_config *c = &x->m->cfg;
     int64_t F = c->ffn_dim, L = c->n_layers;
-    double lambda, gamma, qs, qh;
     sc_cett_goal goal;
+    sc_clada_plan cp;
     bool by_density = !sc_lc_param_has(x->o->params, "target") && x->o->density < 1.0;
     SC_TRY(sc_cett_goal_parse(x->o->params, by_density ? x->o->density : NAN, "cett", &goal, err));
-    SC_TRY(sc_lc_param(x->o->params, "lambda", 0.8, -100, 100, &lambda, "clada", err));
-    SC_TRY(sc_lc_param(x->o->params, "gamma", 0.12, -100, 100, &gamma, "clada", err));
-    SC_TRY(sc_lc_param(x->o->params, "qs", 0.5, 0, 1, &qs, "clada", err));
-    SC_TRY(sc_lc_param(x->o->params, "qh", 0.5, 0, 1, &qh, "clada", err));
-    double *wn = malloc((size_t)F * sizeof *wn), *thr = malloc((size_t)F * sizeof *thr);
+    const double *sig;
+    int64_t sig_rows = 0;
+    if (ls) sc_clada_sample(ls, &sig, &sig_rows);
+    SC_TRY(sc_plan_clada(x->o->params, sig_rows > 0 ? ls : NULL, "clada", &cp, err));
+    double *wn = malloc((size_t)F * sizeof *wn);
+    float *thr = malloc((size_t)F * sizeof *thr);
     sc_status st = wn && thr ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
     cJSON *cj = cJSON_AddObjectToObject(x->r, "cett"), *tl = cJSON_AddArrayToObject(cj, "thresholds");
     if (by_density)
@@ -144,45 +142,28 @@ static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *e
     else
         cJSON_AddNumberToObject(cj, "target", goal.target);
     for (int64_t l = 0; l < L && !st; l++) {
-        const float *h;
-        int64_t rows;
-        if (!sc_cett_sample(cs, l, &h, &rows) || rows == 0 || (!by_density && goal.target <= 0)) {
+        sc_cett_fit fit;
+        bool fitted;
+        if ((st = sc_plan_cett_layer(x->m, cs, l, &goal, wn, thr, &fit, &fitted, err))) break;
+        if (!fitted) {
             cJSON_AddItemToArray(tl, cJSON_CreateNull()); /* dense layer */
             continue;
         }
-        sc_cett_fit fit;
-        const sc_layer *Ly;
-        if ((st = sc_down_col_norms(x->m, l, wn, err)) || (st = sc_model_layer(x->m, l, &Ly, err)) ||
-            (st = sc_cett_fit_layer(h, rows, c->dim, F, Ly->wd, wn, &goal, &fit, err)))
-            break;
-        for (int64_t j = 0; j < F; j++) thr[j] = fit.threshold < 0 ? -1.0 : wn[j] > 0 ? fit.threshold / wn[j] : INFINITY;
-        permuted(x, l, thr, f);
+        const uint32_t *pm = x->perm_all ? x->perm_all + l * F : NULL;
+        for (int64_t j = 0; j < F; j++) f[j] = thr[pm ? pm[j] : (uint32_t)j];
         char name[64];
         snprintf(name, sizeof name, "l%lld.cett_thresholds", (long long)l);
         st = put(x, name, f, F, 0, err);
         cJSON_AddItemToArray(tl, cJSON_CreateNumber(fit.threshold));
     }
-    if (!st && ls) {
-        const double *sig;
-        int64_t rows = 0;
-        sc_clada_sample(ls, &sig, &rows);
-        double *tmp = rows > 0 ? malloc((size_t)rows * sizeof *tmp) : NULL;
-        if (rows > 0 && !tmp) st = sc_errf(err, SC_ENOMEM, "pack: out of memory");
-        if (!st && rows > 0) {
-            double tau[2];
-            for (int k = 0; k < 2; k++) {
-                for (int64_t i = 0; i < rows; i++) tmp[i] = sig[2 * i + k];
-                tau[k] = sc_lc_quantile_sorted(tmp, rows, k ? qh : qs);
-            }
-            cJSON *lj = cJSON_AddObjectToObject(x->r, "clada");
-            cJSON_AddNumberToObject(lj, "tau_s", tau[0]);
-            cJSON_AddNumberToObject(lj, "tau_h", tau[1]);
-            cJSON_AddNumberToObject(lj, "lambda", lambda);
-            cJSON_AddNumberToObject(lj, "gamma", gamma);
-            cJSON_AddNumberToObject(lj, "qs", qs);
-            cJSON_AddNumberToObject(lj, "qh", qh);
-        }
-        free(tmp);
+    if (!st && sig_rows > 0) {
+        cJSON *lj = cJSON_AddObjectToObject(x->r, "clada");
+        cJSON_AddNumberToObject(lj, "tau_s", cp.rule.tau_s);
+        cJSON_AddNumberToObject(lj, "tau_h", cp.rule.tau_h);
+        cJSON_AddNumberToObject(lj, "lambda", cp.rule.lambda);
+        cJSON_AddNumberToObject(lj, "gamma", cp.rule.gamma);
+        cJSON_AddNumberToObject(lj, "qs", cp.qs);
+        cJSON_AddNumberToObject(lj, "qh", cp.qh);
     }
     free(wn);
     free(thr);
@@ -231,8 +212,8 @@ sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *
     cJSON_AddStringToObject(r, "density_source", o->density_default ? "default" : "option");
     if (larosa) {
         cJSON *lj = cJSON_AddObjectToObject(r, "larosa");
-        cJSON_AddNumberToObject(lj, "in", o->larosa_in > 0 ? o->larosa_in : 0.8);
-        cJSON_AddNumberToObject(lj, "h", o->larosa_h > 0 ? o->larosa_h : 1.2);
+        cJSON_AddNumberToObject(lj, "in", o->larosa_in > 0 ? o->larosa_in : SRT_LAROSA_IN);
+        cJSON_AddNumberToObject(lj, "h", o->larosa_h > 0 ? o->larosa_h : SRT_LAROSA_H);
         cJSON_AddNumberToObject(lj, "damp", sc_larosa_damp(larosa));
     }
     const sc_calib *c = o->calib;

@@ -8,6 +8,7 @@
 
 #include "srt_kern.h"
 #include "srt_model_internal.h"
+#include "srt_ops.h"
 
 static double now(void) {
     struct timespec ts;
@@ -15,25 +16,11 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* out = w * (x * r), r = 1/sqrt(mean(x^2) + eps), the sum in double (calib/ops.c). */
-static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    for (int64_t i = 0; i < n; i++) out[i] = w[i] * (r * x[i]);
-}
+/* RMSNorm and RoPE: the definitions the reference forward pass uses too (srt_ops.h). */
+static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) { (void)srt_rmsnorm(out, x, w, n, eps); }
 
 static void rope(float *x, int64_t n_heads, int64_t hd, const float *c, const float *s, bool half_style) {
-    int64_t half = hd / 2;
-    for (int64_t h = 0; h < n_heads; h++) {
-        float *v = x + h * hd;
-        for (int64_t i = 0; i < half; i++) {
-            int64_t a = half_style ? i : 2 * i, b = half_style ? i + half : 2 * i + 1;
-            float x0 = v[a], x1 = v[b];
-            v[a] = x0 * c[i] - x1 * s[i];
-            v[b] = x0 * s[i] + x1 * c[i];
-        }
-    }
+    srt_rope_rotate(x, n_heads, hd, c, s, half_style, false);
 }
 
 static void stale(srt_model *m) { m->act_src[0] = m->act_src[1] = NULL; }
@@ -110,13 +97,7 @@ static srt_status mv_in(srt_model *m, const srt_weight *w, const float *x, int64
 static srt_status keep_topk(srt_model *m, float *v, int64_t n, int64_t k) {
     srt_score_gate(m->score, v, NULL, n);
     TRY(srt_select_topk(m->idx, m->score, n, k, 0));
-    int64_t next = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (next < k && m->idx[next] == (uint32_t)i)
-            next++;
-        else
-            v[i] = 0.0f;
-    }
+    srt_zero_dead(v, n, m->idx, k);
     return SRT_OK;
 }
 
@@ -144,13 +125,8 @@ static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_liv
  * indices in m->idx; returns the count, or -1 (dense) when t < 0. */
 static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
     if (!(t >= 0.0f)) return -1;
-    int64_t k = srt_compact(m->ctx, m->idx, x, n, t), next = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (next < k && m->idx[next] == (uint32_t)i)
-            next++;
-        else
-            x[i] = 0.0f;
-    }
+    int64_t k = srt_compact(m->ctx, m->idx, x, n, t);
+    srt_zero_dead(x, n, m->idx, k);
     return k;
 }
 
@@ -243,18 +219,12 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
     } else if (m->mode == SRT_MODE_TEAL) {
         int64_t k = teal_mask(m, m->h, F, m->thr_l[l * 4 + 3]);
         *live = k < 0 ? F : k;
-    } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_thr && m->factor > 0.0f) {
-        /* |h_j| > f thr_j  <=>  |h_j / f| > thr_j */
-        const float inv = 1.0f / m->factor;
-        for (int64_t j = 0; j < F; j++) m->score[j] = m->h[j] * inv;
-        int64_t k = srt_compact_vec(m->ctx, m->idx, m->score, L->cett_thr, F), next = 0;
-        for (int64_t j = 0; j < F; j++) {
-            if (next < k && m->idx[next] == (uint32_t)j)
-                next++;
-            else
-                m->h[j] = 0.0f;
+    } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_thr) {
+        int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_thr, m->factor, F);
+        if (k >= 0) {
+            srt_zero_dead(m->h, F, m->idx, k);
+            *live = k;
         }
-        *live = k;
     }
     return SRT_OK;
 }
@@ -360,18 +330,9 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
 static void clada_factor(srt_model *m, int32_t token, int64_t pos) {
     m->factor = 1.0f;
     if (m->mode != SRT_MODE_CLADA || pos == 0 || m->logits_pos != pos - 1) return;
-    const float *lg = m->logits;
-    int64_t V = m->cfg.vocab_size;
-    double mx = lg[0];
-    for (int64_t v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
-    double z = 0.0, ez = 0.0;
-    for (int64_t v = 0; v < V; v++) {
-        double e = exp((double)lg[v] - mx);
-        z += e;
-        ez += e * ((double)lg[v] - mx);
-    }
-    double logz = log(z), surprisal = logz - ((double)lg[token] - mx), entropy = logz - ez / z;
-    m->factor = (float)(1.0 + m->lambda * (surprisal > m->tau_s) + m->gamma * (entropy > m->tau_h));
+    double surprisal, entropy;
+    srt_clada_signals(m->logits, m->cfg.vocab_size, token, &surprisal, &entropy);
+    m->factor = srt_clada_factor(&m->clada, surprisal, entropy);
 }
 
 /* x <- the embedding row of token (x sqrt(dim) when the family scales it). */

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "srt_model_internal.h"
+#include "srt_ops.h"
 
 static srt_ct_status fail(char *err, size_t cap, srt_ct_status st, const char *fmt, ...) {
     if (err && cap) {
@@ -69,24 +70,6 @@ static bool parse_config(const srt_json *j, srt_model_config *c, const char **ba
     c->bos_id = (int32_t)bos;
     c->eos_id = (int32_t)eos;
     return true;
-}
-
-/* The inverse frequency of pair i, exactly as calib/ops.c computes it (f32). */
-static float rope_inv_freq(const srt_model_config *c, int64_t i) {
-    float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
-    if (c->rope_scaling == 1) return f / c->rope_factor;
-    if (c->rope_scaling == 2) {
-        const float pi = 3.14159265358979f;
-        float wavelen = 2.0f * pi / f;
-        float low_wavelen = (float)c->rope_orig_ctx / c->rope_low_freq_factor;
-        float high_wavelen = (float)c->rope_orig_ctx / c->rope_high_freq_factor;
-        if (wavelen < high_wavelen) return f;
-        if (wavelen > low_wavelen) return f / c->rope_factor;
-        float smooth = ((float)c->rope_orig_ctx / wavelen - c->rope_low_freq_factor) /
-                       (c->rope_high_freq_factor - c->rope_low_freq_factor);
-        return (1.0f - smooth) * f / c->rope_factor + smooth * f;
-    }
-    return f;
 }
 
 static srt_ct_status get_f32(srt_model *m, const char *name, int64_t n, const float **out, char *err, size_t cap) {
@@ -248,11 +231,12 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->def_density = srt_json_num(srt_json_get(routing, "density"), 1.0);
     const srt_json *cl = srt_json_get(routing, "clada");
     if (cl) {
-        m->tau_s = srt_json_num(srt_json_get(cl, "tau_s"), NAN);
-        m->tau_h = srt_json_num(srt_json_get(cl, "tau_h"), NAN);
-        m->lambda = srt_json_num(srt_json_get(cl, "lambda"), NAN);
-        m->gamma = srt_json_num(srt_json_get(cl, "gamma"), NAN);
-        m->has_clada = isfinite(m->tau_s) && isfinite(m->tau_h) && isfinite(m->lambda) && isfinite(m->gamma);
+        srt_clada *k = &m->clada;
+        k->tau_s = srt_json_num(srt_json_get(cl, "tau_s"), NAN);
+        k->tau_h = srt_json_num(srt_json_get(cl, "tau_h"), NAN);
+        k->lambda = srt_json_num(srt_json_get(cl, "lambda"), NAN);
+        k->gamma = srt_json_num(srt_json_get(cl, "gamma"), NAN);
+        m->has_clada = isfinite(k->tau_s) && isfinite(k->tau_h) && isfinite(k->lambda) && isfinite(k->gamma);
     }
     const srt_json *cdj = srt_json_get(srt_json_get(routing, "cett"), "density");
     m->cett_density = cdj ? srt_json_num(cdj, -1.0) : NAN;
@@ -261,8 +245,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         goto bad;
     }
     const srt_json *lrj = srt_json_get(routing, "larosa");
-    m->lr_in = srt_json_num(srt_json_get(lrj, "in"), 0.8);
-    m->lr_h = srt_json_num(srt_json_get(lrj, "h"), 1.2);
+    m->lr_in = srt_json_num(srt_json_get(lrj, "in"), SRT_LAROSA_IN);
+    m->lr_h = srt_json_num(srt_json_get(lrj, "h"), SRT_LAROSA_H);
     if (!(m->lr_in >= 0.0 && m->lr_in <= 10.0) || !(m->lr_h >= 0.0 && m->lr_h <= 10.0)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.larosa split is out of range", path);
         goto bad;
@@ -334,7 +318,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         }
         /* stored routing data (convert/pack_routing.c) */
         if (srt_container_find(m->ct, NAME("cats_thresholds")) >= 0) {
-            if ((st = get_f32(m, nm, 19, &Lw->cats_thr, err, err_cap))) goto bad;
+            if ((st = get_f32(m, nm, SRT_THR_GRID, &Lw->cats_thr, err, err_cap))) goto bad;
             m->n_cats_thr++;
         }
         if (srt_container_find(m->ct, NAME("cett_thresholds")) >= 0) {
@@ -342,7 +326,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
             m->n_cett_thr++;
         }
         if (srt_container_find(m->ct, NAME("teal_thresholds")) >= 0) {
-            if ((st = get_f32(m, nm, 4 * 19, &Lw->teal_thr, err, err_cap))) goto bad;
+            if ((st = get_f32(m, nm, 4 * SRT_THR_GRID, &Lw->teal_thr, err, err_cap))) goto bad;
             m->n_teal_thr++;
         }
         if (srt_container_find(m->ct, NAME("claws_c")) >= 0) {
@@ -434,14 +418,9 @@ srt_status srt_model_reserve(srt_model *m, int64_t n) {
         memcpy(vc + l * n * kvd, m->vc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
     }
     float *cs = a + o_cos, *sn = a + o_sin;
-    for (int64_t i = 0; i < half; i++) {
-        float inv = rope_inv_freq(c, i);
-        for (int64_t p = 0; p < n; p++) {
-            float ang = (float)p * inv;
-            cs[p * half + i] = cosf(ang);
-            sn[p * half + i] = sinf(ang);
-        }
-    }
+    const srt_rope_freq rf = {c->rope_theta,  c->head_dim,           c->rope_scaling, c->rope_factor,
+                              c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_ctx};
+    srt_rope_tables(cs, sn, n, &rf); /* the reference pass's tables (srt_ops.h) */
     srt_free(m->ctx_arena);
     m->ctx_arena = a;
     m->s = a + o_s;
@@ -508,13 +487,12 @@ srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
 srt_status srt_model_set_larosa(srt_model *m, double density) {
     if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
     if (m->n_rot == 0) return SRT_ENOTSUP;
-    double s = 1.0 - density;
     m->router = SRT_ROUTER_DENSE;
     m->K = m->cfg.ffn_dim;
     m->larosa = true;
     m->mode = SRT_MODE_NONE;
-    m->K_in = srt_topk_count(1.0 - fmin(1.0, m->lr_in * s), m->cfg.dim);
-    m->K_h = srt_topk_count(1.0 - fmin(1.0, m->lr_h * s), m->cfg.ffn_dim);
+    m->K_in = srt_larosa_keep(m->lr_in, density, m->cfg.dim);
+    m->K_h = srt_larosa_keep(m->lr_h, density, m->cfg.ffn_dim);
     return SRT_OK;
 }
 
@@ -533,24 +511,15 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
     return m->live_n[layer];
 }
 
+float srt_model_threshold(const srt_model *m, int64_t layer, int tap) {
+    if (!m || layer < 0 || layer >= m->cfg.n_layers) return NAN;
+    if (m->mode == SRT_MODE_CATS_THR && tap == 0) return m->thr_l[layer];
+    if (m->mode == SRT_MODE_TEAL && tap >= 0 && tap < 4) return m->thr_l[layer * 4 + tap];
+    return NAN;
+}
+
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out) { *out = m->tm; }
 void srt_model_reset_timing(srt_model *m) { memset(&m->tm, 0, sizeof m->tm); }
-
-/* Threshold at sparsity s from a table at s = 0.05, 0.10, ..., 0.95: the
- * entry itself on the grid, geometric interpolation between entries, linear
- * from 0 below 0.05, the last entry above 0.95; -1 (dense) at s <= 0. */
-static float table_threshold(const float *t, double s) {
-    if (!(s > 1e-12)) return -1.0f;
-    double q = s / 0.05 - 1.0;
-    if (q <= 1e-9) return q >= -1e-9 ? t[0] : (float)((double)t[0] * s / 0.05);
-    if (q >= 18.0 - 1e-9) return t[18];
-    int i = (int)floor(q);
-    double f = q - (double)i;
-    if (f < 1e-9) return t[i];
-    if (f > 1.0 - 1e-9) return t[i + 1];
-    if (t[i] > 0.0f && t[i + 1] > 0.0f) return (float)exp((1.0 - f) * log((double)t[i]) + f * log((double)t[i + 1]));
-    return (float)((1.0 - f) * (double)t[i] + f * (double)t[i + 1]);
-}
 
 srt_status srt_model_set_method(srt_model *m, const char *name, double density) {
     if (!m || !name || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
@@ -571,9 +540,9 @@ srt_status srt_model_set_method(srt_model *m, const char *name, double density) 
     double s = 1.0 - density;
     for (int64_t l = 0; l < L; l++) {
         const srt_layer_w *Lw = &m->layers[l];
-        if (mode == SRT_MODE_CATS_THR) m->thr_l[l] = density >= 1.0 ? -1.0f : table_threshold(Lw->cats_thr, s);
+        if (mode == SRT_MODE_CATS_THR) m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(Lw->cats_thr, s);
         for (int tap = 0; mode == SRT_MODE_TEAL && tap < 4; tap++)
-            m->thr_l[l * 4 + tap] = Lw->teal_thr ? table_threshold(Lw->teal_thr + tap * 19, s) : -1.0f;
+            m->thr_l[l * 4 + tap] = Lw->teal_thr ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s) : -1.0f;
     }
     m->mode = mode;
     m->factor = 1.0f;

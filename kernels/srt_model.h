@@ -149,6 +149,10 @@ bool srt_model_method_known(const char *name);
 const char *srt_model_method(const srt_model *m); /* the current router's name */
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
+/* The threshold the current threshold router applies in layer `layer`
+ * (cats-threshold: tap 0, on |phi(u)|; teal: tap 0..3 = attn_in, attn_ctx,
+ * mlp_in, h; < 0: dense), NAN for the other routers or bad arguments. */
+float srt_model_threshold(const srt_model *m, int64_t layer, int tap);
 /* The live neurons layer used in the last step (ascending; *idx = NULL and
  * the return value is ffn_dim when the layer ran dense). */
 int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx);

@@ -45,3 +45,68 @@ void srt_score_gate(float *out, const float *a, const float *c, int64_t n) {
     else
         for (int64_t i = 0; i < n; i++) out[i] = fabsf(a[i]);
 }
+
+/* ---- the routing plan's rules (srt_route.h) ---- */
+
+double srt_thr_grid(int i) { return 0.05 * (double)(i + 1); }
+
+float srt_table_threshold(const float t[SRT_THR_GRID], double s) {
+    if (!(s > 1e-12)) return -1.0f;
+    double q = s / 0.05 - 1.0;
+    if (q <= 1e-9) return q >= -1e-9 ? t[0] : (float)((double)t[0] * s / 0.05);
+    if (q >= (double)(SRT_THR_GRID - 1) - 1e-9) return t[SRT_THR_GRID - 1];
+    int i = (int)floor(q);
+    double f = q - (double)i;
+    if (f < 1e-9) return t[i];
+    if (f > 1.0 - 1e-9) return t[i + 1];
+    if (t[i] > 0.0f && t[i + 1] > 0.0f) return (float)exp((1.0 - f) * log((double)t[i]) + f * log((double)t[i + 1]));
+    return (float)((1.0 - f) * (double)t[i] + f * (double)t[i + 1]);
+}
+
+float srt_cett_neuron_threshold(double t, double wnorm) {
+    if (t < 0) return -1.0f;
+    return wnorm > 0 ? (float)(t / wnorm) : INFINITY;
+}
+
+int64_t srt_route_cett(const srt_kernels *k, uint32_t *idx, float *scratch, const float *h, const float *thr,
+                       float factor, int64_t n) {
+    if (!(factor > 0.0f)) return -1;
+    if (n <= 0) return 0;
+    if (!k) k = srt_kernels_get(srt_isa_best());
+    /* |h_j| > f thr_j  <=>  |h_j / f| > thr_j, with 1/f once per token */
+    const float inv = 1.0f / factor;
+    for (int64_t j = 0; j < n; j++) scratch[j] = h[j] * inv;
+    return k->compact(idx, scratch, thr, 0.0f, n);
+}
+
+void srt_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy) {
+    double mx = logits[0];
+    for (int64_t v = 1; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double z = 0.0, ez = 0.0;
+    for (int64_t v = 0; v < V; v++) {
+        double e = exp((double)logits[v] - mx);
+        z += e;
+        ez += e * ((double)logits[v] - mx);
+    }
+    double logz = log(z);
+    *surprisal = logz - ((double)logits[next] - mx);
+    *entropy = logz - ez / z;
+}
+
+float srt_clada_factor(const srt_clada *c, double surprisal, double entropy) {
+    return (float)(1.0 + c->lambda * (surprisal > c->tau_s) + c->gamma * (entropy > c->tau_h));
+}
+
+int64_t srt_larosa_keep(double split, double density, int64_t n) {
+    return srt_topk_count(1.0 - fmin(1.0, split * (1.0 - density)), n);
+}
+
+void srt_zero_dead(float *v, int64_t n, const uint32_t *idx, int64_t k) {
+    int64_t next = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (next < k && idx[next] == (uint32_t)i)
+            next++;
+        else
+            v[i] = 0.0f;
+    }
+}

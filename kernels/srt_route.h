@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+typedef struct srt_kernels srt_kernels;
+
 typedef enum srt_router {
     SRT_ROUTER_DENSE = 0,     /* every neuron */
     SRT_ROUTER_CATS,          /* top-K of |phi(u_j)| */
@@ -35,5 +37,61 @@ int64_t srt_threshold(const float *x, int64_t n, float t, int32_t *idx);
 
 /* Router scores for one token: out[j] = |a[j]| * (c ? c[j] : 1). */
 void srt_score_gate(float *out, const float *a, const float *c, int64_t n);
+
+/* ---- the routing plan's rules ------------------------------------------------
+ * What a router needs per layer is fitted once from a calibration (calib/plan.c)
+ * and stored by pack; the rules below turn that data into this token's live set.
+ * The runtime decoder (srt_decode.c) and the reference forward's router hooks
+ * (calib/router.c, cett_eval.c, eval_teal.c) call these same functions, so eval
+ * on the source model and run on an artifact decide alike. */
+
+/* Threshold tables (CATS |phi(u)|, TEAL |x| per tapped input) hold the
+ * threshold at sparsity 0.05, 0.10, ..., 0.95: entry i at srt_thr_grid(i). */
+#define SRT_THR_GRID 19
+double srt_thr_grid(int i);
+/* The threshold at sparsity s from a table: the entry itself on the grid,
+ * geometric interpolation between entries (linear when one is 0), linear from
+ * 0 below 0.05, the last entry above 0.95; -1 (every neuron live) at s <= 0. */
+float srt_table_threshold(const float t[SRT_THR_GRID], double s);
+
+/* CETT (the CLADA paper, Eq. 10): neuron j is live iff |h_j| ||W_d[:, j]|| > t.
+ * The runtime form divides once per neuron at fit time: live iff
+ * |h_j| > thr_j = t / ||W_d[:, j]|| (f32); t < 0 (dense layer) gives -1, a
+ * zero column +inf (never live). */
+float srt_cett_neuron_threshold(double t, double wnorm);
+/* The CETT rule for one token: live iff |h_j / factor| > thr[j] (CLADA's
+ * factor scales every threshold; 1 for plain CETT), ascending indices into
+ * idx; scratch holds F floats. Returns the count, or -1 when factor <= 0
+ * (no threshold: every neuron). k: the kernel table (NULL: this CPU's best). */
+int64_t srt_route_cett(const srt_kernels *k, uint32_t *idx, float *scratch, const float *h, const float *thr,
+                       float factor, int64_t n);
+
+/* CLADA (the CLADA paper, Eq. 6, 7, 11). One definition, the deployable one:
+ * the signals of the token about to run are its surprisal -log p(w_t | w_<t)
+ * and the entropy of that distribution, both from the logits the model itself
+ * produced at the previous step, routed as it runs (a deployed model has no
+ * dense pass to consult); position 0 has no prediction and uses factor 1.
+ * tau_s, tau_h are quantiles (qs, qh) of the calibration signals. */
+#define SRT_CLADA_LAMBDA 0.80
+#define SRT_CLADA_GAMMA 0.12
+#define SRT_CLADA_QS 0.5
+#define SRT_CLADA_QH 0.5
+typedef struct srt_clada {
+    double tau_s, tau_h, lambda, gamma;
+} srt_clada;
+/* Surprisal of `next` and entropy of softmax(logits[0..V)), nats (sums in double). */
+void srt_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy);
+/* tau(t) / tau_base = 1 + lambda [s > tau_s] + gamma [H > tau_H]. */
+float srt_clada_factor(const srt_clada *c, double surprisal, double entropy);
+
+/* LaRoSA (the LaRoSA paper): sparsity s = 1 - density split between the
+ * block input (s_in = in * s) and h (s_h = h * s); the reference code's
+ * defaults. Kept coordinates of n: srt_topk_count(1 - min(1, split s), n). */
+#define SRT_LAROSA_IN 0.8
+#define SRT_LAROSA_H 1.2
+int64_t srt_larosa_keep(double split, double density, int64_t n);
+
+/* Zeroes v[i] for every i not in the ascending live list idx[0..k). */
+void srt_zero_dead(float *v, int64_t n, const uint32_t *idx, int64_t k);
 
 #endif

@@ -314,7 +314,7 @@ int main(void) {
         srt_container_close(ct);
         srt_router kinds[2] = {SRT_ROUTER_CATS, SRT_ROUTER_CLAWS};
         for (int ki = 0; ki < 2; ki++) {
-            sc_router_spec spec = {kinds[ki], 0.5, kinds[ki] == SRT_ROUTER_CLAWS ? cptr : NULL, NULL, false};
+            sc_router_spec spec = {kinds[ki], 0.5, kinds[ki] == SRT_ROUTER_CLAWS ? cptr : NULL, NULL, false, NULL, NULL};
             sc_router *rr;
             CHECK(sc_router_create(ref, &spec, &rr, &err) == SC_OK);
             sc_hooks hk = {sc_router_hook, rr, sc_router_taps()};

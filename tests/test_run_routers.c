@@ -3,9 +3,10 @@
  * give the same teacher-forced NLL and density as `sparsecal eval` with the
  * same method on the same artifact (stories260K): f32 differs by summation
  * order and float thresholds only; zigzag (TEAL reads only live columns)
- * also quantises activations. CLADA's runtime signals come from its own
- * sparse logits where eval uses a dense pre-pass, so it is compared loosely.
- * Missing routing data and bad names are refused. */
+ * also quantises activations. CLADA has one definition on both sides (the
+ * signals of the routed model's own previous-step logits, srt_route.h): eval
+ * takes the factors from a token-by-token pass, then scores in one batched
+ * pass, whose last bits differ. Missing routing data and bad names are refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,12 +84,11 @@ int main(void) {
             double de = k == 2 ? 1.0 - er.in.effective_sparsity : er.stats.density_mean;
             printf("%-6s %-14s runtime nll %.6f (eval %.6f, rel %.2e); MLP density %.4f (eval %s %.4f)\n", layouts[li],
                    names[k], nr, er.ppl.nll_sum, rel(nr, er.ppl.nll_sum), dr, k == 2 ? "input" : "MLP", de);
-            /* clada: sparse logits are less certain than eval's dense pre-pass, so more tokens
-             * pass tau and thresholds rise (measured 3% NLL, 0.02 density) */
-            double tol = k == 3 ? 0.06 : li == 1 ? 0.03 : 2e-3;
+            /* clada measured 1.1e-4 (a neuron at a threshold in the batched scoring pass); it was 3%
+             * when eval took its signals from a dense pre-pass */
+            double tol = li == 1 ? 0.03 : 2e-3;
             CHECK_MSG(rel(nr, er.ppl.nll_sum) < tol, "%s %s: %.3g", layouts[li], names[k], rel(nr, er.ppl.nll_sum));
-            if (k < 2) CHECK_MSG(fabs(dr - de) < 0.01, "%s density %.4f vs %.4f", names[k], dr, de);
-            if (k == 3) CHECK_MSG(fabs(dr - de) < 0.05, "%s density %.4f vs %.4f", names[k], dr, de);
+            if (k != 2) CHECK_MSG(fabs(dr - de) < 0.01, "%s density %.4f vs %.4f", names[k], dr, de);
             CHECK(dr < 0.95);
         }
         /* clada's multiplier moves the density away from cett's */

@@ -115,6 +115,12 @@ static sc_status cats_validate(void *p, int64_t n_tokens, sc_err *err) {
     return SC_OK;
 }
 
+const int64_t *sc_cats_hist(const void *state, int64_t layer) {
+    const cats *s = state;
+    if (!s || layer < s->L0 || layer >= s->L1) return NULL;
+    return s->hist + (layer - s->L0) * SC_CATS_NB;
+}
+
 static int cats_arrays(void *p, sc_array *out, int cap) {
     cats *s = p;
     int n = 0;

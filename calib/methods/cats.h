@@ -11,5 +11,8 @@ double sc_cats_bin_left(int64_t b);
 int64_t sc_cats_bin_of(double v);
 /* Threshold t with P(|phi(u)| < t) reaching `sparsity` on the histogram. */
 float sc_cats_threshold(const int64_t *hist, double sparsity);
+/* The histogram of layer `layer` (absolute) in a cats state, NULL if the
+ * state does not cover it. */
+const int64_t *sc_cats_hist(const void *state, int64_t layer);
 
 #endif

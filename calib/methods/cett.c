@@ -7,6 +7,7 @@
  * target of the thresholds saved for inspection, default 0.2; eval searches
  * again for its own target). clada: sample=N tokens (default 1e6). */
 #include "cett.h"
+#include "srt_route.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -144,13 +145,7 @@ sc_status sc_cett_fit_layer(const float *h, int64_t rows, int64_t D, int64_t F, 
 }
 
 void sc_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy) {
-    double lse = sc_logsumexp(logits, V), e = 0;
-    for (int64_t i = 0; i < V; i++) {
-        double lp = (double)logits[i] - lse;
-        e -= exp(lp) * lp;
-    }
-    *surprisal = lse - (double)logits[next];
-    *entropy = e;
+    srt_clada_signals(logits, V, next, surprisal, entropy); /* the runtime's definition (srt_route.h) */
 }
 
 /* ---- cett: the h sample ---- */

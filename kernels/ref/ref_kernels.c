@@ -9,6 +9,7 @@
  *   zigzag: y[o] = sum_{i live} (x_i * s[o/32, i]) * (q[o,i] - 8). */
 #include <math.h>
 
+#include "srt_ops.h"
 #include "../srt_kern.h"
 
 /* ---- block quantisers (GGML's reference arithmetic) -------------------------- */
@@ -250,11 +251,7 @@ static int64_t ref_compact(uint32_t *idx, const float *x, const float *tv, float
 /* ---- activation and attention (the decode's f32 parts) -------------------- */
 
 static void ref_act(float *a, const float *u, int64_t n, bool gelu) {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (int64_t i = 0; i < n; i++) {
-        const float x = u[i];
-        a[i] = gelu ? 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) : x / (1.0f + expf(-x));
-    }
+    for (int64_t i = 0; i < n; i++) a[i] = srt_act_scalar(u[i], gelu); /* the one definition (srt_ops.h) */
 }
 
 static void ref_attn_head(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,

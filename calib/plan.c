@@ -1,0 +1,68 @@
+/* plan.c - fitting the routing plan from a calibration (see plan.h). */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "cats.h"
+#include "lc_util.h"
+#include "model.h"
+
+bool sc_plan_cats_table(const void *cats_state, int64_t layer, float out[SRT_THR_GRID]) {
+    const int64_t *hist = sc_cats_hist(cats_state, layer);
+    if (!hist) return false;
+    for (int i = 0; i < SRT_THR_GRID; i++) out[i] = sc_cats_threshold(hist, srt_thr_grid(i));
+    return true;
+}
+
+bool sc_plan_teal_table(void *teal_state, int64_t layer, double *cum, float out[SC_TEAL_NTAPS * SRT_THR_GRID]) {
+    if (!sc_teal_hist(teal_state, layer, 0)) return false;
+    for (int tap = 0; tap < SC_TEAL_NTAPS; tap++) {
+        sc_teal_cumulative(sc_teal_hist(teal_state, layer, tap), cum);
+        for (int i = 0; i < SRT_THR_GRID; i++) out[tap * SRT_THR_GRID + i] = (float)sc_teal_threshold(cum, srt_thr_grid(i));
+    }
+    return true;
+}
+
+sc_status sc_plan_cett_layer(const sc_model *m, const void *cett_state, int64_t layer, const sc_cett_goal *goal,
+                             double *wnorm, float *thr, sc_cett_fit *fit, bool *fitted, sc_err *err) {
+    const sc_config *c = &m->cfg;
+    const float *h;
+    int64_t rows = 0;
+    *fitted = false;
+    SC_TRY(sc_down_col_norms(m, layer, wnorm, err));
+    if (!sc_cett_sample(cett_state, layer, &h, &rows) || rows == 0 || (isnan(goal->density) && goal->target <= 0))
+        return SC_OK; /* no sample / target 0: a dense layer */
+    const sc_layer *Ly;
+    SC_TRY(sc_model_layer(m, layer, &Ly, err));
+    SC_TRY(sc_cett_fit_layer(h, rows, c->dim, c->ffn_dim, Ly->wd, wnorm, goal, fit, err));
+    for (int64_t j = 0; j < c->ffn_dim; j++) thr[j] = srt_cett_neuron_threshold(fit->threshold, wnorm[j]);
+    *fitted = true;
+    return SC_OK;
+}
+
+sc_status sc_plan_clada(const char *params, const void *clada_state, const char *who, sc_clada_plan *out,
+                        sc_err *err) {
+    out->rule.tau_s = out->rule.tau_h = NAN;
+    SC_TRY(sc_lc_param(params, "lambda", SRT_CLADA_LAMBDA, -100, 100, &out->rule.lambda, who, err));
+    SC_TRY(sc_lc_param(params, "gamma", SRT_CLADA_GAMMA, -100, 100, &out->rule.gamma, who, err));
+    SC_TRY(sc_lc_param(params, "qs", SRT_CLADA_QS, 0, 1, &out->qs, who, err));
+    SC_TRY(sc_lc_param(params, "qh", SRT_CLADA_QH, 0, 1, &out->qh, who, err));
+    if (!clada_state) return SC_OK;
+    const double *sig;
+    int64_t rows = 0;
+    sc_clada_sample(clada_state, &sig, &rows);
+    if (rows == 0) return sc_errf(err, SC_EARG, "%s: the clada signal sample is empty", who);
+    double *tmp = malloc((size_t)rows * sizeof *tmp);
+    if (!tmp) return sc_errf(err, SC_ENOMEM, "%s: out of memory", who);
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < rows; i++) tmp[i] = sig[2 * i + k];
+        double q = sc_lc_quantile_sorted(tmp, rows, k ? out->qh : out->qs);
+        if (k)
+            out->rule.tau_h = q;
+        else
+            out->rule.tau_s = q;
+    }
+    free(tmp);
+    return SC_OK;
+}
