@@ -36,10 +36,12 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
     int64_t win;
     SC_TRY(sc_eval_window(d, ctx, "ppl", &win, err));
     /* Scored over vocabulary chunks (no [T x vocab] logits) unless something reads the logits: a hook at
-     * SC_TAP_LOGITS, or a window callback (CLADA's dense pre-pass takes its signals from them). */
+     * SC_TAP_LOGITS, or a window callback (CLADA takes its signals from the previous step's logits). */
     bool chunked = !o->before_window && !(o->hooks && (o->hooks->mask & SC_TAP_BIT(SC_TAP_LOGITS)));
+    /* one layer's key/value cache unless the window callback continues the window token by token (CLADA) */
+    unsigned whole = o->before_window ? 0 : SC_FWD_WHOLE_WINDOWS;
     sc_forward *f;
-    SC_TRY(sc_forward_create_ex(m, win, win, (chunked ? SC_TRAIN_CHUNKED_LOSS : 0) | SC_FWD_WHOLE_WINDOWS, &f, err));
+    SC_TRY(sc_forward_create_ex(m, win, win, (chunked ? SC_TRAIN_CHUNKED_LOSS : 0) | whole, &f, err));
     double *nll = malloc((size_t)win * sizeof(double));
     if (!nll) {
         sc_forward_free(f);
