@@ -130,5 +130,7 @@ float sc_lef32(const uint8_t *p);
 bool sc_path_join(char *out, size_t cap, const char *dir, const char *name);
 bool sc_is_dir(const char *path);
 bool sc_file_exists(const char *path);
+/* Whether s ends with suffix. */
+bool sc_has_suffix(const char *s, const char *suffix);
 
 #endif
