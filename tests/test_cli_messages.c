@@ -3,7 +3,9 @@
  *    eval: ..."), one line, for failures raised deep in the library;
  *  - merge of incompatible calibrations names the difference in words (the
  *    option and both values, other data, a shard twice), exit status 2;
- *  - sc_calib_options_diff on canonical option strings. */
+ *  - sc_calib_options_diff on canonical option strings;
+ *  - progress on a stderr that is not a terminal: whole lines, no '\r', at
+ *    most one per tenth of the work (the run is shorter than 10 s). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,5 +108,14 @@ int main(void) {
     says(a, 2, "dim 63 is not a multiple of n_heads 2");
     snprintf(a, sizeof a, "generate -m %s -t %s -n 3 -p 'Once upon a time there was'", M, T);
     says(a, 2, "fills all 3 steps");
+
+    /* progress into a pipe: whole lines, each "ppl: i/400 sequences", the last 400/400 */
+    snprintf(a, sizeof a, "ppl -m %s -t %s -f %s --max-docs 400", M, T, X);
+    CHECK(cli(a) == 0);
+    size_t n = lines(out), prog = 0;
+    const char *last = NULL;
+    for (const char *s = out; (s = strstr(s, "ppl: ")); s++) prog++, last = s;
+    CHECK_MSG(!strchr(out, '\r') && n == prog && n >= 1 && n <= 11 && out[strlen(out) - 1] == '\n', "[%s]", out);
+    CHECK_MSG(last && !strncmp(last, "ppl: 400/400 sequences", 22), "[%s]", out);
     return sc_test_finish();
 }
