@@ -45,12 +45,15 @@ libdir=$(pkg-config --variable=libdir sparsert)
 # shellcheck disable=SC2046  # pkg-config's flags are meant to split
 "$CC" -std=c11 -O2 -Wall -Wextra -Wpedantic -Werror $XFLAGS "$SRC/tests/install/decode.c" \
   $(pkg-config --cflags --libs sparsert) -Wl,-rpath,"$libdir" -o "$d/decode_pc"
-ldd "$d/decode_pc" | grep -q "$P/.*libsparsert.so" || fail "decode_pc does not load the installed libsparsert.so: $(ldd "$d/decode_pc")"
+# (ldd's output whole first: grep -q closing the pipe early would fail the pipeline under pipefail)
+libs=$(ldd "$d/decode_pc")
+grep -q "$P/.*libsparsert.so" <<<"$libs" || fail "decode_pc does not load the installed libsparsert.so: $libs"
 
 cmake -S "$SRC/tests/install" -B "$d/cb" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_C_COMPILER="$CC" \
   -DCMAKE_C_FLAGS="-Wall -Werror $XFLAGS" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON >/dev/null
 cmake --build "$d/cb" -j2 >/dev/null
-ldd "$d/cb/decode_static" | grep -q libsparsert && fail "decode_static links libsparsert.so"
+libs=$(ldd "$d/cb/decode_static")
+if grep -q libsparsert <<<"$libs"; then fail "decode_static links libsparsert.so: $libs"; fi
 
 for prog in decode_pc cb/decode_shared cb/decode_static; do
   # shellcheck disable=SC2086
