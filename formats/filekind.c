@@ -122,6 +122,7 @@ sc_filekind sc_file_kind(const char *path) {
     struct stat st;
     if (!path || stat(path, &st) != 0) return SC_FILE_UNREADABLE;
     if (S_ISDIR(st.st_mode)) return SC_FILE_DIR;
+    if (!S_ISREG(st.st_mode)) return SC_FILE_UNKNOWN; /* a pipe or device: reading would consume what the reader needs */
     FILE *f = fopen(path, "rb");
     if (!f) return SC_FILE_UNREADABLE;
     static const sniffed zero;
@@ -130,7 +131,7 @@ sc_filekind sc_file_kind(const char *path) {
     bool bad = ferror(f) != 0;
     fclose(f);
     if (bad) return SC_FILE_UNREADABLE;
-    s.size = S_ISREG(st.st_mode) && (uint64_t)st.st_size >= s.n ? (uint64_t)st.st_size : s.n;
+    s.size = (uint64_t)st.st_size >= s.n ? (uint64_t)st.st_size : s.n;
     if (s.n == 0) return SC_FILE_EMPTY;
     if (s.n >= 4 && memcmp(s.b, "GGUF", 4) == 0) return SC_FILE_GGUF;
     if (s.n >= 8 && memcmp(s.b, "SPARSCAL", 8) == 0) return SC_FILE_SCAL;

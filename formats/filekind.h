@@ -39,7 +39,8 @@ typedef enum sc_filekind {
 
 #define SC_FILE_BIT(k) (1u << (unsigned)(k))
 
-/* What path is (reads at most its first 4 KiB). */
+/* What path is (reads at most its first 4 KiB; a pipe or device is not read:
+ * SC_FILE_UNKNOWN). */
 sc_filekind sc_file_kind(const char *path);
 /* "a sparsecal calibration file (--calib)": the kind with an article and,
  * where one option takes it, that option. */
