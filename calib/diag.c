@@ -190,7 +190,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     int64_t L = c->n_layers, D = c->dim, F = c->ffn_dim, W = D > F ? D : F, T = o->ctx;
     const void *ls = sc_calib_state(o->calib, "larosa"), *cs = sc_calib_state(o->calib, "claws");
     if (!ls || !cs)
-        return sc_errf(err, SC_EARG, "diag: the calibration file needs claws and larosa statistics (compute --method claws,larosa)");
+        return sc_errf(err, SC_EARG, "the calibration file needs claws and larosa statistics (compute --method claws,larosa)");
     double dens = o->density > 0 ? o->density : 0.5;
     dg g;
     memset(&g, 0, sizeof g);
@@ -224,13 +224,13 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     for (int k = 0; k < SC_DIAG_NQ && ok; k++) ok = vb_alloc(&g.val[k], caps[k]);
     if (!ok) {
         dg_free(&g);
-        return sc_errf(err, SC_ENOMEM, "diag: out of memory for %lld tokens of statistics (lower --max-tokens)",
+        return sc_errf(err, SC_ENOMEM, "out of memory for %lld tokens of statistics (lower --max-tokens)",
                        (long long)g.budget);
     }
     sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
     if (!arr) {
         dg_free(&g);
-        return sc_errf(err, SC_ENOMEM, "diag: out of memory");
+        return sc_errf(err, SC_ENOMEM, "out of memory");
     }
     int na = sc_method_find("claws")->arrays((void *)cs, arr, SC_MAX_ARRAYS);
     for (int k = 0; k < na; k++) {
@@ -244,7 +244,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
         sc_larosa_input in;
         if (!sc_larosa_get(ls, l, SC_LAROSA_MLP, &in) || !g.cj[l]) {
             dg_free(&g);
-            return sc_errf(err, SC_EARG, "diag: layer %lld has no %s in the calibration file (calibrate every layer)",
+            return sc_errf(err, SC_EARG, "layer %lld has no %s in the calibration file (calibrate every layer)",
                            (long long)l, g.cj[l] ? "larosa MLP-input rotation" : "CLAWS multipliers");
         }
         g.Q[l] = in.Q;
@@ -255,14 +255,14 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     int64_t n_crot = o->crot_seqs > 0 ? o->crot_seqs : (int64_t)n_ok / 2;
     if (n_ok < 2 || n_crot >= (int64_t)n_ok) {
         dg_free(&g);
-        return sc_errf(err, SC_EARG, "diag: need sequences for both c_rot (%lld) and the statistics (have %zu)",
+        return sc_errf(err, SC_EARG, "need sequences for both c_rot (%lld) and the statistics (have %zu)",
                        (long long)n_crot, n_ok);
     }
     sc_forward *f = NULL;
     float *dl = NULL;
     if ((st = sc_forward_create_train(m, T, &f, err))) goto done;
     if (!(dl = malloc((size_t)(T * c->vocab_size) * sizeof(float)))) {
-        st = sc_errf(err, SC_ENOMEM, "diag: out of memory");
+        st = sc_errf(err, SC_ENOMEM, "out of memory");
         goto done;
     }
     sc_hooks gh = {grad_hook, &g, SC_TAP_BIT(SC_TAP_MLP_IN)};
@@ -308,7 +308,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
         rk->rank_std = a->n > 1 ? sqrt(fmax(0.0, (a->sumsq - (double)a->n * mean * mean) / (double)(a->n - 1))) : 0;
         double *x = malloc((size_t)(a->absd.n ? a->absd.n : 1) * sizeof *x);
         if (!x) {
-            st = sc_errf(err, SC_ENOMEM, "diag: out of memory");
+            st = sc_errf(err, SC_ENOMEM, "out of memory");
             goto done;
         }
         for (int64_t i = 0; i < a->absd.n; i++) x[i] = a->absd.v[i];
@@ -319,7 +319,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     out->stat_tokens = g.taken;
     out->layers = L;
     out->density = dens;
-    if (g.dump_failed) st = sc_errf(err, SC_EIO, "diag: writing the rank dump failed");
+    if (g.dump_failed) st = sc_errf(err, SC_EIO, "writing the rank dump failed");
 done:
     free(dl);
     sc_forward_free(f);

@@ -102,13 +102,13 @@ void *sc_calib_state(const sc_calib *c, const char *method) {
 sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
                        const char *params, sc_calib **out, sc_err *err) {
     *out = NULL;
-    if (n <= 0 || n > SC_MAX_METHODS) return sc_errf(err, SC_EARG, "compute: give 1 to %d methods", SC_MAX_METHODS);
+    if (n <= 0 || n > SC_MAX_METHODS) return sc_errf(err, SC_EARG, "give 1 to %d methods", SC_MAX_METHODS);
     if (layer_end == 0) layer_end = m->cfg.n_layers;
     if (layer_begin < 0 || layer_end > m->cfg.n_layers || layer_begin >= layer_end)
-        return sc_errf(err, SC_EARG, "compute: layers %lld:%lld are outside the model's %lld layers",
+        return sc_errf(err, SC_EARG, "layers %lld:%lld are outside the model's %lld layers",
                        (long long)layer_begin, (long long)layer_end, (long long)m->cfg.n_layers);
     sc_calib *c = calloc(1, sizeof *c);
-    if (!c) return sc_errf(err, SC_ENOMEM, "compute: out of memory");
+    if (!c) return sc_errf(err, SC_ENOMEM, "out of memory");
     c->layer_begin = layer_begin;
     c->layer_end = layer_end;
     c->ffn_dim = m->cfg.ffn_dim;
@@ -119,12 +119,12 @@ sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int
         const sc_method *me = sc_method_find(methods[i]);
         if (!me) {
             sc_calib_free(c);
-            return sc_errf(err, SC_EARG, "compute: unknown method '%s'", methods[i]);
+            return sc_errf(err, SC_EARG, "unknown method '%s'", methods[i]);
         }
         for (int k = 0; k < c->n_entries; k++)
             if (c->entries[k].method == me) {
                 sc_calib_free(c);
-                return sc_errf(err, SC_EARG, "compute: method '%s' given twice", methods[i]);
+                return sc_errf(err, SC_EARG, "method '%s' given twice", methods[i]);
             }
         sc_status st = me->create(m, &mo, &c->entries[c->n_entries].state, err);
         if (st) {
@@ -182,8 +182,11 @@ static sc_status resume_from(const sc_model *m, const char *path, int64_t mine, 
     SC_TRY(sc_calib_load_checkpoint(path, m, &r, &done, &of, err)); /* (checks the model identity) */
     const sc_calib *f = *c;
     sc_status st = SC_OK;
-    if (strcmp(r->options, f->options) != 0) /* (first: other options, e.g. seq_len, also change the data id) */
-        st = sc_errf(err, SC_EARG, "%s: a checkpoint with other options (%s; this run: %s)", path, r->options, f->options);
+    char diff[512];
+    if (strcmp(r->options, f->options) != 0) { /* (first: other options, e.g. seq_len, also change the data id) */
+        sc_calib_options_diff(r->options, f->options, diff, sizeof diff);
+        st = sc_errf(err, SC_EARG, "%s: a checkpoint with other options: %s (the checkpoint's vs this run's)", path, diff);
+    }
     else if (strcmp(r->data_id, f->data_id) != 0)
         st = sc_errf(err, SC_EARG, "%s: a checkpoint of other data (%s, this run's is %s)", path, r->data_id, f->data_id);
     else if (strcmp(r->shards, f->shards) != 0)
@@ -207,9 +210,9 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
                            sc_err *err) {
     *out = NULL;
     if (o->shard_count < 1 || o->shard_index < 0 || o->shard_index >= o->shard_count)
-        return sc_errf(err, SC_EARG, "compute: bad shard %lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
+        return sc_errf(err, SC_EARG, "bad shard %lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
     if (o->checkpoint_every < 0 || (o->checkpoint_every > 0 && !o->checkpoint_path))
-        return sc_errf(err, SC_EARG, "compute: checkpoints need a period >= 1 and a path");
+        return sc_errf(err, SC_EARG, "checkpoints need a period >= 1 and a path");
     sc_calib *c;
     SC_TRY(sc_calib_new(m, o->methods, o->n_methods, o->layer_begin, o->layer_end, o->params, &c, err));
     sc_compute_opts eo = *o;
@@ -249,7 +252,7 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) {
         sc_router_spec rs = {o->student, o->student_density, NULL, NULL, false, NULL, NULL};
         if (o->student != SRT_ROUTER_CATS && o->student != SRT_ROUTER_ORACLE && o->student != SRT_ROUTER_DENSE) {
-            st = sc_errf(err, SC_EARG, "compute: the distillation student must use a router that needs no calibration (cats, oracle, dense)");
+            st = sc_errf(err, SC_EARG, "the distillation student must use a router that needs no calibration (cats, oracle, dense)");
             goto done;
         }
         if ((st = sc_router_create(m, &rs, &x.student, err))) goto done;
@@ -265,12 +268,12 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) { /* the loss overwrites the logits with their gradient */
         teacher = malloc((size_t)(T * V) * sizeof(float));
         if (!teacher) {
-            st = sc_errf(err, SC_ENOMEM, "compute: out of memory for %lld x %lld logits", (long long)T, (long long)V);
+            st = sc_errf(err, SC_ENOMEM, "out of memory for %lld x %lld logits", (long long)T, (long long)V);
             goto done;
         }
     }
     if (mine == 0) {
-        st = sc_errf(err, SC_EARG, "compute: no sequence with at least 2 tokens for shard %lld/%lld",
+        st = sc_errf(err, SC_EARG, "no sequence with at least 2 tokens for shard %lld/%lld",
                      (long long)o->shard_index, (long long)o->shard_count);
         goto done;
     }
@@ -379,41 +382,44 @@ static bool sums_finite(const sc_array *a, int64_t n) {
 
 sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
     if (strcmp(dst->model_id, src->model_id) != 0)
-        return sc_errf(err, SC_EARG, "merge: different models (%s vs %s)", dst->model_id, src->model_id);
-    if (strcmp(dst->options, src->options) != 0)
-        return sc_errf(err, SC_EARG, "merge: different options (%s vs %s)", dst->options, src->options);
+        return sc_errf(err, SC_EARG, "a calibration of another model (model id %s vs %s)", src->model_id, dst->model_id);
+    char why[512];
+    if (strcmp(dst->options, src->options) != 0) {
+        sc_calib_options_diff(src->options, dst->options, why, sizeof why);
+        return sc_errf(err, SC_EARG, "computed with other options: %s", why);
+    }
     if (strcmp(dst->data_id, src->data_id) != 0)
-        return sc_errf(err, SC_EARG, "merge: computed on different data (%s vs %s)", dst->data_id, src->data_id);
-    char why[160];
+        return sc_errf(err, SC_EARG, "computed on other data (data id %s vs %s): another text, or other --max-docs, "
+                       "--skip-docs, --seed or --pack", src->data_id, dst->data_id);
     if (!shards_compatible(dst->shards, src->shards, why, sizeof why))
-        return sc_errf(err, SC_EARG, "merge: %s (have %s, adding %s)", why, dst->shards, src->shards);
-    if (dst->n_entries != src->n_entries) return sc_errf(err, SC_EARG, "merge: different method lists");
+        return sc_errf(err, SC_EARG, "%s (have %s, adding %s)", why, dst->shards, src->shards);
+    if (dst->n_entries != src->n_entries) return sc_errf(err, SC_EARG, "computed with other methods");
     sc_array *a = malloc(2 * SC_MAX_ARRAYS * sizeof *a), *b = a + SC_MAX_ARRAYS;
-    if (!a) return sc_errf(err, SC_ENOMEM, "merge: out of memory");
+    if (!a) return sc_errf(err, SC_ENOMEM, "out of memory");
     sc_status st = SC_OK;
     for (int i = 0; i < dst->n_entries && !st; i++) {
         const sc_method *me = dst->entries[i].method;
         if (me != src->entries[i].method) {
-            st = sc_errf(err, SC_EARG, "merge: different method lists");
+            st = sc_errf(err, SC_EARG, "computed with other methods");
             break;
         }
         int na = me->arrays(dst->entries[i].state, a, SC_MAX_ARRAYS), nb = me->arrays(src->entries[i].state, b, SC_MAX_ARRAYS);
         if (na != nb) {
-            st = sc_errf(err, SC_EARG, "merge: %s: different array lists", me->name);
+            st = sc_errf(err, SC_EARG, "%s: different array lists", me->name);
             break;
         }
         for (int k = 0; k < na; k++) {
             bool concat = a[k].kind == SC_ARR_CONCAT;
             if (strcmp(a[k].name, b[k].name) || a[k].kind != b[k].kind || (!concat && a[k].shape[0] != b[k].shape[0]) ||
                 a[k].shape[1] != b[k].shape[1] || a[k].type != b[k].type) {
-                st = sc_errf(err, SC_EARG, "merge: %s: array %s differs in shape", me->name, a[k].name);
+                st = sc_errf(err, SC_EARG, "%s: array %s differs in shape", me->name, a[k].name);
                 break;
             }
             if (concat) { /* stored samples: append src's rows after dst's */
                 int64_t r0 = a[k].shape[0], rb = b[k].shape[0], cols = a[k].shape[1] ? a[k].shape[1] : 1;
                 size_t esz = a[k].type == SC_ARR_F32 ? 4 : 8;
                 if (rb > INT64_MAX / 2 - r0) {
-                    st = sc_errf(err, SC_ENOMEM, "merge: %s: array %s is too long", me->name, a[k].name);
+                    st = sc_errf(err, SC_ENOMEM, "%s: array %s is too long", me->name, a[k].name);
                     break;
                 }
                 if (rb == 0) continue;
@@ -428,7 +434,7 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
                 const int64_t *y = b[k].data;
                 for (int64_t j = 0; j < n && !st; j++)
                     if (y[j] < 0 || x[j] < 0 || __builtin_add_overflow(x[j], y[j], &x[j]) || x[j] > SC_COUNT_MAX)
-                        st = sc_errf(err, SC_ERANGE, "merge: %s: array %s: counts overflow (more than 2^62)", me->name,
+                        st = sc_errf(err, SC_ERANGE, "%s: array %s: counts overflow (more than 2^62)", me->name,
                                      a[k].name);
                 if (st) break;
             } else if (a[k].type == SC_ARR_F64) {
@@ -437,7 +443,7 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
                 for (int64_t j = 0; j < n; j++) ((float *)a[k].data)[j] += ((const float *)b[k].data)[j];
             }
             if (a[k].type != SC_ARR_I64 && !sums_finite(&a[k], n)) {
-                st = sc_errf(err, SC_ERANGE, "merge: %s: array %s: the sum overflows to infinity", me->name, a[k].name);
+                st = sc_errf(err, SC_ERANGE, "%s: array %s: the sum overflows to infinity", me->name, a[k].name);
                 break;
             }
         }
@@ -446,7 +452,7 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
     if (st) return st;
     if (src->n_seqs < 0 || src->n_tokens < 0 || dst->n_seqs > INT64_MAX / 2 - src->n_seqs ||
         dst->n_tokens > INT64_MAX / 2 - src->n_tokens)
-        return sc_errf(err, SC_ERANGE, "merge: the sequence or token counts overflow");
+        return sc_errf(err, SC_ERANGE, "the sequence or token counts overflow");
     size_t used = strlen(dst->shards);
     snprintf(dst->shards + used, sizeof dst->shards - used, ",%s", src->shards);
     dst->n_seqs += src->n_seqs;

@@ -70,8 +70,14 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
 /* An empty calibration with the given methods (for loading and merging). */
 sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
                        const char *params, sc_calib **out, sc_err *err);
-/* dst += src after checking model, options and shards are compatible. */
+/* dst += src after checking model, options and shards are compatible; a
+ * refusal names the difference in words ("other options: seq_len 32 vs
+ * 512", src's value first). */
 sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err);
+/* The first option in which canonical option strings a and b (sc_calib.options)
+ * differ, in words: "seq_len 32 vs 512", "methods claws vs claws,cats",
+ * "layers 0:2 vs 0:5" (calib_options.c). */
+void sc_calib_options_diff(const char *a, const char *b, char *out, size_t cap);
 sc_status sc_calib_finalize(sc_calib *c, sc_err *err);
 void sc_calib_free(sc_calib *c);
 /* The method state of a calibration, or NULL. */

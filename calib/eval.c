@@ -32,7 +32,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
                       sc_err *err) {
     memset(out, 0, sizeof *out);
     int64_t ctx = o->ctx;
-    if (ctx < 2) return sc_errf(err, SC_EARG, "ppl: context must be at least 2 tokens (got %lld)", (long long)ctx);
+    if (ctx < 2) return sc_errf(err, SC_EARG, "context must be at least 2 tokens (got %lld)", (long long)ctx);
     int64_t win;
     SC_TRY(sc_eval_window(d, ctx, "ppl", &win, err));
     /* Scored over vocabulary chunks (no [T x vocab] logits) unless something reads the logits: a hook at
@@ -45,7 +45,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
     double *nll = malloc((size_t)win * sizeof(double));
     if (!nll) {
         sc_forward_free(f);
-        return sc_errf(err, SC_ENOMEM, "ppl: out of memory");
+        return sc_errf(err, SC_ENOMEM, "out of memory");
     }
     int64_t V = m->cfg.vocab_size;
     double t0 = sc_now();
@@ -78,7 +78,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
                 /* with hooks (a router) the pass is not the model's own: name the sequence only */
                 st = !o->hooks && !o->before_window
                          ? sc_explain_nonfinite(m, s->ids + start, n, m->path, err)
-                         : sc_errf(err, SC_EFORMAT, "ppl: non-finite logits in sequence %zu", i);
+                         : sc_errf(err, SC_EFORMAT, "non-finite logits in sequence %zu", i);
                 break;
             }
             for (int64_t t = from; t + 1 < n; t++) {
@@ -96,7 +96,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
     out->seconds = sc_now() - t0;
     free(nll);
     sc_forward_free(f);
-    if (st == SC_OK && out->n_scored == 0) st = sc_errf(err, SC_EARG, "ppl: no position to score");
+    if (st == SC_OK && out->n_scored == 0) st = sc_errf(err, SC_EARG, "no position to score");
     return st;
 }
 
@@ -205,20 +205,20 @@ sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_token
     int64_t steps = o->steps <= 0 || o->steps > c->max_seq_len ? c->max_seq_len : o->steps;
     int32_t bos = c->bos_id >= 0 ? c->bos_id : (tok ? sc_tokenizer_bos(tok) : -1);
     int32_t eos = c->eos_id >= 0 ? c->eos_id : (tok ? sc_tokenizer_eos(tok) : -1);
-    if (bos < 0) return sc_errf(err, SC_EARG, "generate: the model has no BOS token id");
-    if (sc_tokens_push(&res->tokens, bos)) return sc_errf(err, SC_ENOMEM, "generate: out of memory");
+    if (bos < 0) return sc_errf(err, SC_EARG, "the model has no BOS token id");
+    if (sc_tokens_push(&res->tokens, bos)) return sc_errf(err, SC_ENOMEM, "out of memory");
     for (size_t i = 0; prompt && i < prompt->n; i++)
-        if (sc_tokens_push(&res->tokens, prompt->ids[i])) return sc_errf(err, SC_ENOMEM, "generate: out of memory");
+        if (sc_tokens_push(&res->tokens, prompt->ids[i])) return sc_errf(err, SC_ENOMEM, "out of memory");
     res->n_prompt = (int64_t)res->tokens.n;
     if (res->n_prompt > steps)
-        return sc_errf(err, SC_EARG, "generate: the prompt (%lld tokens with BOS) fills all %lld steps",
+        return sc_errf(err, SC_EARG, "the prompt (%lld tokens with BOS) fills all %lld steps",
                        (long long)res->n_prompt, (long long)steps);
     sc_forward *f;
     SC_TRY(sc_forward_create(m, steps, steps, &f, err));
     float *scratch = malloc((size_t)c->vocab_size * 3 * sizeof(float));
     if (!scratch) {
         sc_forward_free(f);
-        return sc_errf(err, SC_ENOMEM, "generate: out of memory");
+        return sc_errf(err, SC_ENOMEM, "out of memory");
     }
     float *row = scratch + 2 * c->vocab_size;
     sc_sampler smp;
@@ -241,7 +241,7 @@ sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_token
         }
         if (next == bos || next == eos) break;
         if (sc_tokens_push(&res->tokens, next)) {
-            st = sc_errf(err, SC_ENOMEM, "generate: out of memory");
+            st = sc_errf(err, SC_ENOMEM, "out of memory");
             break;
         }
         emit(out, tok, res->tokens.ids[pos - 1], next);

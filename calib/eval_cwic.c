@@ -290,18 +290,18 @@ sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *
     sc_kv_get(params, "stats", stats, sizeof stats);
     sc_kv_get(params, "dist", dist, sizeof dist);
     bool laplace = !strcmp(dist, "laplace");
-    if (!laplace && strcmp(dist, "gauss")) return sc_errf(err, SC_EARG, "eval: cwic: dist must be gauss or laplace, got '%s'", dist);
+    if (!laplace && strcmp(dist, "gauss")) return sc_errf(err, SC_EARG, "cwic: dist must be gauss or laplace, got '%s'", dist);
     double apr = param_double(params, "apr", density > 0 ? 1.0 / density : INFINITY, &bad);
     double sd = param_double(params, "stripe", 512, &bad);
     if (bad || !(apr >= 1.0) || isinf(apr) || !(sd >= 1 && sd <= 1e9) || sd != floor(sd))
-        return sc_errf(err, SC_EARG, "eval: cwic parameters: apr must be a number >= 1 (or --density > 0), stripe a "
+        return sc_errf(err, SC_EARG, "cwic parameters: apr must be a number >= 1 (or --density > 0), stripe a "
                                      "positive integer (got '%s')", params ? params : "");
     if (strcmp(stats, "exact") && strcmp(stats, "ema"))
-        return sc_errf(err, SC_EARG, "eval: cwic: stats must be exact or ema, got '%s'", stats);
+        return sc_errf(err, SC_EARG, "cwic: stats must be exact or ema, got '%s'", stats);
     int64_t stripe = (int64_t)sd;
     void *state = calib ? sc_calib_state(calib, "cwic") : NULL;
     if (!state && !have_t)
-        return sc_errf(err, SC_EARG, "eval: cwic needs a calibration file with 'cwic' statistics (compute --method cwic) "
+        return sc_errf(err, SC_EARG, "cwic needs a calibration file with 'cwic' statistics (compute --method cwic) "
                                      "or --params thresholds=FILE.safetensors");
     sc_cwic_plan *pl = calloc(1, sizeof *pl);
     if (!pl) return sc_errf(err, SC_ENOMEM, "cwic: out of memory");
@@ -336,7 +336,7 @@ sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *
             c->mean = calloc((size_t)c->in, sizeof(float));
             c->std = calloc((size_t)c->in, sizeof(float));
             c->wmean = calloc((size_t)c->out, sizeof(float));
-            if (!c->theta || !c->tau || !c->mean || !c->std || !c->wmean) st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+            if (!c->theta || !c->tau || !c->mean || !c->std || !c->wmean) st = sc_errf(err, SC_ENOMEM, "out of memory");
             for (int64_t i = 0; !st && mean && w == c->in && i < c->in; i++) {
                 c->mean[i] = (float)mean[i];
                 c->std[i] = (float)sdv[i];
@@ -346,12 +346,12 @@ sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *
     if (!st && have_t) st = load_file(tpath, cfg, e.mats, stripe, err);
     int64_t umax = 0;
     for (int64_t k = 0; k < L * SC_TEAL_NPROJ; k++) umax = e.mats[k].ns * e.mats[k].in > umax ? e.mats[k].ns * e.mats[k].in : umax;
-    if (!st && !have_t && apr > 1.0 && !(u = malloc((size_t)umax * sizeof(double)))) st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+    if (!st && !have_t && apr > 1.0 && !(u = malloc((size_t)umax * sizeof(double)))) st = sc_errf(err, SC_ENOMEM, "out of memory");
     for (int64_t k = 0; k < L * SC_TEAL_NPROJ && !st; k++) {
         cw_mat *c = &e.mats[k];
         if (!c->theta) continue;
         if (!c->has_stats) {
-            st = sc_errf(err, SC_EARG, "eval: cwic: layer %lld %s has thresholds but no mean/std (give a calibration file "
+            st = sc_errf(err, SC_EARG, "cwic: layer %lld %s has thresholds but no mean/std (give a calibration file "
                                        "with cwic statistics, or layers.L.P.mean/std in the thresholds file)",
                          (long long)(k / SC_TEAL_NPROJ), sc_linear_name((sc_linear)(k % SC_TEAL_NPROJ)));
             break;
@@ -399,7 +399,7 @@ sc_status sc_eval_cwic(const sc_model *m, const sc_dataset *d, const sc_sparse_e
     e.z = malloc((size_t)e.cap * sizeof(float));
     e.zs = malloc((size_t)e.cap * sizeof(float));
     sc_status st = SC_OK;
-    if (!e.dropped || !e.seen || !e.z || !e.zs) st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+    if (!e.dropped || !e.seen || !e.z || !e.zs) st = sc_errf(err, SC_ENOMEM, "out of memory");
     if (!st) {
         sc_eval_opts eo = {o->ctx, NULL, install, &e, o->second_half, o->progress};
         st = sc_eval_run(m, d, &eo, &out->ppl, err);

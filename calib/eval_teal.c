@@ -70,12 +70,12 @@ sc_status sc_eval_teal(const sc_model *m, const sc_dataset *d, const sc_sparse_e
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
     bool greedy = strcmp(o->method, "teal-greedy") == 0;
-    if (!o->calib) return sc_errf(err, SC_EARG, "eval: method %s needs a calibration file (--calib)", o->method);
+    if (!o->calib) return sc_errf(err, SC_EARG, "method %s needs a calibration file (--calib)", o->method);
     void *state = sc_calib_state(o->calib, "teal");
     if (!state)
-        return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'teal' statistics (compute --method teal)");
+        return sc_errf(err, SC_EARG, "the calibration file holds no 'teal' statistics (compute --method teal)");
     if (!(o->density >= 0.0 && o->density <= 1.0))
-        return sc_errf(err, SC_EARG, "eval: density %g is not in [0, 1]", o->density);
+        return sc_errf(err, SC_EARG, "density %g is not in [0, 1]", o->density);
     double target = 1.0 - o->density;
     int64_t L = c->n_layers, D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim;
     int64_t wmax = D > F ? D : F;
@@ -92,7 +92,7 @@ sc_status sc_eval_teal(const sc_model *m, const sc_dataset *d, const sc_sparse_e
     te.mk.thr = thr;
     sc_status st = SC_OK;
     if (!thr || !cum || !te.mk.dropped || !te.mk.seen || !te.mk.scratch) {
-        st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+        st = sc_errf(err, SC_ENOMEM, "out of memory");
         goto done;
     }
     if (greedy && (st = sc_teal_ensure_curves(state, m, err))) goto done;
@@ -105,7 +105,7 @@ sc_status sc_eval_teal(const sc_model *m, const sc_dataset *d, const sc_sparse_e
             const double *curve = sc_teal_curve(state, l, &rows);
             if (rows < 2 && target > 0) {
                 st = sc_errf(err, SC_EARG,
-                             "eval: teal-greedy: layer %lld has no allocation curve (compute with teal_greedy=1 on "
+                             "teal-greedy: layer %lld has no allocation curve (compute with teal_greedy=1 on "
                              "sequences that fill the sample)", (long long)l);
                 goto done;
             }

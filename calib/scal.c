@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filekind.h"
 #include "srt_container.h"
 
 static srt_ct_dtype ct_type(sc_arr_type t) {
@@ -145,13 +146,8 @@ static sc_status check_array(const char *path, const char *name, const sc_array 
  * checkpoint loaded as a plain file (ckpt NULL) is a partial calibration. */
 static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, int64_t *ckpt, sc_err *err) {
     *out = NULL;
-    char msg[768] = "";
     srt_container *ct = NULL;
-    if (srt_container_open(path, SRT_CT_SCAL, &ct, msg, sizeof msg)) {
-        sc_status st = sc_errf(err, SC_EFORMAT, "%s", msg);
-        if (strstr(msg, "cannot open") || strstr(msg, "No such file")) st = SC_EIO;
-        return st;
-    }
+    SC_TRY(sc_container_open(path, SRT_CT_SCAL, &ct, err));
     size_t mlen;
     const char *mtext = srt_container_manifest_text(ct, &mlen);
     cJSON *j = cJSON_ParseWithLength(mtext, mlen);
@@ -263,7 +259,7 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
             if (srt_container_get_typed(ct, name, ct_type(arr[k].type), count, &data)) {
                 st = srt_container_find(ct, name) < 0
                          ? sc_errf(err, SC_EFORMAT, "%s: section '%s' is missing", path, name)
-                         : ct_fail(path, ct, msg, err);
+                         : ct_fail(path, ct, "", err);
                 break;
             }
             if (arr[k].kind == SC_ARR_CONCAT && (st = sc_array_concat_resize(&arr[k], rows, err))) break;

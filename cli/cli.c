@@ -15,8 +15,19 @@
 
 int cli_exit_code(sc_status st) { return (st == SC_EARG || st == SC_EIO) ? 2 : 1; }
 
+/* The one place a command's name prefixes its errors: a message that starts
+ * with the name itself ("pack: ...", "pack --permute: ...", from a function
+ * that knows its caller) is not prefixed twice. */
+static const char *without_cmd(const char *cmd, const char *msg) {
+    size_t n = strlen(cmd);
+    if (strncmp(msg, cmd, n) != 0) return msg;
+    if (msg[n] == ':' && msg[n + 1] == ' ') return msg + n + 2;
+    if (msg[n] == ' ' && msg[n + 1] == '-') return msg + n + 1;
+    return msg;
+}
+
 int cli_fail(const char *cmd, sc_status st, const sc_err *err) {
-    fprintf(stderr, "sparsecal %s: %s\n", cmd, err->msg[0] ? err->msg : sc_status_name(st));
+    fprintf(stderr, "sparsecal %s: %s\n", cmd, err->msg[0] ? without_cmd(cmd, err->msg) : sc_status_name(st));
     return cli_exit_code(st);
 }
 

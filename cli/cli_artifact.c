@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "filekind.h"
 #include "threads.h"
 
 sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, cli_artifact *a, sc_err *err) {
@@ -17,7 +18,7 @@ sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, cli_
     srt_ct_status cs = srt_model_open(path, &mo, &a->m, msg, sizeof msg);
     if (cs) {
         cli_artifact_close(a);
-        return sc_errf(err, cs == SRT_CT_EIO ? SC_EIO : cs == SRT_CT_ENOMEM ? SC_ENOMEM : SC_EFORMAT, "%s", msg);
+        return sc_container_error(path, SRT_CT_SPAK, cs, msg, err);
     }
     const srt_model_config *c = srt_model_get_config(a->m);
     a->threads = sc_threads_for(c->dim, c->ffn_dim, c->n_heads * c->head_dim, NULL);

@@ -169,7 +169,11 @@ sc_status cli_mpi_reduce(cli_mpi *p, const sc_model *m, sc_calib *acc, sc_err *e
         if (buf && !st) {
             sc_calib *c = NULL;
             st = sc_calib_from_bytes(m, buf, len, &c, err);
-            if (!st) st = sc_calib_merge(acc, c, err);
+            if (!st && (st = sc_calib_merge(acc, c, err))) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "%s", err->msg);
+                sc_errf(err, st, "rank %d's statistics do not merge with rank 0's: %s", r, msg);
+            }
             sc_calib_free(c);
         }
         free(buf);

@@ -379,12 +379,17 @@ static int measure(bench *B, int64_t warm, int64_t passes, int runs) {
     }
     double *tmp = malloc(sizeof(double) * (size_t)per);
     if (!tmp) return -1;
+    sc_progress pr; /* between passes, outside the timed calls */
+    sc_progress_start(&pr, stderr, "bench", "passes", (int64_t)runs * (warm + passes));
+    pr.amount_unit = "kernel calls"; /* every configuration on every layer, per pass */
+    pr.rate_unit = "calls/s";
+    char what[96];
+    snprintf(what, sizeof what, "%lld -> %lld, %d thread%s", (long long)B->in, (long long)B->out, B->nth,
+             B->nth > 1 ? "s" : "");
     for (int r = 0; r < runs; r++) {
         for (int64_t p = 0; p < warm + passes; p++) {
-            if (p % 10 == 0)
-                fprintf(stderr, "\rbench: %lld -> %lld, %d thread%s, run %d/%d, pass %lld/%lld   ", (long long)B->in,
-                        (long long)B->out, B->nth, B->nth > 1 ? "s" : "", r + 1, runs, (long long)p,
-                        (long long)(warm + passes));
+            int64_t done = (int64_t)r * (warm + passes) + p;
+            sc_progress_update(&pr, done, (double)(done * B->nlayers * B->ncfg), what);
             for (int i = 0; i < B->ncfg; i++) {
                 config *c = &B->cfg[i];
                 for (int64_t l = 0; l < B->nlayers; l++) {
@@ -402,7 +407,9 @@ static int measure(bench *B, int64_t warm, int64_t passes, int runs) {
             c->run_med[r] = tmp[per / 2];
         }
     }
-    fprintf(stderr, "\r%90s\r", "");
+    int64_t all = (int64_t)runs * (warm + passes);
+    sc_progress_update(&pr, all, (double)(all * B->nlayers * B->ncfg), what);
+    sc_progress_end(&pr);
     for (int i = 0; i < B->ncfg; i++) {
         config *c = &B->cfg[i];
         qsort(c->samples, (size_t)c->ns, sizeof(double), cmp_d);

@@ -226,7 +226,7 @@ int cmd_merge(int argc, char **argv) {
         if (st) {
             char msg[sizeof err.msg];
             snprintf(msg, sizeof msg, "%s", err.msg);
-            sc_errf(&err, st, "%s: %s", inputs[i], msg);
+            sc_errf(&err, st, "%s does not merge with %s: %s", inputs[i], inputs[0], msg);
         }
         sc_calib_free(c);
     }

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "dtype.h"
+#include "filekind.h"
 #include "scal.h"
 #include "srt_container.h"
 #include "srt_model.h"
@@ -18,11 +19,6 @@ _Static_assert((int)SRT_CT_EIO == (int)SC_EIO && (int)SRT_CT_EFORMAT == (int)SC_
                    (int)SRT_CT_EUNSUPPORTED == (int)SC_EUNSUPPORTED,
                "srt_ct_status and sc_status must agree");
 
-static int fail_msg(const char *cmd, srt_ct_status st, const char *msg) {
-    sc_err e;
-    snprintf(e.msg, sizeof e.msg, "%s", msg);
-    return cli_fail(cmd, (sc_status)st, &e);
-}
 
 /* Prints s as a JSON string literal. */
 static void put_json_str(const char *s) {
@@ -222,10 +218,10 @@ int cmd_inspect(int argc, char **argv) {
         fprintf(stderr, "sparsecal inspect: expected one FILE (see --help)\n");
         return 2;
     }
-    char err[768];
+    sc_err err = {{0}};
     srt_container *c = NULL;
-    srt_ct_status st = srt_container_open(pos[0], SRT_CT_ANY, &c, err, sizeof err);
-    if (st) return fail_msg("inspect", st, err);
+    sc_status st = sc_container_open(pos[0], SRT_CT_ANY, &c, &err);
+    if (st) return cli_fail("inspect", st, &err);
     if (json) print_json(c, want_stats);
     else print_text(c, want_stats);
     srt_container_close(c);
@@ -254,17 +250,17 @@ int cmd_verify(int argc, char **argv) {
         return 2;
     }
     const char *path = pos[0];
-    char err[768];
+    sc_err err = {{0}};
     srt_container *c = NULL;
-    srt_ct_status st = srt_container_open(path, SRT_CT_ANY, &c, err, sizeof err);
+    sc_status st = sc_container_open(path, SRT_CT_ANY, &c, &err);
     if (st) {
-        if (!json) return fail_msg("verify", st, err);
+        if (!json) return cli_fail("verify", st, &err);
         printf("{\"file\":");
         put_json_str(path);
         printf(",\"ok\":false,\"errors\":[");
-        put_json_str(err);
+        put_json_str(err.msg);
         printf("]}\n");
-        return (st == SRT_CT_EARG || st == SRT_CT_EIO) ? 2 : 1;
+        return cli_exit_code(st);
     }
     size_t n = srt_container_section_count(c), n_bad = 0;
     uint64_t bytes = 0;
@@ -290,7 +286,7 @@ int cmd_verify(int argc, char **argv) {
     const char *declared = srt_json_str(srt_json_get(srt_container_manifest(c), "format"), "");
     bool is_calib = !strcmp(declared, "sparsecal-calibration"), is_artifact = !strcmp(declared, "sparsecal-artifact");
     if (!n_bad && (is_calib || is_artifact)) { /* other containers: the structure is all there is to check */
-        char msg[sizeof err] = "";
+        char msg[sizeof err.msg] = "";
         if (is_calib) {
             sc_calib *cal = NULL;
             sc_err e = {{0}};

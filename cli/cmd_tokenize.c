@@ -7,8 +7,10 @@
 
 #include "cli.h"
 
+/* -t alone: the tokenizer file (a llama2.c tokenizer.bin holds as many pieces
+ * as its records); with -m, the model's vocabulary size checks it */
 static sc_status load_tok(cli_inputs *in, sc_err *err) {
-    if (in->tok_path) {
+    if (in->tok_path && !in->model_path) {
         SC_TRY(sc_tokenizer_load_auto(in->tok_path, 0, &in->tok_owned, err));
         in->tok = in->tok_owned;
         return SC_OK;

@@ -17,7 +17,7 @@ static int cmp_activity(const void *a, const void *b) {
 static sc_status activity_order(const sc_calib *c, int64_t layer, int64_t F, uint32_t *perm, sc_err *err) {
     const double *key = NULL;
     sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    if (!arr) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    if (!arr) return sc_errf(err, SC_ENOMEM, "out of memory");
     char want_cats[64], want_claws[64];
     snprintf(want_cats, sizeof want_cats, "layer%lld.activity", (long long)layer);
     snprintf(want_claws, sizeof want_claws, "layer%lld.den", (long long)layer);
@@ -31,7 +31,7 @@ static sc_status activity_order(const sc_calib *c, int64_t layer, int64_t F, uin
     }
     free(arr);
     if (!key)
-        return sc_errf(err, SC_EARG, "pack --permute: the calibration holds no co-activation sample or neuron activity "
+        return sc_errf(err, SC_EARG, "--permute: the calibration holds no co-activation sample or neuron activity "
                                      "for layer %lld (compute --method coact, cats or claws on all layers)", (long long)layer);
     for (int64_t j = 0; j < F; j++) perm[j] = (uint32_t)j;
     g_key = key;
@@ -103,7 +103,7 @@ sc_status sc_neuron_order(const sc_calib *c, int64_t layer, int64_t F, uint32_t 
     int64_t rows, words;
     if (st8 && sc_coact_sample(st8, layer, &bits, &rows, &words) && rows > 0) {
         if (words != (F + 63) / 64)
-            return sc_errf(err, SC_EARG, "pack --permute: the coact sample of layer %lld is for another D_ffn",
+            return sc_errf(err, SC_EARG, "--permute: the coact sample of layer %lld is for another D_ffn",
                            (long long)layer);
         *how = "coact";
         return sc_coact_order(bits, rows, words, F, 4, perm, err);

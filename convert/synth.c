@@ -178,11 +178,11 @@ static sc_status make_config(const sc_synth_opts *o, sc_config *c, sc_err *err) 
     else if (strcmp(fam, "mistral") == 0) c->family = SC_FAMILY_MISTRAL;
     else if (strcmp(fam, "qwen2") == 0) c->family = SC_FAMILY_QWEN2;
     else if (strcmp(fam, "gemma") == 0) c->family = SC_FAMILY_GEMMA;
-    else return sc_errf(err, SC_EARG, "synth: unknown family '%s' (llama, mistral, qwen2, gemma)", fam);
+    else return sc_errf(err, SC_EARG, "unknown family '%s' (llama, mistral, qwen2, gemma)", fam);
     if (o->dtype != SC_DT_F32 && o->dtype != SC_DT_BF16 && o->dtype != SC_DT_F16)
-        return sc_errf(err, SC_EARG, "synth: dtype %s is not F32, F16 or BF16", sc_dtype_name(o->dtype));
+        return sc_errf(err, SC_EARG, "dtype %s is not F32, F16 or BF16", sc_dtype_name(o->dtype));
     if (o->n_heads <= 0 || o->dim % o->n_heads != 0)
-        return sc_errf(err, SC_EARG, "synth: dim %lld is not a multiple of n_heads %lld", (long long)o->dim,
+        return sc_errf(err, SC_EARG, "dim %lld is not a multiple of n_heads %lld", (long long)o->dim,
                        (long long)o->n_heads);
     bool gemma = c->family == SC_FAMILY_GEMMA;
     c->dim = o->dim;
@@ -422,7 +422,7 @@ static void permute_rows(float *dst, const float *src, int64_t heads, int64_t hd
 sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const char *vocab_gguf, sc_err *err) {
     sc_config c;
     SC_TRY(make_config(o, &c, err));
-    if (c.family != SC_FAMILY_LLAMA) return sc_errf(err, SC_EARG, "synth: GGUF output is for the llama family only");
+    if (c.family != SC_FAMILY_LLAMA) return sc_errf(err, SC_EARG, "GGUF output is for the llama family only");
     /* matrices in the chosen dtype; vectors (norms) stay F32, as llama.cpp's converter keeps them */
     const uint32_t gt = o->dtype == SC_DT_F32 ? SC_GGML_F32 : o->dtype == SC_DT_F16 ? SC_GGML_F16 : SC_GGML_BF16;
     const size_t mat_esz = o->dtype == SC_DT_F32 ? 4 : 2, align = SC_GGUF_DEFAULT_ALIGNMENT;
@@ -462,7 +462,7 @@ sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const ch
         const synth_tensor *t = &l.t[i];
         char nm[96];
         if (!gguf_name(t->name, nm, sizeof nm)) {
-            st = sc_errf(err, SC_EARG, "synth: no GGUF name for %s", t->name);
+            st = sc_errf(err, SC_EARG, "no GGUF name for %s", t->name);
             break;
         }
         g_str(&inf, nm, strlen(nm));

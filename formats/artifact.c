@@ -11,6 +11,7 @@
 
 #include "model.h"
 #include "srt.h"
+#include "filekind.h"
 #include "srt_container.h"
 #include "tok_serial.h"
 #include "tokenizer.h"
@@ -113,10 +114,9 @@ static sc_status load_tokenizer(rd *r, const cJSON *tj, sc_err *err) {
 
 sc_status sc_artifact_load_tokenizer(const char *path, sc_tokenizer **out, sc_err *err) {
     *out = NULL;
-    char msg[768] = "";
     rd r = {0};
     r.path = path;
-    if (srt_container_open(path, SRT_CT_SPAK, &r.ct, msg, sizeof msg)) return sc_errf(err, SC_EFORMAT, "%s", msg);
+    SC_TRY(sc_container_open(path, SRT_CT_SPAK, &r.ct, err));
     size_t mlen;
     const char *mt = srt_container_manifest_text(r.ct, &mlen);
     cJSON *man = cJSON_ParseWithLength(mt, mlen);
@@ -175,10 +175,9 @@ static bool parse_config(const cJSON *j, sc_config *c) {
 
 sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     *out = NULL;
-    char msg[768] = "";
     rd r = {0};
     r.path = path;
-    if (srt_container_open(path, SRT_CT_SPAK, &r.ct, msg, sizeof msg)) return sc_errf(err, SC_EFORMAT, "%s", msg);
+    SC_TRY(sc_container_open(path, SRT_CT_SPAK, &r.ct, err));
     size_t mlen;
     const char *mt = srt_container_manifest_text(r.ct, &mlen);
     cJSON *man = cJSON_ParseWithLength(mt, mlen);

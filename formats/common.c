@@ -204,7 +204,8 @@ bool sc_mem_read(sc_mem *m) {
 }
 
 void sc_progress_start(sc_progress *p, FILE *f, const char *what, const char *unit, int64_t total) {
-    *p = (sc_progress){f, what, unit, "tokens", "tok/s", total, sc_now(), 0, false};
+    *p = (sc_progress){.f = f, .what = what, .unit = unit, .amount_unit = "tokens", .rate_unit = "tok/s",
+                       .total = total, .t0 = sc_now(), .tty = f && isatty(fileno(f))};
     p->last = p->t0;
 }
 
@@ -223,11 +224,22 @@ static void fmt_duration(char *buf, size_t cap, double s) {
     }
 }
 
+/* which tenth of total done is in (0..10) */
+static int64_t tenth(int64_t done, int64_t total) {
+    return total > 0 && done > 0 ? (int64_t)((double)done / (double)total * 10.0) : 0;
+}
+
 void sc_progress_update(sc_progress *p, int64_t done, double amount, const char *extra) {
     if (!p->f) return;
     double now = sc_now();
-    if (now - p->last < 1.0 && done < p->total) return;
+    if (done < p->total) {
+        if (p->tty && now - p->last < 1.0) return;
+        if (!p->tty && now - p->last < SC_PROGRESS_LOG_SECONDS && tenth(done, p->total) <= p->last_tenth) return;
+    } else if (!p->tty && p->last_tenth > 10) {
+        return; /* the final line is printed once */
+    }
     p->last = now;
+    p->last_tenth = done < p->total ? tenth(done, p->total) : 11;
     double el = now - p->t0;
     char eta[32], mem[96] = "";
     fmt_duration(eta, sizeof eta, done > 0 ? el / (double)done * (double)(p->total - done) : -1);
@@ -235,11 +247,11 @@ void sc_progress_update(sc_progress *p, int64_t done, double amount, const char 
     if (sc_mem_read(&m) && m.rss)
         snprintf(mem, sizeof mem, ", RSS %.0f MiB (anon %.0f MiB)", (double)m.rss / 1048576.0,
                  (double)m.rss_anon / 1048576.0);
-    fprintf(p->f, "\r%s: %lld/%lld %s, %.0f %s, %.0f %s%s%s, ETA %s%s   ", p->what, (long long)done,
-            (long long)p->total, p->unit, amount, p->amount_unit, amount / (el > 0 ? el : 1e-9), p->rate_unit,
-            extra ? ", " : "", extra ? extra : "", eta, mem);
+    fprintf(p->f, "%s%s: %lld/%lld %s, %.0f %s, %.0f %s%s%s, ETA %s%s%s", p->tty ? "\r" : "", p->what,
+            (long long)done, (long long)p->total, p->unit, amount, p->amount_unit, amount / (el > 0 ? el : 1e-9),
+            p->rate_unit, extra ? ", " : "", extra ? extra : "", eta, mem, p->tty ? "   " : "\n");
     fflush(p->f);
-    p->shown = true;
+    p->shown = p->tty;
 }
 
 void sc_progress_end(sc_progress *p) {
@@ -269,4 +281,9 @@ bool sc_is_dir(const char *path) {
 bool sc_file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool sc_has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
 }

@@ -98,17 +98,23 @@ typedef struct sc_mem {
 } sc_mem;
 bool sc_mem_read(sc_mem *m);
 
-/* Progress of a long loop on a stream (stderr), one line rewritten in place
- * at most once a second and always when the last item is done:
+/* Progress of a long loop on a stream (stderr):
  *   "compute: 12/100 sequences, 3072 tokens, 812 tok/s, ETA 108 s, RSS 1234 MiB (anon 456 MiB)"
- * f NULL: silent (--quiet). amount is what the rate counts ("tokens" per
- * "tok/s" by default; set amount_unit/rate_unit after start for others). */
+ * On a terminal, one line rewritten in place (\r) at most once a second; on
+ * anything else (a log file, a pipe, a batch job's output) whole lines, one
+ * every SC_PROGRESS_LOG_SECONDS or each tenth of the total, whichever comes
+ * first; both always when the last item is done. f NULL: silent (--quiet).
+ * amount is what the rate counts ("tokens" per "tok/s" by default; set
+ * amount_unit/rate_unit after start for others). */
+#define SC_PROGRESS_LOG_SECONDS 10.0
 typedef struct sc_progress {
     FILE *f;
     const char *what, *unit, *amount_unit, *rate_unit;
     int64_t total;
     double t0, last;
     bool shown;
+    bool tty;           /* f is a terminal: rewrite in place */
+    int64_t last_tenth; /* log lines: the tenth of total last printed */
 } sc_progress;
 void sc_progress_start(sc_progress *p, FILE *f, const char *what, const char *unit, int64_t total);
 /* done of total items, amount so far; extra (may be NULL) goes before the ETA ("ppl 4.2130"). */
@@ -130,5 +136,7 @@ float sc_lef32(const uint8_t *p);
 bool sc_path_join(char *out, size_t cap, const char *dir, const char *name);
 bool sc_is_dir(const char *path);
 bool sc_file_exists(const char *path);
+/* Whether s ends with suffix. */
+bool sc_has_suffix(const char *s, const char *suffix);
 
 #endif

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filekind.h"
+
 #define SC_MAX_DATA_FILE ((size_t)1 << 34) /* 16 GiB */
 
 void sc_data_opts_default(sc_data_opts *o) {
@@ -352,10 +354,15 @@ static sc_status encode_shuffled(enc_ctx *c, sc_err *err) {
     return st;
 }
 
+/* What text and id files may be; a model, a tokenizer or a container given
+ * as data is refused by name (its bytes would read as one odd document). */
+#define DATA_KINDS (SC_FILE_BIT(SC_FILE_TEXT) | SC_FILE_BIT(SC_FILE_JSON) | SC_FILE_BIT(SC_FILE_EMPTY))
+
 sc_status sc_data_load_text(const char *path, const sc_tokenizer *tok, const sc_data_opts *o, sc_dataset *out,
                             sc_err *err) {
     memset(out, 0, sizeof *out);
     if (!tok) return sc_errf(err, SC_EARG, "%s: text data needs a tokenizer (give -t, or use --tokens)", path);
+    SC_TRY(sc_file_expect(path, DATA_KINDS, "text data", err));
     char *text;
     size_t len;
     SC_TRY(sc_read_file(path, SC_MAX_DATA_FILE, &text, &len, err));
@@ -381,6 +388,7 @@ sc_status sc_data_load_text(const char *path, const sc_tokenizer *tok, const sc_
 
 sc_status sc_data_load_tokens(const char *path, int64_t vocab_size, int64_t max_docs, sc_dataset *out, sc_err *err) {
     memset(out, 0, sizeof *out);
+    SC_TRY(sc_file_expect(path, DATA_KINDS, "a file of token ids", err));
     char *text;
     size_t len;
     SC_TRY(sc_read_file(path, SC_MAX_DATA_FILE, &text, &len, err));

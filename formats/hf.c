@@ -287,11 +287,6 @@ static sc_status load_weights(hf_ctx *c, sc_err *err) {
 
 /* ---- entry point ---- */
 
-static bool has_suffix(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 static sc_status hf_load(hf_ctx *c, const char *path, sc_err *err) {
     char dir[4096], cfg_path[4096], wpath[4096];
     if (sc_is_dir(path)) {
@@ -312,7 +307,7 @@ static sc_status hf_load(hf_ctx *c, const char *path, sc_err *err) {
         return sc_errf(err, SC_EARG, "%s: path too long", path);
     c->cfg_path = cfg_path;
 
-    if (!sc_is_dir(path) && (has_suffix(path, ".safetensors") || has_suffix(path, ".index.json"))) {
+    if (!sc_is_dir(path) && (sc_has_suffix(path, ".safetensors") || sc_has_suffix(path, ".index.json"))) {
         snprintf(wpath, sizeof wpath, "%s", path);
     } else {
         if (!sc_path_join(wpath, sizeof wpath, dir, "model.safetensors"))

@@ -33,8 +33,9 @@ sc_status sc_load_llama2c(const char *path, sc_model **out, sc_err *err) {
     sc_file_map map;
     SC_TRY(sc_map_file(path, &map, err));
     if (map.size < HEADER_BYTES) {
+        size_t size = map.size;
         sc_unmap_file(&map);
-        return sc_errf(err, SC_EFORMAT, "%s: truncated llama2.c header (%zu bytes, need 28)", path, map.size);
+        return sc_errf(err, SC_EFORMAT, "%s: truncated llama2.c header (%zu bytes, need 28)", path, size);
     }
     int32_t h[7];
     for (int i = 0; i < 7; i++) h[i] = (int32_t)sc_le32(map.data + 4 * i);

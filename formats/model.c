@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filekind.h"
 #include "tokenizer.h"
 
 /* A weight converted on use. */
@@ -450,21 +451,22 @@ int64_t sc_model_param_count(const sc_model *m) {
     return n;
 }
 
-static bool has_suffix(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 sc_status sc_model_load(const char *path, sc_model **out, sc_err *err) {
     *out = NULL;
-    if (sc_is_dir(path) || has_suffix(path, ".safetensors") || has_suffix(path, ".json"))
-        return sc_load_hf(path, out, err);
-    FILE *f = fopen(path, "rb");
-    if (!f) return sc_errf(err, SC_EIO, "%s: cannot open model file", path);
-    char magic[8] = {0};
-    size_t got = fread(magic, 1, 8, f);
-    fclose(f);
-    if (got >= 4 && memcmp(magic, "GGUF", 4) == 0) return sc_load_gguf(path, out, err);
-    if (got == 8 && memcmp(magic, "SPARSPAK", 8) == 0) return sc_load_artifact(path, out, err);
-    return sc_load_llama2c(path, out, err);
+    sc_filekind k = sc_file_kind(path);
+    switch (k) {
+    case SC_FILE_DIR:
+    case SC_FILE_SAFETENSORS:
+    case SC_FILE_JSON: return sc_load_hf(path, out, err);
+    case SC_FILE_GGUF: return sc_load_gguf(path, out, err);
+    case SC_FILE_SPK: return sc_load_artifact(path, out, err);
+    case SC_FILE_LLAMA2C: return sc_load_llama2c(path, out, err);
+    case SC_FILE_UNREADABLE: return sc_errf(err, SC_EIO, "%s: cannot open model file", path);
+    case SC_FILE_UNKNOWN: /* the reader its name suggests says what is wrong */
+        if (sc_has_suffix(path, ".safetensors") || sc_has_suffix(path, ".json")) return sc_load_hf(path, out, err);
+        return sc_load_llama2c(path, out, err);
+    default:
+        sc_file_kind_ok(path, k, 0, "a model", err);
+        return SC_EARG;
+    }
 }

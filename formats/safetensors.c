@@ -287,11 +287,6 @@ void sc_st_set_free(sc_st_set *s) {
     free(s);
 }
 
-static bool has_suffix(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 static int cmp_entry(const void *a, const void *b) {
     return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
 }
@@ -384,7 +379,7 @@ sc_status sc_st_set_open(const char *path, sc_st_set **out, sc_err *err) {
         return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
     }
     sc_status st;
-    if (has_suffix(path, ".json")) {
+    if (sc_has_suffix(path, ".json")) {
         st = open_index(s, err);
     } else {
         s->files = calloc(1, sizeof *s->files);

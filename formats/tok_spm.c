@@ -278,13 +278,33 @@ sc_status sc_tokenizer_from_pieces(const char *what, const char *const *pieces, 
     return SC_OK;
 }
 
+/* The records {score, length, bytes} after the header when they end exactly
+ * at the end of the file (the file holds no count), else 0. */
+static int64_t llama2c_records(const sc_file_map *map) {
+    int64_t n = 0;
+    size_t off = 4;
+    while (map->size - off >= 8 && n < TOK_MAX_VOCAB) {
+        uint32_t len = sc_le32(map->data + off + 4);
+        off += 8;
+        if (len > map->size - off) return 0;
+        off += len;
+        n++;
+    }
+    return off == map->size ? n : 0;
+}
+
 sc_status sc_tokenizer_load_llama2c(const char *path, int64_t vocab_size, sc_tokenizer **out, sc_err *err) {
     *out = NULL;
-    if (vocab_size <= 0 || vocab_size > TOK_MAX_VOCAB)
+    if (vocab_size > TOK_MAX_VOCAB)
         return sc_errf(err, SC_EARG, "%s: vocabulary size %lld is out of range", path, (long long)vocab_size);
     sc_file_map map;
     SC_TRY(sc_map_file(path, &map, err));
     sc_status st = SC_OK;
+    if (vocab_size <= 0 && (vocab_size = map.size >= 4 ? llama2c_records(&map) : 0) == 0) {
+        sc_unmap_file(&map);
+        return sc_errf(err, SC_EFORMAT, "%s: its token records do not end at the end of the file: not a llama2.c "
+                       "tokenizer.bin (or one with trailing bytes: give -m MODEL for its vocabulary size)", path);
+    }
     const char **pieces = calloc((size_t)vocab_size, sizeof *pieces);
     size_t *lens = calloc((size_t)vocab_size, sizeof *lens);
     float *scores = calloc((size_t)vocab_size, sizeof *scores);

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filekind.h"
 #include "gguf.h"
+#include "model.h"
 #include "tok_internal.h"
 
 sc_status sc_tokens_push(sc_tokens *t, int32_t id) {
@@ -475,19 +477,6 @@ sc_status sc_tokenizer_decode_all(const sc_tokenizer *t, const int32_t *ids, siz
 
 /* ---- choosing a loader ---- */
 
-static bool has_suffix(const char *s, const char *suf) {
-    size_t n = strlen(s), k = strlen(suf);
-    return n >= k && strcmp(s + n - k, suf) == 0;
-}
-
-static int sniff(const char *path, uint8_t *head, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t n = fread(head, 1, cap, f);
-    fclose(f);
-    return (int)n;
-}
-
 sc_status sc_tokenizer_load_auto(const char *path, int64_t vocab_size, sc_tokenizer **out, sc_err *err) {
     *out = NULL;
     if (sc_is_dir(path)) {
@@ -500,16 +489,20 @@ sc_status sc_tokenizer_load_auto(const char *path, int64_t vocab_size, sc_tokeni
             return sc_tokenizer_load_auto(p, vocab_size, out, err);
         return sc_errf(err, SC_EIO, "%s: no tokenizer.json, tokenizer.model or tokenizer.bin in this directory", path);
     }
-    uint8_t head[16] = {0};
-    int n = sniff(path, head, sizeof head);
-    if (n < 0) return sc_errf(err, SC_EIO, "%s: cannot open", path);
-    if (n >= 4 && memcmp(head, "GGUF", 4) == 0) return sc_gguf_load_tokenizer(path, out, err);
-    int i = 0;
-    while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')) i++;
-    if (has_suffix(path, ".json") || (i < n && head[i] == '{')) return sc_tokenizer_load_hf(path, out, err);
-    /* a SentencePiece ModelProto starts with field 1 (pieces), wire type 2: 0x0A */
-    if (has_suffix(path, ".model") || (n > 0 && head[0] == 0x0A)) return sc_tokenizer_load_sp_model(path, out, err);
-    if (vocab_size <= 0)
-        return sc_errf(err, SC_EARG, "%s: a llama2.c tokenizer.bin needs the model's vocabulary size", path);
-    return sc_tokenizer_load_llama2c(path, vocab_size, out, err);
+    sc_filekind k = sc_file_kind(path);
+    switch (k) {
+    case SC_FILE_GGUF: return sc_gguf_load_tokenizer(path, out, err);
+    case SC_FILE_JSON: return sc_tokenizer_load_hf(path, out, err);
+    case SC_FILE_SP_MODEL: return sc_tokenizer_load_sp_model(path, out, err);
+    case SC_FILE_TOKBIN: return sc_tokenizer_load_llama2c(path, vocab_size, out, err);
+    case SC_FILE_SPK: return sc_artifact_load_tokenizer(path, out, err);
+    case SC_FILE_UNREADABLE: return sc_errf(err, SC_EIO, "%s: cannot open", path);
+    case SC_FILE_UNKNOWN: /* the reader its name suggests says what is wrong */
+        if (sc_has_suffix(path, ".json")) return sc_tokenizer_load_hf(path, out, err);
+        if (sc_has_suffix(path, ".model")) return sc_tokenizer_load_sp_model(path, out, err);
+        return sc_tokenizer_load_llama2c(path, vocab_size, out, err);
+    default:
+        sc_file_kind_ok(path, k, 0, "a tokenizer", err);
+        return SC_EARG;
+    }
 }

@@ -38,7 +38,9 @@ void sc_tokens_free(sc_tokens *t);
 enum { SC_TOKTYPE_NORMAL = 1, SC_TOKTYPE_UNKNOWN = 2, SC_TOKTYPE_CONTROL = 3,
        SC_TOKTYPE_USER = 4, SC_TOKTYPE_UNUSED = 5, SC_TOKTYPE_BYTE = 6 };
 
-/* Loads a llama2.c tokenizer.bin holding exactly vocab_size pieces. */
+/* Loads a llama2.c tokenizer.bin: its first vocab_size pieces, or when
+ * vocab_size <= 0 every piece it holds (the file has no count: its records
+ * must then end exactly at its end). */
 sc_status sc_tokenizer_load_llama2c(const char *path, int64_t vocab_size, sc_tokenizer **out, sc_err *err);
 /* Loads a Hugging Face tokenizer.json (BPE models); tokenizer_config.json
  * beside it, when present, supplies BOS/EOS and the chat template. */
@@ -47,8 +49,11 @@ sc_status sc_tokenizer_load_hf(const char *path, sc_tokenizer **out, sc_err *err
 sc_status sc_tokenizer_load_sp_model(const char *path, sc_tokenizer **out, sc_err *err);
 /* Chooses from what path is: a directory (tokenizer.json, else
  * tokenizer.model, else tokenizer.bin inside it), a .gguf file, a .json
- * file, a SentencePiece .model, else a llama2.c tokenizer.bin of
- * vocab_size pieces. */
+ * file, a SentencePiece .model, a packed artifact's embedded tokenizer, else
+ * a llama2.c tokenizer.bin of vocab_size pieces (<= 0: all it holds), told
+ * apart by their first bytes (sc_file_kind; a file's name decides only when
+ * its bytes match no kind). A file of another kind (a model, a calibration,
+ * text) is refused by name. */
 sc_status sc_tokenizer_load_auto(const char *path, int64_t vocab_size, sc_tokenizer **out, sc_err *err);
 
 /* Builds a tokenizer from pieces (UTF-8 bytes, pieces[i] of length lens[i]),

@@ -298,7 +298,8 @@ int main(void) {
                   count_lines(out, "sparsecal compute:") == 1,
               "exit %d: %s", rc, out);
     rc = run("%s -n 1 %s compute %s -o %s : -n 1 %s compute %s --seq-len 32 -o %s 2>&1", mpi, S, M, bad, S, M, bad);
-    CHECK_MSG(rc != 0 && count_lines(out, "sparsecal compute: rank 0 of 2: merge: different options") == 1 &&
+    CHECK_MSG(rc != 0 && count_lines(out, "sparsecal compute: rank 0 of 2: rank 1's statistics do not merge with rank 0's: computed "
+                                  "with other options: seq_len 32 vs 64") == 1 &&
                   count_lines(out, "sparsecal compute:") == 1,
               "exit %d: %s", rc, out);
     /* a failure inside rank 1's data loop (its checkpoint cannot be written) stops rank 0 at its next sequence */

@@ -213,7 +213,19 @@ static void hostile(const char *good_path) {
     CHECK(sc_tokenizer_load_llama2c(p, 512, &t, &err) == SC_EFORMAT);
     /* asking for more tokens than the file holds */
     CHECK(sc_tokenizer_load_llama2c(good_path, 513, &t, &err) == SC_EFORMAT);
-    CHECK(sc_tokenizer_load_llama2c(good_path, -1, &t, &err) == SC_EARG);
+    /* no vocabulary size: all the records, which must end at the end of the file */
+    CHECK_MSG(sc_tokenizer_load_llama2c(good_path, -1, &t, &err) == SC_OK, "%s", err.msg);
+    CHECK(t && sc_tokenizer_vocab_size(t) == 512);
+    sc_tokenizer_free(t);
+    t = NULL;
+    char *tail = calloc(len + 3, 1); /* trailing bytes */
+    memcpy(tail, buf, len);
+    CHECK(sc_write_bytes(p, tail, len + 3));
+    free(tail);
+    CHECK(sc_tokenizer_load_llama2c(p, -1, &t, &err) == SC_EFORMAT && strstr(err.msg, "give -m MODEL"));
+    CHECK_MSG(sc_tokenizer_load_llama2c(p, 512, &t, &err) == SC_OK, "%s", err.msg);
+    sc_tokenizer_free(t);
+    t = NULL;
     CHECK(sc_tokenizer_load_llama2c(sc_tmp_path("missing.bin"), 512, &t, &err) == SC_EIO);
     free(bad);
     free(buf);

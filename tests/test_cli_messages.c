@@ -1,0 +1,121 @@
+/* test_cli_messages.c - what the CLI's errors say:
+ *  - the command's name once ("sparsecal eval: ...", never "sparsecal eval:
+ *    eval: ..."), one line, for failures raised deep in the library;
+ *  - merge of incompatible calibrations names the difference in words (the
+ *    option and both values, other data, a shard twice), exit status 2;
+ *  - sc_calib_options_diff on canonical option strings;
+ *  - progress on a stderr that is not a terminal: whole lines, no '\r', at
+ *    most one per tenth of the work (the run is shorter than 10 s). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "testing.h"
+
+static char out[1 << 16];
+
+static int cli(const char *args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", SC_CLI_PATH, args);
+    return sc_run(cmd, out, sizeof out);
+}
+
+static size_t lines(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* one line "sparsecal CMD: " + want, exit status rc, the command's name not repeated */
+static void says(const char *args, int rc, const char *want) {
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "%.*s", (int)strcspn(args, " "), args);
+    char head[128], twice[160], twice2[160];
+    snprintf(head, sizeof head, "sparsecal %s: ", cmd);
+    snprintf(twice, sizeof twice, "sparsecal %s: %s:", cmd, cmd);
+    snprintf(twice2, sizeof twice2, "sparsecal %s: %s -", cmd, cmd);
+    int got = cli(args);
+    CHECK_MSG(got == rc && lines(out) == 1 && !strncmp(out, head, strlen(head)) && strstr(out, want) &&
+                  !strstr(out, twice) && !strstr(out, twice2),
+              "%s: exit %d: [%s], want exit %d and [%s]", args, got, out, rc, want);
+}
+
+int main(void) {
+    const char *M = sc_asset("models/stories260K.bin"), *T = sc_asset("models/tok512.bin");
+    const char *X = sc_asset("text/tinystories_valid_a.txt");
+    if (!M || !T || !X) return sc_test_finish();
+    char a[4096];
+
+    /* sc_calib_options_diff: the first differing option, a's value first, as the user writes it */
+    char d[512];
+    const char *o1 = "{\"methods\":[\"claws\",\"cats\"],\"seq_len\":512,\"layers\":[0,5],\"params\":\"\"}";
+    const char *o2 = "{\"methods\":[\"claws\",\"cats\"],\"seq_len\":64,\"layers\":[0,5],\"params\":\"\"}";
+    const char *o3 = "{\"methods\":[\"claws\"],\"seq_len\":512,\"layers\":[0,2],\"params\":\"\"}";
+    const char *o4 = "{\"methods\":[\"claws\",\"cats\"],\"seq_len\":512,\"layers\":[0,5],\"params\":\"a=1\"}";
+    sc_calib_options_diff(o2, o1, d, sizeof d);
+    CHECK_MSG(!strcmp(d, "seq_len 64 vs 512"), "[%s]", d);
+    sc_calib_options_diff(o3, o1, d, sizeof d);
+    CHECK_MSG(!strcmp(d, "methods claws vs claws,cats"), "[%s]", d);
+    sc_calib_options_diff(o1, o4, d, sizeof d);
+    CHECK_MSG(!strcmp(d, "params none vs a=1"), "[%s]", d);
+    sc_calib_options_diff("{\"layers\":[0,2]}", "{\"layers\":[0,5]}", d, sizeof d);
+    CHECK_MSG(!strcmp(d, "layers 0:2 vs 0:5"), "[%s]", d);
+    sc_calib_options_diff("{\"a\":1}", "{\"a\":1,\"b\":2}", d, sizeof d);
+    CHECK_MSG(!strcmp(d, "b (absent) vs 2"), "[%s]", d);
+    sc_calib_options_diff("not json", "{}", d, sizeof d);
+    CHECK_MSG(!strcmp(d, "not json vs {}"), "[%s]", d);
+
+    /* merge: calibrations that differ in one thing each */
+    const char *base = sc_tmp_path("base.scal"), *meth = sc_tmp_path("meth.scal"), *lay = sc_tmp_path("lay.scal");
+    const char *seq = sc_tmp_path("seq.scal"), *data = sc_tmp_path("data.scal"), *merged = sc_tmp_path("m.scal");
+    const char *common = "--method claws,cats -q";
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 %s -o %s", M, T, X, common, base);
+    CHECK(cli(a) == 0);
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 --method claws -q -o %s", M, T, X, meth);
+    CHECK(cli(a) == 0);
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 %s --layers 0:2 -o %s", M, T, X, common, lay);
+    CHECK(cli(a) == 0);
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 %s --seq-len 64 -o %s", M, T, X, common, seq);
+    CHECK(cli(a) == 0);
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 5 %s -o %s", M, T, X, common, data);
+    CHECK(cli(a) == 0);
+    char want[1024];
+    snprintf(a, sizeof a, "merge %s %s -o %s", base, meth, merged);
+    snprintf(want, sizeof want, "%s does not merge with %s: computed with other options: methods claws vs claws,cats",
+             meth, base);
+    says(a, 2, want);
+    snprintf(a, sizeof a, "merge %s %s -o %s", base, lay, merged);
+    says(a, 2, "computed with other options: layers 0:2 vs 0:5");
+    snprintf(a, sizeof a, "merge %s %s -o %s", base, seq, merged);
+    says(a, 2, "computed with other options: seq_len 64 vs 512");
+    snprintf(a, sizeof a, "merge %s %s -o %s", base, data, merged);
+    says(a, 2, "computed on other data (data id ");
+    snprintf(a, sizeof a, "merge %s %s -o %s", base, base, merged);
+    says(a, 2, "shard 0/1 is already included; it would be counted twice");
+
+    /* library failures reach the user with the command named once */
+    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --max-docs 2 --method teal", M, T, X);
+    says(a, 2, "method teal needs a calibration file (--calib)");
+    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --max-docs 2 --method cett", M, T, X);
+    says(a, 2, "method cett needs a calibration file (--calib)");
+    snprintf(a, sizeof a, "pack -m %s -t %s --method larosa --density 0.5 -o %s", M, T, sc_tmp_path("x.spk"));
+    says(a, 2, "--method larosa needs a calibration file with larosa statistics (--calib)");
+    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method nope -o %s", M, T, X, sc_tmp_path("x.scal"));
+    says(a, 2, "unknown method 'nope'");
+    snprintf(a, sizeof a, "diag -m %s -t %s -f %s --max-docs 2 --calib %s", M, T, X, base);
+    says(a, 2, "the calibration file needs claws and larosa statistics");
+    snprintf(a, sizeof a, "synth --dim 63 --heads 2 -o %s", sc_tmp_path("syn"));
+    says(a, 2, "dim 63 is not a multiple of n_heads 2");
+    snprintf(a, sizeof a, "generate -m %s -t %s -n 3 -p 'Once upon a time there was'", M, T);
+    says(a, 2, "fills all 3 steps");
+
+    /* progress into a pipe: whole lines, each "ppl: i/400 sequences", the last 400/400 */
+    snprintf(a, sizeof a, "ppl -m %s -t %s -f %s --max-docs 400", M, T, X);
+    CHECK(cli(a) == 0);
+    size_t n = lines(out), prog = 0;
+    const char *last = NULL;
+    for (const char *s = out; (s = strstr(s, "ppl: ")); s++) prog++, last = s;
+    CHECK_MSG(!strchr(out, '\r') && n == prog && n >= 1 && n <= 11 && out[strlen(out) - 1] == '\n', "[%s]", out);
+    CHECK_MSG(last && !strncmp(last, "ppl: 400/400 sequences", 22), "[%s]", out);
+    return sc_test_finish();
+}
