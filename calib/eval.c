@@ -20,6 +20,12 @@ sc_status sc_eval_window(const sc_dataset *d, int64_t ctx, const char *who, int6
     return SC_OK;
 }
 
+void sc_eval_progress(sc_progress *pr, int64_t seqs, double tokens, double nll_sum, int64_t n_scored) {
+    char extra[32];
+    snprintf(extra, sizeof extra, "ppl %.4f", exp(nll_sum / (double)(n_scored ? n_scored : 1)));
+    sc_progress_update(pr, seqs, tokens, extra);
+}
+
 bool sc_window_next(int64_t n, int64_t win, int64_t *start, int64_t *len) {
     int64_t s = *start < 0 ? 0 : *start + win - 1;
     if (win < 2 || s + 1 >= n) return false;
@@ -88,9 +94,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
             out->n_tokens += n;
             out->n_windows++;
         }
-        char extra[32];
-        snprintf(extra, sizeof extra, "ppl %.4f", exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)));
-        sc_progress_update(&pr, (int64_t)i + 1, (double)out->n_tokens, extra);
+        sc_eval_progress(&pr, (int64_t)i + 1, (double)out->n_tokens, out->nll_sum, out->n_scored);
     }
     sc_progress_end(&pr);
     out->seconds = sc_now() - t0;

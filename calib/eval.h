@@ -54,6 +54,8 @@ sc_status sc_eval_window(const sc_dataset *d, int64_t ctx, const char *who, int6
 /* Iterates over the windows of a sequence of n ids: start with *start = -1;
  * returns false after the last, else sets *start and *len. */
 bool sc_window_next(int64_t n, int64_t win, int64_t *start, int64_t *len);
+/* A scorer's progress line after `seqs` sequences: tokens run and the perplexity so far. */
+void sc_eval_progress(sc_progress *pr, int64_t seqs, double tokens, double nll_sum, int64_t n_scored);
 
 /* The llama2.c sampler: temperature 0 is greedy argmax; otherwise softmax at
  * the temperature, then top-p (nucleus) sampling when 0 < top_p < 1, with

@@ -120,9 +120,7 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
             }
             out->n_windows++;
         }
-        char extra[32];
-        snprintf(extra, sizeof extra, "ppl %.4f", exp(out->nll_sum / (double)(out->n_scored ? out->n_scored : 1)));
-        sc_progress_update(&pr, (int64_t)i + 1, (double)out->n_tokens, extra);
+        sc_eval_progress(&pr, (int64_t)i + 1, (double)out->n_tokens, out->nll_sum, out->n_scored);
     }
     sc_progress_end(&pr);
     out->seconds = sc_now() - t0;
