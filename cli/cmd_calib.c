@@ -351,7 +351,7 @@ int cmd_eval(int argc, char **argv) {
     sc_calib *c = NULL;
     sc_sparse_eval_result res;
     sc_status st = cli_load(&in, false, &err);
-    if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
+    if (!st && calib) st = sc_calib_open(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {
         sc_sparse_eval_opts o = {method, density, c, ctx ? ctx : in.model->cfg.max_seq_len, second_half, params,

@@ -158,4 +158,6 @@ const sc_method sc_method_cats = {
     NULL,
     cats_validate,
     "",
+    NULL,
+    NULL,
 };

@@ -258,6 +258,8 @@ const sc_method sc_method_cett = {
     NULL,
     NULL,
     "sample,stride,target",
+    NULL,
+    NULL,
 };
 
 /* ---- clada: the load-signal sample ---- */
@@ -339,4 +341,6 @@ const sc_method sc_method_clada = {
     NULL,
     NULL,
     "signals",
+    NULL,
+    NULL,
 };
