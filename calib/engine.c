@@ -253,7 +253,8 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     /* the cross-entropy without [T x vocab] logits when no method looks at them */
     bool chunked = need_grad && o->loss == SC_LOSS_KIND_CE && !(x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS));
     st = need_grad ? sc_forward_create_train_ex(m, T, chunked ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err)
-                   : sc_forward_create(m, T, T, &f, err);
+                   : sc_forward_create_ex(m, T, T, x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS) ? 0 : SC_FORWARD_NO_LOGITS, &f,
+                                          err); /* no method looks at the logits: no classifier */
     if (st) goto done;
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) { /* the loss overwrites the logits with their gradient */
         teacher = malloc((size_t)(T * V) * sizeof(float));

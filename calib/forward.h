@@ -91,6 +91,13 @@ typedef sc_status (*sc_linear_fn)(void *user, const sc_linear_event *ev, sc_err 
 /* Workspace for windows of up to max_batch tokens and a cache of max_ctx
  * positions (max_ctx <= model context is not required; RoPE extrapolates). */
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err);
+/* The same with options. NO_LOGITS: no [max_batch x vocab] logits buffer;
+ * sc_forward_run stops at the final norm (no classifier, no SC_TAP_LOGITS
+ * event, *logits NULL), for passes that only observe the layers (compute
+ * without gradients: 1 GiB less at 2,048 tokens of a 128K vocabulary). */
+enum { SC_FORWARD_NO_LOGITS = 4 };
+sc_status sc_forward_create_ex(const sc_model *m, int64_t max_ctx, int64_t max_batch, unsigned flags,
+                               sc_forward **out, sc_err *err);
 /* A training workspace: windows of up to max_ctx tokens from position 0,
  * keeping what sc_backward_run needs. With activation checkpointing (the
  * default) only each layer's input (and the key/value cache) is kept; the
