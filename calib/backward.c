@@ -150,36 +150,11 @@ sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hk, double *loss, sc_err
     int64_t n = f->n_last, D = m->cfg.dim, V = m->cfg.vocab_size, CH = f->lchunk_rows;
     const int32_t *ids = f->ids_last;
     const float *xn = f->xn; /* the final norm's output, left by sc_forward_run */
-    double *mx = malloc((size_t)n * 3 * sizeof(double)), *se = mx + n, *zy = se + n;
-    if (!mx) return sc_errf(err, SC_ENOMEM, "backward: out of memory");
-    for (int64_t t = 0; t < n; t++) mx[t] = -INFINITY, se[t] = 0.0, zy[t] = 0.0;
-    sc_status st = SC_OK;
-    /* pass 1: per position, the running max and sum of exp (an online log-sum-exp) and the target's logit */
-    for (int64_t r0 = 0; r0 < V && !st; r0 += CH) {
-        int64_t nr = V - r0 < CH ? V - r0 : CH;
-        const float *W;
-        if ((st = sc_model_classifier_rows(m, r0, nr, &W, err))) break;
-        sc_linear_forward(f->lchunk, xn, W, NULL, n, D, nr);
-        for (int64_t t = 0; t + 1 < n; t++) {
-            const float *z = f->lchunk + t * nr;
-            double cm = z[0];
-            for (int64_t i = 1; i < nr; i++) cm = z[i] > cm ? z[i] : cm;
-            if (cm > mx[t]) {
-                se[t] *= exp(mx[t] - cm);
-                mx[t] = cm;
-            }
-            double s = 0.0;
-            for (int64_t i = 0; i < nr; i++) s += exp((double)z[i] - mx[t]);
-            se[t] += s;
-            int64_t y = ids[t + 1];
-            if (y >= r0 && y < r0 + nr) zy[t] = z[y - r0];
-        }
-    }
+    double *lse = malloc((size_t)n * 2 * sizeof(double)), *zy = lse + n;
+    if (!lse) return sc_errf(err, SC_ENOMEM, "backward: out of memory");
+    sc_status st = sc_forward_lse(f, lse, zy, err);
     double total = 0.0;
-    for (int64_t t = 0; t + 1 < n; t++) {
-        mx[t] += log(se[t]); /* now the log-sum-exp */
-        total += mx[t] - zy[t];
-    }
+    for (int64_t t = 0; t + 1 < n; t++) total += lse[t] - zy[t];
     /* pass 2: dL/dz = softmax(z) - onehot(y) per chunk, dxn += dL/dz W_chunk; the last position is not scored */
     for (int64_t r0 = 0; r0 < V && !st; r0 += CH) {
         int64_t nr = V - r0 < CH ? V - r0 : CH;
@@ -192,14 +167,14 @@ sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hk, double *loss, sc_err
                 memset(z, 0, (size_t)nr * sizeof(float));
                 continue;
             }
-            for (int64_t i = 0; i < nr; i++) z[i] = (float)exp((double)z[i] - mx[t]);
+            for (int64_t i = 0; i < nr; i++) z[i] = (float)exp((double)z[i] - lse[t]);
             int64_t y = ids[t + 1];
             if (y >= r0 && y < r0 + nr) z[y - r0] -= 1.0f;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)D, (blasint)nr, 1.0f, f->lchunk,
                     (blasint)nr, W, (blasint)D, r0 ? 1.0f : 0.0f, f->g_xn, (blasint)D);
     }
-    free(mx);
+    free(lse);
     if (st) return st;
     *loss = total;
     return layers_backward(f, hk, err);

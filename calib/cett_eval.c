@@ -82,10 +82,11 @@ sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_e
                             clada ? ",clada" : "");
     if (clada && !ls)
         return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'clada' signals (compute --method cett,clada)");
-    double target, qs, qh;
+    double qs, qh;
+    sc_cett_goal goal;
     int64_t F = c->ffn_dim, L = c->n_layers, D = c->dim;
     ce_ctx x = {F, L, c->vocab_size, NULL, NULL, NULL, clada, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, INFINITY, -INFINITY};
-    SC_TRY(sc_lc_param(o->params, "target", 0.2, 0, 1, &target, who, err));
+    SC_TRY(sc_cett_goal_parse(o->params, o->density, who, &goal, err));
     SC_TRY(sc_lc_param(o->params, "lambda", 0.8, -100, 100, &x.lambda, who, err));
     SC_TRY(sc_lc_param(o->params, "gamma", 0.12, -100, 100, &x.gamma, who, err));
     SC_TRY(sc_lc_param(o->params, "qs", 0.5, 0, 1, &qs, who, err));
@@ -101,18 +102,19 @@ sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_e
         st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
         goto done;
     }
-    out->lc.target = target;
+    out->lc.target = isnan(goal.density) ? goal.target : NAN;
     for (int64_t l = 0; l < L; l++) {
         const float *h;
         int64_t rows;
         x.thr[l] = -1.0;
         out->lc.layer_threshold[l] = out->lc.layer_cett[l] = out->lc.layer_sample_sparsity[l] = NAN;
         if ((st = sc_down_col_norms(m, l, x.wnorm + l * F, err))) goto done;
-        if (target <= 0 || !sc_cett_sample(cs, l, &h, &rows)) continue; /* target 0 / uncalibrated layer: dense */
+        if ((isnan(goal.density) && goal.target <= 0) || !sc_cett_sample(cs, l, &h, &rows))
+            continue; /* target 0 / uncalibrated layer: dense */
         sc_cett_fit fit;
         const sc_layer *Ly;
         if ((st = sc_model_layer(m, l, &Ly, err)) ||
-            (st = sc_cett_search(h, rows, D, F, Ly->wd, x.wnorm + l * F, target, &fit, err)))
+            (st = sc_cett_fit_layer(h, rows, D, F, Ly->wd, x.wnorm + l * F, &goal, &fit, err)))
             goto done;
         x.thr[l] = fit.threshold;
         out->lc.layer_threshold[l] = fit.threshold;

@@ -11,6 +11,17 @@
 #include "router.h"
 #include "scal.h"
 
+sc_status sc_model_check_identity(const sc_model *m, const char *id, const char *path, sc_err *err) {
+    if (m->source_id[0] && strcmp(m->source_id, id) == 0) return SC_OK; /* an artifact of that model */
+    char own[17];
+    SC_TRY(sc_model_identity(m, own, err));
+    if (strcmp(own, id) == 0) return SC_OK;
+    if (m->source_id[0])
+        return sc_errf(err, SC_EARG, "%s: computed on another model (identity %s; this artifact is %s, packed from %s)",
+                       path, id, own, m->source_id);
+    return sc_errf(err, SC_EARG, "%s: computed on another model (identity %s, this model is %s)", path, id, own);
+}
+
 void sc_compute_opts_default(sc_compute_opts *o) {
     memset(o, 0, sizeof *o);
     o->shard_count = 1;
@@ -250,11 +261,12 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
         if ((st = sc_router_create(m, &rs, &x.student, err))) goto done;
         x.fwd_mask |= sc_router_taps();
     }
-    /* the cross-entropy without [T x vocab] logits when no method looks at them */
-    bool chunked = need_grad && o->loss == SC_LOSS_KIND_CE && !(x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS));
+    /* no [T x vocab] logits when no method looks at them: the cross-entropy runs over vocabulary chunks,
+     * and a pass without gradients stops at the final norm */
+    bool no_logits = !(x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS)) && (!need_grad || o->loss == SC_LOSS_KIND_CE);
+    bool chunked = need_grad && no_logits;
     st = need_grad ? sc_forward_create_train_ex(m, T, chunked ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err)
-                   : sc_forward_create_ex(m, T, T, x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS) ? 0 : SC_FORWARD_NO_LOGITS, &f,
-                                          err); /* no method looks at the logits: no classifier */
+                   : sc_forward_create_ex(m, T, T, no_logits ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err);
     if (st) goto done;
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) { /* the loss overwrites the logits with their gradient */
         teacher = malloc((size_t)(T * V) * sizeof(float));

@@ -84,5 +84,9 @@ void *sc_calib_state(const sc_calib *c, const char *method);
 
 /* xxh64 of the config and every weight, as 16 hex digits. */
 sc_status sc_model_identity(const sc_model *m, char out[17], sc_err *err);
+/* Whether a calibration of identity id (a .scal's model.id) describes m: id is m's own identity, or m is an
+ * artifact packed from the model of that identity (sc_model.source_id). SC_EARG naming path and both
+ * identities when not. The one rule `eval`, `pack` and `merge` apply through sc_calib_load. */
+sc_status sc_model_check_identity(const sc_model *m, const char *id, const char *path, sc_err *err);
 
 #endif

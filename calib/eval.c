@@ -12,17 +12,39 @@ sc_status sc_eval_ppl(const sc_model *m, const sc_dataset *d, int64_t ctx, const
     return sc_eval_run(m, d, &o, out, err);
 }
 
+sc_status sc_eval_window(const sc_dataset *d, int64_t ctx, const char *who, int64_t *win, sc_err *err) {
+    int64_t longest = 0;
+    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
+    *win = longest < ctx ? longest : ctx;
+    if (*win < 2) return sc_errf(err, SC_EARG, "%s: every sequence is shorter than 2 tokens; nothing to score", who);
+    return SC_OK;
+}
+
+bool sc_window_next(int64_t n, int64_t win, int64_t *start, int64_t *len) {
+    int64_t s = *start < 0 ? 0 : *start + win - 1;
+    if (win < 2 || s + 1 >= n) return false;
+    *start = s;
+    *len = n - s < win ? n - s : win;
+    return true;
+}
+
 sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts *o, sc_ppl_result *out,
                       sc_err *err) {
     memset(out, 0, sizeof *out);
     int64_t ctx = o->ctx;
     if (ctx < 2) return sc_errf(err, SC_EARG, "ppl: context must be at least 2 tokens (got %lld)", (long long)ctx);
-    int64_t longest = 0;
-    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
-    int64_t win = longest < ctx ? longest : ctx;
-    if (win < 2) return sc_errf(err, SC_EARG, "ppl: every sequence is shorter than 2 tokens; nothing to score");
+    int64_t win;
+    SC_TRY(sc_eval_window(d, ctx, "ppl", &win, err));
+    /* Scored over vocabulary chunks (no [T x vocab] logits) unless something reads the logits: a hook at
+     * SC_TAP_LOGITS, or a window callback (CLADA's dense pre-pass takes its signals from them). */
+    bool chunked = !o->before_window && !(o->hooks && (o->hooks->mask & SC_TAP_BIT(SC_TAP_LOGITS)));
     sc_forward *f;
-    SC_TRY(sc_forward_create(m, win, win, &f, err));
+    SC_TRY(sc_forward_create_ex(m, win, win, chunked ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err));
+    double *nll = malloc((size_t)win * sizeof(double));
+    if (!nll) {
+        sc_forward_free(f);
+        return sc_errf(err, SC_ENOMEM, "ppl: out of memory");
+    }
     int64_t V = m->cfg.vocab_size;
     double t0 = sc_now();
     sc_status st = SC_OK;
@@ -32,15 +54,25 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
         const sc_tokens *s = &d->seqs[i];
         if (s->n < 2) continue;
         out->n_seqs++;
-        for (int64_t start = 0; start + 1 < (int64_t)s->n; start += win - 1) {
-            int64_t n = (int64_t)s->n - start < win ? (int64_t)s->n - start : win;
+        for (int64_t start = -1, n; sc_window_next((int64_t)s->n, win, &start, &n);) {
             int64_t from = o->second_half ? n / 2 - 1 : 0;
             if (from < 0) from = 0;
             if (o->before_window && (st = o->before_window(o->user, f, s->ids + start, n, &from, err))) break;
             const float *logits;
             st = sc_forward_run(f, s->ids + start, n, 0, o->hooks, &logits, err);
+            if (!st && chunked) st = sc_forward_nll(f, nll, err);
             if (st) break;
-            if (sc_first_nonfinite(logits + from * V, (n - 1 - from) * V) >= 0) {
+            bool bad = false;
+            if (chunked) {
+                for (int64_t t = from; t + 1 < n; t++) bad |= !isfinite(nll[t]);
+            } else {
+                bad = sc_first_nonfinite(logits + from * V, (n - 1 - from) * V) >= 0;
+                for (int64_t t = from; !bad && t + 1 < n; t++) {
+                    const float *row = logits + t * V;
+                    nll[t] = sc_logsumexp(row, V) - (double)row[s->ids[start + t + 1]];
+                }
+            }
+            if (bad) {
                 /* with hooks (a router) the pass is not the model's own: name the sequence only */
                 st = !o->hooks && !o->before_window
                          ? sc_explain_nonfinite(m, s->ids + start, n, m->path, err)
@@ -48,8 +80,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
                 break;
             }
             for (int64_t t = from; t + 1 < n; t++) {
-                const float *row = logits + t * V;
-                out->nll_sum += sc_logsumexp(row, V) - (double)row[s->ids[start + t + 1]];
+                out->nll_sum += nll[t];
                 out->n_scored++;
             }
             out->n_tokens += n;
@@ -61,6 +92,7 @@ sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts
     }
     sc_progress_end(&pr);
     out->seconds = sc_now() - t0;
+    free(nll);
     sc_forward_free(f);
     if (st == SC_OK && out->n_scored == 0) st = sc_errf(err, SC_EARG, "ppl: no position to score");
     return st;

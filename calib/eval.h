@@ -45,6 +45,16 @@ typedef struct sc_eval_opts {
 sc_status sc_eval_run(const sc_model *m, const sc_dataset *d, const sc_eval_opts *o, sc_ppl_result *out,
                       sc_err *err);
 
+/* The windowing every scorer shares (ppl, eval, run --score): a window is
+ * min(longest sequence, ctx) ids (SC_EARG when that is under 2: nothing to
+ * score); a sequence longer than it is cut into windows of that many ids
+ * overlapping by one (a window's last id is only predicted; it runs again as
+ * the next window's first). */
+sc_status sc_eval_window(const sc_dataset *d, int64_t ctx, const char *who, int64_t *win, sc_err *err);
+/* Iterates over the windows of a sequence of n ids: start with *start = -1;
+ * returns false after the last, else sets *start and *len. */
+bool sc_window_next(int64_t n, int64_t win, int64_t *start, int64_t *len);
+
 /* The llama2.c sampler: temperature 0 is greedy argmax; otherwise softmax at
  * the temperature, then top-p (nucleus) sampling when 0 < top_p < 1, with
  * the xorshift64* generator seeded by seed. */

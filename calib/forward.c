@@ -69,13 +69,13 @@ static sc_status create(const sc_model *m, int64_t max_ctx, int64_t max_batch, b
     f->ctx = alloc3(1, B, qd, &ok);
     f->tmp = alloc3(1, B, D > qd ? D : qd, &ok);
     f->s = alloc3(1, B, max_ctx, &ok);
-    f->chunked = train && (flags & SC_TRAIN_CHUNKED_LOSS);
+    f->chunked = (flags & SC_TRAIN_CHUNKED_LOSS) != 0;
     if (f->chunked) { /* one [B, chunk] block of at most 64 MiB, and no more rows than the classifier's chunk */
         int64_t rows = ((int64_t)16 << 20) / B, cap = sc_model_classifier_chunk(m);
         rows = rows < 256 ? 256 : rows;
         f->lchunk_rows = rows < cap ? rows : cap;
         f->lchunk = alloc3(1, B, f->lchunk_rows, &ok);
-    } else if (!(flags & SC_FORWARD_NO_LOGITS)) {
+    } else {
         f->logits = alloc3(1, B, c->vocab_size, &ok);
     }
     f->kc = alloc3(L, max_ctx, kvd, &ok);
@@ -126,7 +126,7 @@ sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batc
 
 sc_status sc_forward_create_ex(const sc_model *m, int64_t max_ctx, int64_t max_batch, unsigned flags,
                                sc_forward **out, sc_err *err) {
-    return create(m, max_ctx, max_batch, false, flags & SC_FORWARD_NO_LOGITS, out, err);
+    return create(m, max_ctx, max_batch, false, flags & SC_TRAIN_CHUNKED_LOSS, out, err);
 }
 
 sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward **out, sc_err *err) {
@@ -298,7 +298,7 @@ sc_status sc_forward_run(sc_forward *f, const int32_t *ids, int64_t n, int64_t p
     if (f->train) memcpy(f->x_fin, f->x, rowD);
     sc_rmsnorm_forward(f->xn, f->train ? f->r_fin : NULL, f->x, m->final_norm, n, D, c->norm_eps);
     if (logits) *logits = f->logits;
-    if (!f->logits) return SC_OK; /* chunked: f->xn holds the final norm's output for sc_backward_ce; or no logits */
+    if (f->chunked) return SC_OK; /* f->xn holds the final norm's output for sc_forward_nll / sc_backward_ce */
     SC_TRY(sc_classifier_forward(m, f->logits, f->xn, n, err));
     SC_TRY(tap(f, hk, SC_TAP_LOGITS, c->n_layers, pos0, n, c->vocab_size, ids, f->logits, err));
     return SC_OK;

@@ -91,13 +91,6 @@ typedef sc_status (*sc_linear_fn)(void *user, const sc_linear_event *ev, sc_err 
 /* Workspace for windows of up to max_batch tokens and a cache of max_ctx
  * positions (max_ctx <= model context is not required; RoPE extrapolates). */
 sc_status sc_forward_create(const sc_model *m, int64_t max_ctx, int64_t max_batch, sc_forward **out, sc_err *err);
-/* The same with options. NO_LOGITS: no [max_batch x vocab] logits buffer;
- * sc_forward_run stops at the final norm (no classifier, no SC_TAP_LOGITS
- * event, *logits NULL), for passes that only observe the layers (compute
- * without gradients: 1 GiB less at 2,048 tokens of a 128K vocabulary). */
-enum { SC_FORWARD_NO_LOGITS = 4 };
-sc_status sc_forward_create_ex(const sc_model *m, int64_t max_ctx, int64_t max_batch, unsigned flags,
-                               sc_forward **out, sc_err *err);
 /* A training workspace: windows of up to max_ctx tokens from position 0,
  * keeping what sc_backward_run needs. With activation checkpointing (the
  * default) only each layer's input (and the key/value cache) is kept; the
@@ -113,6 +106,18 @@ sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward
  * gradient in vocabulary chunks. */
 enum { SC_TRAIN_KEEP_ALL = 1, SC_TRAIN_CHUNKED_LOSS = 2 };
 sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigned flags, sc_forward **out, sc_err *err);
+/* An inference workspace; flags SC_TRAIN_CHUNKED_LOSS: no [T x vocab] logits
+ * buffer, sc_forward_run stops at the final norm (no logits, no
+ * SC_TAP_LOGITS event) and sc_forward_nll scores the window over
+ * vocabulary chunks (what ppl and eval need, at 1/V of the memory). */
+sc_status sc_forward_create_ex(const sc_model *m, int64_t max_ctx, int64_t max_batch, unsigned flags,
+                               sc_forward **out, sc_err *err);
+/* Next-token negative log-likelihoods of the last window run on a chunked
+ * workspace (any mode): nll[t] = logsumexp(z_t) - z_t[ids[t + 1]] for
+ * t < n - 1, in double, with the classifier applied one vocabulary chunk at
+ * a time and an online log-sum-exp (the same pass sc_backward_ce runs). A
+ * non-finite logit makes its position's value non-finite. */
+sc_status sc_forward_nll(sc_forward *f, double *nll, sc_err *err);
 /* The logits buffer of the last window [n, vocab], writable: a loss may
  * overwrite it with dL/dlogits and hand it to sc_backward_run, so training
  * needs no second [T x vocab] buffer. */

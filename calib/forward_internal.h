@@ -33,7 +33,7 @@ struct sc_forward {
      * residual and its rms scale */
     float *x_in, *x_mid, *r1, *r2, *x_fin, *r_fin;
     bool checkpoint;          /* train mode: recompute layers in backward */
-    bool chunked;             /* train mode: no logits buffer; the loss runs over vocabulary chunks */
+    bool chunked;             /* no logits buffer; the loss runs over vocabulary chunks */
     float *lchunk;            /* chunked: [B, chunk] logits of one vocabulary chunk */
     int64_t lchunk_rows;      /* vocabulary rows per chunk */
     bool replaying;           /* inside sc_forward_replay_layer */
@@ -49,5 +49,11 @@ struct sc_forward {
 /* Recomputes layer l of the last window from its stored input (checkpointed
  * training), replaying the forward hooks with ev->replay set. */
 sc_status sc_forward_replay_layer(sc_forward *f, int64_t l, sc_err *err);
+
+/* The last window's next-token log-sum-exp and target logit on a chunked
+ * workspace: for t < n - 1, lse[t] = log sum_i exp(z_t[i]) and
+ * zy[t] = z_t[ids[t + 1]], z_t = classifier(xn_t), computed over vocabulary
+ * chunks with an online log-sum-exp (forward_loss.c). */
+sc_status sc_forward_lse(sc_forward *f, double *lse, double *zy, sc_err *err);
 
 #endif

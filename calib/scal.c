@@ -252,14 +252,7 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
         st = sc_errf(err, SC_EFORMAT, "%s: model.family or model.format is too long", path);
         goto done;
     }
-    if (m) {
-        char id[17];
-        if ((st = sc_model_identity(m, id, err))) goto done;
-        if (strcmp(id, mid) != 0) {
-            st = sc_errf(err, SC_EARG, "%s: computed on another model (identity %s, this model is %s)", path, mid, id);
-            goto done;
-        }
-    }
+    if (m && (st = sc_model_check_identity(m, mid, path, err))) goto done;
     /* a shape-only model is enough to create the method states */
     sc_model shape;
     memset(&shape, 0, sizeof shape);

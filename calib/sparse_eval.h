@@ -10,7 +10,8 @@
 
 typedef struct sc_sparse_eval_opts {
     const char *method; /* dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle */
-    double density;
+    double density;     /* in (0, 1]; cett and clada: NAN fits their thresholds to params target= instead
+                         * (sc_cett_goal_parse; a density and a target together are refused) */
     const sc_calib *calib; /* claws: multipliers; cats-threshold: histograms */
     int64_t ctx;
     bool second_half;   /* score the second half of each window only (forced for griffin) */

@@ -117,6 +117,17 @@ void cli_provenance_json(struct cJSON *j, const sc_config *c);
 uint64_t cli_rss_bytes(void);
 uint64_t cli_peak_rss_bytes(void);
 
+/* eval on a packed artifact through the runtime decoder (cmd_eval_artifact.c): method NULL and density
+ * NAN take the artifact's; ctx 0 the model's; calib (may be NULL) is checked against the artifact's
+ * source model. Prints the result (JSON or a line). */
+typedef struct cli_eval_request {
+    const char *method, *calib;
+    double density;
+    int64_t ctx;
+    bool json, quiet;
+} cli_eval_request;
+sc_status cli_eval_artifact(cli_inputs *in, const cli_eval_request *rq, sc_err *err);
+
 int cmd_ppl(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -10,6 +10,7 @@
 #include "cli_mpi.h"
 #include "scal.h"
 #include "eval_input.h"
+#include "score.h"
 #include "sparse_eval.h"
 
 /* "a:b" -> [a, b) with b empty meaning the end */
@@ -54,7 +55,7 @@ int cmd_compute(int argc, char **argv) {
         {"layers", 0, SC_ARG_STR, &layers, "A:B", "calibrate layers A..B-1 (default: all)", 0, 0},
         {"loss", 0, SC_ARG_STR, &loss, "ce|distill", "loss for gradients: next-token CE, or KL(student||teacher) + w*CE", 0, 0},
         {"student", 0, SC_ARG_STR, &student, "R", "distill: the student's router (cats, oracle, dense)", 0, 0},
-        {"student-density", 0, SC_ARG_FLOAT, &student_density, "D", "distill: the student's density (default 0.5)", 0, 1},
+        {"student-density", 0, SC_ARG_FLOAT, &student_density, "D", "distill: the student's density, in (0, 1] (default 0.5)", 0, 0},
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
@@ -86,8 +87,8 @@ int cmd_compute(int argc, char **argv) {
     sc_err err = {{0}};
     sc_dataset d = {0};
     sc_calib *c = NULL;
-    sc_status st = SC_OK;
-    if (!methods || !out)
+    sc_status st = sc_density_check(student_density, "--student-density", &err);
+    if (!st && (!methods || !out))
         st = sc_errf(&err, SC_EARG, "%s", !methods ? "no method given (--method claws)" : "no output file (-o FILE)");
     snprintf(mbuf, sizeof mbuf, "%s", methods ? methods : "");
     for (char *p = strtok(mbuf, ","); p && !st; p = strtok(NULL, ",")) {
@@ -303,8 +304,8 @@ static void add_input_json(cJSON *j, const sc_sparse_eval_result *r, int64_t n_l
 
 int cmd_eval(int argc, char **argv) {
     cli_inputs in = {0};
-    const char *calib = NULL, *method = "dense";
-    double density = 1.0;
+    const char *calib = NULL, *method = NULL;
+    double density = NAN; /* not given */
     int64_t ctx = 0;
     bool json = false, quiet = false, second_half = false;
     const char *params = NULL;
@@ -313,9 +314,11 @@ int cmd_eval(int argc, char **argv) {
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
-        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, cett, clada, teal, teal-greedy, cwic", 0, 0},
-        {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default 1)", 0, 1},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters (cett/clada target=,lambda=,gamma=,qs=,qh=; larosa; cwic)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, "
+         "cett, clada, teal, teal-greedy, cwic (default: dense; on an artifact its own router)", 0, 0},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token, in (0, 1] (default 1; on an "
+         "artifact its own density)", 0, 0},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
         {"second-half", 0, SC_ARG_FLAG, &second_half, NULL, "score only the second half of each window (as griffin does)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
@@ -326,9 +329,24 @@ int cmd_eval(int argc, char **argv) {
                           "Perplexity with every token of every sequence sparsified in every layer's MLP by a router\n"
                           "(no dense prefix), with the achieved density and active MLP parameters per token.\n"
                           "griffin/griffin-prefill take the first half of each window as the prompt and score the\n"
-                          "second half.",
+                          "second half.\n"
+                          "On a packed artifact (-m X.spk) the runtime decoder scores it, exactly as `run --score`:\n"
+                          "the routers it has (dense, cats, claws, larosa, cats-threshold, cett, clada, teal) read the\n"
+                          "routing data the artifact stores, a router it lacks data for is refused with the reason,\n"
+                          "and without --method the artifact's router and density are used (and printed). Other\n"
+                          "methods run the reference forward pass on the dequantised weights. --calib is checked\n"
+                          "against the artifact's source model (source_model_id).\n"
+                          "--density is the fraction of MLP neurons kept, in (0, 1], for every method: cett and clada\n"
+                          "fit per-layer thresholds keeping it on the calibration sample (clada's load factor then\n"
+                          "moves it); --params target=C fits them to a CETT target instead (default 0.2; not both).",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    {
+        sc_err derr = {{0}};
+        if (sc_density_check(density, "--density", &derr)) return cli_fail("eval", SC_EARG, &derr);
+    }
+    const char *asked = method;
+    if (!method) method = "dense";
     bool lc_method = !strcmp(method, "larosa") || !strcmp(method, "cett") || !strcmp(method, "clada");
     bool in_method = sc_teal_is_method(method) || sc_cwic_is_method(method);
     if (!lc_method && !in_method && (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0)) {
@@ -351,6 +369,23 @@ int cmd_eval(int argc, char **argv) {
     sc_calib *c = NULL;
     sc_sparse_eval_result res;
     sc_status st = cli_load(&in, false, &err);
+    if (!st && !strcmp(in.model->format, "spk") && (!asked || srt_model_method_known(asked))) {
+        /* an artifact, with a router the runtime has: what run executes */
+        if (params || second_half)
+            st = sc_errf(&err, SC_EARG, "%s: the artifact's routing was fitted by pack (pack --params); eval on an "
+                                        "artifact takes no %s", in.model_path, params ? "--params" : "--second-half");
+        else {
+            cli_eval_request rq = {asked, calib, density, ctx, json, quiet};
+            st = cli_eval_artifact(&in, &rq, &err);
+        }
+        cli_inputs_free(&in);
+        return st ? cli_fail("eval", st, &err) : 0;
+    }
+    if (!st && !strcmp(in.model->format, "spk"))
+        fprintf(stderr, "note: the runtime has no %s router: evaluating the reference forward pass on the artifact's "
+                        "dequantised weights\n", method);
+    /* cett and clada reach a --density through their own fit (sc_cett_goal_parse); the rest default to dense */
+    if (isnan(density) && strcmp(method, "cett") && strcmp(method, "clada")) density = 1.0;
     if (!st && calib) st = sc_calib_open(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {
@@ -364,7 +399,7 @@ int cmd_eval(int argc, char **argv) {
         if (json) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "method", method);
-            cJSON_AddNumberToObject(j, "density_target", density);
+            if (!isnan(density)) cJSON_AddNumberToObject(j, "density_target", density);
             cJSON_AddNumberToObject(j, "ppl", ppl);
             cJSON_AddNumberToObject(j, "nll_per_token", nll);
             cJSON_AddNumberToObject(j, "tokens", (double)res.ppl.n_scored);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "score.h"
 #include "cli.h"
 #include "diag.h"
 #include "scal.h"
@@ -91,7 +92,7 @@ int cmd_diag(int argc, char **argv) {
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per sequence, longer ones are cut (default: the model's)", 2, 1 << 21},
         {"crot-seqs", 0, SC_ARG_INT, &crot, "N", "sequences used for c_rot = E|Q^T dL/dx| (default: half)", 0, 1e15},
         {"max-tokens", 0, SC_ARG_INT, &max_tokens, "N", "tokens of the later sequences for the statistics (default 2048)", 1, 1e9},
-        {"density", 0, SC_ARG_FLOAT, &density, "D", "density of the selected-set change (default 0.5)", 0, 1},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", "density of the selected-set change, in (0, 1] (default 0.5)", 0, 0},
         {"dump-ranks", 0, SC_ARG_STR, &dump, "FILE", "write per-coordinate ranks before/after the modifier as CSV (Figure 3)", 0, 0},
         {"dump-tokens", 0, SC_ARG_INT, &dump_tokens, "N", "tokens per layer and family in the dump (default 64)", 1, 1e9},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object instead of Markdown", 0, 0},
@@ -105,6 +106,10 @@ int cmd_diag(int argc, char **argv) {
                           "and the statistics on the following ones.",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
+    {
+        sc_err derr = {{0}};
+        if (sc_density_check(density, "--density", &derr)) return cli_fail("diag", SC_EARG, &derr);
+    }
     if (!calib) {
         fprintf(stderr, "sparsecal diag: no calibration file (--calib FILE with claws and larosa)\n");
         return 2;

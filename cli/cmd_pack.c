@@ -1,19 +1,26 @@
 /* cmd_pack.c - `sparsecal pack`. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cett.h"
 #include "lc_util.h"
 #include "lora.h"
 #include "pack.h"
 #include "scal.h"
+#include "score.h"
+
+/* The density `pack --method M` packs without --density (said on stderr and in the manifest). */
+#define PACK_DEFAULT_DENSITY 0.5
+#define PACK_DEFAULT_DENSITY_STR "0.5"
 
 int cmd_pack(int argc, char **argv) {
     cli_inputs in = {0};
     const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL, *lora = NULL, *params = NULL;
-    double density = 1.0;
+    double density = NAN; /* not given */
     int64_t compress = 0;
     bool json = false, quiet = false, permute = false;
     const sc_opt opts[] = {
@@ -24,7 +31,9 @@ int cmd_pack(int argc, char **argv) {
         {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, cett, clada, teal, larosa "
                                                 "(folds the calibration's rotations into the weights)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats=", 0, 0},
-        {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density (default 1)", 0, 1},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density, in (0, 1]: the fraction of MLP neurons "
+         "it keeps (default with --method M: " PACK_DEFAULT_DENSITY_STR ", stated on stderr and in the manifest; without: 1). CETT's "
+         "stored thresholds are fitted to keep it on the calibration sample unless --params target= is given", 0, 0},
         {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights first", 0, 0},
         {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that co-live neurons are adjacent (needs --calib with coact, else cats/claws activity)", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level per section; 0 = raw, mmap-able (default)", 0, 19},
@@ -50,7 +59,22 @@ int cmd_pack(int argc, char **argv) {
                         "got '%s'\n", method);
         return 2;
     }
+    {
+        sc_err derr = {{0}};
+        if (sc_density_check(density, "--density", &derr)) return cli_fail("pack", SC_EARG, &derr);
+    }
+    bool density_default = isnan(density);
+    if (density_default) {
+        density = method && strcmp(method, "dense") ? PACK_DEFAULT_DENSITY : 1.0;
+        if (method && strcmp(method, "dense"))
+            fprintf(stderr, "note: no --density: packing %s with the default density %g (routing.density_source "
+                            "\"default\" in the manifest)\n", method, density);
+    }
     sc_err err = {{0}};
+    if (method && (!strcmp(method, "cett") || !strcmp(method, "clada")) && !density_default) {
+        sc_cett_goal g; /* the default router's density and a CETT target are two answers to one question */
+        if (sc_cett_goal_parse(params, density, method, &g, &err)) return cli_fail("pack", SC_EARG, &err);
+    }
     if (sc_params_check(params, SC_LAROSA_PACK_KEYS "," SC_CETT_ROUTING_KEYS "," SC_CWIC_EVAL_KEYS, "--params", &err))
         return cli_fail("pack", SC_EARG, &err);
     sc_calib *c = NULL;
@@ -80,7 +104,8 @@ int cmd_pack(int argc, char **argv) {
     if (!st) st = sc_lc_param(params, "in", 0.8, 0, 10, &lin, "larosa", &err);
     if (!st) st = sc_lc_param(params, "h", 1.2, 0, 10, &lh, "larosa", &err);
     if (!st) {
-        sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh, params};
+        sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh, params,
+                          density_default};
         st = sc_pack(in.model, in.tok, &o, out, &res, &err);
     }
     if (!st) {

@@ -2,12 +2,15 @@
  * artifact with the runtime kernels (kernels/srt_model.h): quantised weights
  * in their layouts, an f32 key/value cache, and the MLP routed per token. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_artifact.h"
 #include "eval.h"
+#include "score.h"
 #include "srt_model.h"
 
 /* Without a tokenizer (e.g. a synthetic model) the ids are printed. */
@@ -43,12 +46,35 @@ static sc_status step_failed(const srt_model *m, const char *path, srt_status ks
     return sc_errf(err, SC_EFORMAT, "decode step failed at position %lld (%s)", (long long)pos, srt_status_str(ks));
 }
 
+/* --score: the teacher-forced perplexity of --tokens through the decoder (sc_score_artifact, as eval -m X.spk) */
+static sc_status run_score(const cli_artifact *a, const char *path, const char *tokens_path, const sc_artifact_router *r,
+                           int64_t ctx_cap, bool json, sc_err *err) {
+    sc_dataset d = {0};
+    sc_score_result res = {0};
+    sc_status st = sc_data_load_tokens(tokens_path, srt_model_get_config(a->m)->vocab_size, 0, &d, err);
+    if (!st) st = sc_score_artifact(a->m, path, &d, ctx_cap, NULL, &res, err);
+    if (!st && json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "artifact", path);
+        cJSON_AddStringToObject(j, "tokens", tokens_path);
+        sc_score_json(j, a->m, r, &res);
+        cJSON_AddStringToObject(j, "isa", srt_isa_name(srt_ctx_isa(a->ctx)));
+        cJSON_AddNumberToObject(j, "threads", (double)a->threads);
+        cli_print_json(j);
+    } else if (!st) {
+        sc_score_print(stdout, path, r, &res);
+    }
+    sc_score_result_free(&res);
+    sc_dataset_free(&d);
+    return st;
+}
+
 int cmd_run(int argc, char **argv) {
-    const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL;
+    const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL, *tokens_path = NULL;
     int64_t steps = -1, threads = 0, ctx_cap = 0;
-    double temperature = 1.0, top_p = 0.9, density = -1.0;
+    double temperature = 1.0, top_p = 0.9, density = NAN; /* NAN: not given */
     uint64_t seed = 0;
-    bool json = false, dense = false, ignore_eos = false, fallback = false, no_mmap = false;
+    bool json = false, dense = false, ignore_eos = false, fallback = false, no_mmap = false, score = false;
     const sc_opt opts[] = {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
@@ -58,8 +84,16 @@ int cmd_run(int argc, char **argv) {
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
         {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
         {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "router: dense, cats, claws, larosa, cats-threshold, cett, clada, teal (default: the artifact's)", 0, 0},
-        {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token (default: the artifact's)", 0, 1},
+        {"method", 0, SC_ARG_STR, &method, "M",
+         "router: dense, cats, claws, larosa, cats-threshold, cett, clada, teal (default: the artifact's, from pack "
+         "--method; refused with the reason when the artifact lacks its data; a LaRoSA-folded artifact runs only "
+         "larosa and dense)", 0, 0},
+        {"density", 0, SC_ARG_FLOAT, &density, "D",
+         "fraction of MLP neurons kept per token, in (0, 1] (default: the artifact's, from pack --density)", 0, 0},
+        {"score", 0, SC_ARG_FLAG, &score, NULL,
+         "instead of generating: teacher-forced perplexity of --tokens through this decoder (every token routed; "
+         "the id at t+1 scored from the logits at t), the numbers `eval -m FILE` prints", 0, 0},
+        {"tokens", 0, SC_ARG_STR, &tokens_path, "IDS", "--score: pre-tokenized file, one sequence of ids per line", 0, 0},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
         {"no-mmap", 0, SC_ARG_FLAG, &no_mmap, NULL, "copy the weights into memory (huge pages where possible) instead of reading the file mapping: faster, costs the artifact's size in RAM", 0, 0},
@@ -71,7 +105,8 @@ int cmd_run(int argc, char **argv) {
     };
     int r = sc_parse_args("run", "Decode token by token straight from a packed artifact with the runtime kernels: the\n"
                                  "weights stay quantised in their layouts, keys and values are cached, and each token's\n"
-                                 "MLP runs only the neurons its router keeps (up rows and down columns of the live list).",
+                                 "MLP runs only the neurons its router keeps (up rows and down columns of the live list).\n"
+                                 "With --score --tokens IDS it scores the ids instead (perplexity, achieved density).",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
@@ -79,65 +114,49 @@ int cmd_run(int argc, char **argv) {
         sc_errf(&err, SC_EARG, "no artifact given (--artifact FILE)");
         return cli_fail("run", SC_EARG, &err);
     }
+    if (score != (tokens_path != NULL)) {
+        sc_errf(&err, SC_EARG, score ? "--score needs --tokens IDS (one sequence of ids per line)"
+                                     : "--tokens is for --score (scoring ids); generation takes -p");
+        return cli_fail("run", SC_EARG, &err);
+    }
+    if (sc_density_check(density, "--density", &err)) return cli_fail("run", SC_EARG, &err);
     srt_isa isa = SRT_ISA_AUTO;
     if (isa_name && srt_isa_parse(isa_name, &isa) != SRT_OK) {
         sc_errf(&err, SC_EARG, "unknown ISA '%s' (scalar, avx2, avx512, neon, dotprod)", isa_name);
         return cli_fail("run", SC_EARG, &err);
     }
-    if (srt_isa_resolve(isa, &isa) != SRT_OK || !srt_isa_available(isa)) {
-        sc_errf(&err, SC_EARG, "ISA %s is not available on this CPU", isa_name ? isa_name : "(SPARSECAL_ISA)");
-        return cli_fail("run", SC_EARG, &err);
-    }
     if (cli_threads_setup(threads, &err)) return cli_fail("run", SC_EARG, &err);
     if (seed == 0) seed = (uint64_t)(sc_now() * 1e6);
-    srt_ctx *ctx = NULL, *ctx1 = NULL;
+    cli_artifact art = {0};
+    srt_ctx *ctx = NULL;
     srt_model *m = NULL;
     sc_tokenizer *tok = NULL;
     sc_tokens toks = {0}, ptoks = {0};
     float *scratch = NULL;
     char *text = NULL;
     sc_status st = SC_OK;
-    /* the thread count depends on the model's shape: open with one thread, then move to the pool */
-    if (srt_ctx_create(&ctx1, isa, 1) != SRT_OK) {
-        st = sc_errf(&err, SC_ENOMEM, "out of memory");
-        goto done;
-    }
-    char msg[1024] = "";
     /* the KV cache grows to what -n needs (reserved below), never beyond --ctx */
-    srt_model_opts mo = {ctx_cap, ctx1};
-    {
-        srt_ct_status cs = srt_model_open(path, &mo, &m, msg, sizeof msg);
-        if (cs) {
-            st = sc_errf(&err, cs == SRT_CT_EIO ? SC_EIO : cs == SRT_CT_ENOMEM ? SC_ENOMEM : SC_EFORMAT, "%s", msg);
-            goto done;
-        }
-    }
+    if ((st = cli_artifact_open(path, isa, ctx_cap, &art, &err))) goto done;
+    m = art.m;
+    ctx = art.ctx;
+    threads = art.threads;
     if (no_mmap && srt_model_copy_weights(m) != SRT_OK)
         fprintf(stderr, "note: no memory to copy the weights into; reading them from the file mapping\n");
     const srt_model_config *c = srt_model_get_config(m);
+    if (dense) method = "dense";
+    sc_artifact_router rt;
+    if ((st = sc_artifact_set_router(m, path, method, density, stderr, &rt, &err))) goto done;
+    method = rt.method;
+    density = rt.density;
+    if (score) {
+        st = run_score(&art, path, tokens_path, &rt, ctx_cap, json, &err);
+        goto done;
+    }
     if ((st = cli_steps(steps, srt_model_max_ctx(m), ctx_cap ? "--ctx" : "the model's context", &steps, &err)))
         goto done;
     if (srt_model_reserve(m, steps) != SRT_OK) {
         st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
         goto done;
-    }
-    threads = sc_threads_for(c->dim, c->ffn_dim, c->n_heads * c->head_dim, NULL);
-    if (threads == 1) {
-        ctx = ctx1;
-        ctx1 = NULL;
-    } else {
-        /* reductions over threads keep one partial output per extra thread: room for the widest
-         * matrix, its rows rounded up to the largest row group (512) */
-        int64_t rows = c->vocab_size > c->ffn_dim ? c->vocab_size : c->ffn_dim;
-        rows = rows > c->n_heads * c->head_dim ? rows : c->n_heads * c->head_dim;
-        rows = rows > c->dim ? rows : c->dim;
-        srt_status ks = srt_ctx_create(&ctx, isa, (int)threads);
-        if (ks == SRT_OK) ks = srt_ctx_reserve(ctx, (rows + 511) / 512 * 512);
-        if (ks == SRT_OK) ks = srt_model_set_ctx(m, ctx);
-        if (ks != SRT_OK) {
-            st = sc_errf(&err, SC_ENOMEM, "cannot start %lld kernel threads (%s)", (long long)threads, srt_status_str(ks));
-            goto done;
-        }
     }
     if (tok_path) {
         if ((st = sc_tokenizer_load_auto(tok_path, c->vocab_size, &tok, &err))) goto done;
@@ -153,39 +172,9 @@ int cmd_run(int argc, char **argv) {
                      (long long)sc_tokenizer_vocab_size(tok), (long long)c->vocab_size);
         goto done;
     }
-    /* router */
-    const char *art_method = srt_model_default_method(m);
-    double art_density = srt_model_default_density(m);
-    if (dense) method = "dense";
-    static const char *const known[] = {"dense", "cats", "claws", "larosa", "cats-threshold", "cett", "clada", "teal"};
-    bool art_known = false;
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) art_known = art_known || !strcmp(art_method, known[i]);
-    if (!method) {
-        method = art_method;
-        if (!art_known) {
-            fprintf(stderr, "note: the artifact's router '%s' is not supported by run; running dense\n", method);
-            method = "dense";
-        }
-    }
-    bool larosa = !strcmp(method, "larosa");
-    if (density < 0) density = art_density > 0 && art_density <= 1 ? art_density : 0.5;
-    if (!strcmp(method, "dense")) density = 1.0;
-    srt_status ks = srt_model_set_method(m, method, density);
-    if (ks == SRT_ENOTSUP) {
-        st = sc_errf(&err, SC_EARG, "%s: method %s needs routing data the artifact does not hold (%s)", path, method,
-                     larosa ? "pack with --method larosa"
-                     : !strcmp(method, "claws") ? "CLAWS multipliers lN.claws_c: pack with --calib holding claws"
-                     : !strcmp(method, "cats-threshold") ? "lN.cats_thresholds: pack with --calib holding cats"
-                     : !strcmp(method, "teal") ? "lN.teal_thresholds: pack with --calib holding teal"
-                     : !strcmp(method, "clada") ? "cett thresholds and clada quantiles: pack with --calib holding cett,clada"
-                                                : "lN.cett_thresholds: pack with --calib holding cett");
-        goto done;
-    } else if (ks != SRT_OK) {
-        st = sc_errf(&err, SC_EARG, "unknown method '%s' or bad density (dense, cats, claws, larosa, cats-threshold, "
-                                    "cett, clada, teal)", method);
-        goto done;
-    }
     const char *mname = srt_model_method(m);
+    bool larosa = !strcmp(mname, "larosa");
+    srt_status ks;
     int64_t k_in, k_h;
     srt_model_larosa_counts(m, &k_in, &k_h);
     /* prompt */
@@ -354,8 +343,6 @@ done:
     sc_tokens_free(&toks);
     sc_tokens_free(&ptoks);
     sc_tokenizer_free(tok);
-    srt_model_close(m);
-    srt_ctx_free(ctx);
-    srt_ctx_free(ctx1);
+    cli_artifact_close(&art);
     return st ? cli_fail("run", st, &err) : 0;
 }

@@ -106,10 +106,13 @@ int cmd_bench_forward(int argc, char **argv) {
     cli_inputs in = {0};
     int64_t ctx = 1024, reps = 3;
     uint64_t seed = 1;
-    bool json = false;
+    bool json = false, backward = false;
     const sc_opt opts[] = {
         {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model (e.g. a `sparsecal synth` directory)", 0, 0},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per window (default 1024)", 2, 1 << 20},
+        {"backward", 0, SC_ARG_FLAG, &backward, NULL,
+         "also time what compute runs for a gradient method (CLAWS): the checkpointed training forward, the\n"
+         "chunked cross-entropy and the backward pass with its layer recomputation, per window", 0, 0},
         {"reps", 'r', SC_ARG_INT, &reps, "N", "timed windows (default 3, after one warm-up)", 1, 1000},
         {"seed", 0, SC_ARG_U64, &seed, "S", "seed for the random token ids", 0, 0},
         CLI_THREADS_OPT(in.threads),
@@ -118,16 +121,18 @@ int cmd_bench_forward(int argc, char **argv) {
     };
     int r = sc_parse_args("bench-forward",
                           "Time the reference forward pass on windows of --ctx random tokens and the same\n"
-                          "cblas_sgemm calls alone; report tokens/s and GFLOP/s for both.",
+                          "cblas_sgemm calls alone; report tokens/s and GFLOP/s for both. The three are\n"
+                          "interleaved window by window, so a busy machine slows them alike.",
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
-    sc_forward *f = NULL;
+    sc_forward *f = NULL, *ft = NULL;
     int32_t *ids = NULL;
     sc_status st = cli_load(&in, false, &err);
     if (!st) st = sc_forward_create(in.model, ctx, ctx, &f, &err);
+    if (!st && backward) st = sc_forward_create_train_ex(in.model, ctx, SC_TRAIN_CHUNKED_LOSS, &ft, &err);
     if (!st && !(ids = malloc((size_t)ctx * sizeof *ids))) st = sc_errf(&err, SC_ENOMEM, "out of memory");
-    double t_fwd = 0, t_gemm = 0;
+    double t_fwd = 0, t_gemm = 0, t_train = 0;
     if (!st) {
         uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
         for (int64_t i = 0; i < ctx; i++) {
@@ -145,8 +150,15 @@ int cmd_bench_forward(int argc, char **argv) {
             t0 = sc_now();
             if (!st) st = sc_forward_sgemm_only(f, ctx, &err);
             t_gemm += sc_now() - t0;
+            if (st || !ft) continue;
+            t0 = sc_now();
+            double loss;
+            st = sc_forward_run(ft, ids, ctx, 0, NULL, &logits, &err);
+            if (!st) st = sc_backward_ce(ft, NULL, &loss, &err);
+            t_train += sc_now() - t0;
         }
     }
+    sc_forward_free(ft);
     if (st) {
         free(ids);
         sc_forward_free(f);
@@ -166,6 +178,10 @@ int cmd_bench_forward(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "sgemm_tokens_per_second", tps_g);
         cJSON_AddNumberToObject(j, "sgemm_gflops", gf_g);
         cJSON_AddNumberToObject(j, "forward_share_of_sgemm", gf_f / gf_g);
+        if (backward) {
+            cJSON_AddNumberToObject(j, "train_tokens_per_second", (double)(ctx * reps) / t_train);
+            cJSON_AddNumberToObject(j, "train_over_forward", t_train / t_fwd);
+        }
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
         cli_print_json(j);
     } else {
@@ -173,6 +189,9 @@ int cmd_bench_forward(int argc, char **argv) {
         printf("sgemm only   %8.1f tok/s  %7.1f GFLOP/s\n", tps_g, gf_g);
         printf("forward / sgemm-only = %.1f%%  (ctx %lld, %lld reps, peak RSS %.0f MiB)\n", 100.0 * gf_f / gf_g,
                (long long)ctx, (long long)reps, (double)cli_peak_rss_bytes() / 1048576.0);
+        if (backward)
+            printf("forward + backward (checkpointed, chunked loss) %8.1f tok/s = %.2fx the forward's time\n",
+                   (double)(ctx * reps) / t_train, t_train / t_fwd);
     }
     free(ids);
     sc_forward_free(f);

@@ -19,7 +19,8 @@ typedef struct sc_pack_opts {
     const char *layout;   /* f32, q8_0, q4_0, kmi4 (row-sparse MLP), zigzag (column-sparse) */
     const sc_calib *calib; /* may be NULL */
     const char *method;   /* router recorded as the artifact's default: dense, cats, cats-threshold, claws */
-    double density;       /* its default density */
+    double density;       /* its default density, in (0, 1]; CETT's thresholds are fitted at it when < 1 and no
+                           * params target= is given (pack_routing.c) */
     int compress;         /* zstd level for the sections (0: raw, mmap-able) */
     bool permute;         /* reorder FFN neurons by calibrated activity (needs cats or claws statistics) */
     FILE *progress;
@@ -31,6 +32,7 @@ typedef struct sc_pack_opts {
     /* method parameters "k=v,..." for the stored routing data (cett target,
      * clada lambda/gamma/qs/qh, cwic apr/stripe/dist/stats, larosa in/h) */
     const char *params;
+    bool density_default; /* density was not asked for: the manifest says "density_source": "default" */
 } sc_pack_opts;
 
 typedef struct sc_pack_result {

@@ -7,7 +7,9 @@
  *                                     attn_ctx, mlp_in, h) at sparsity 0.05 .. 0.95;
  *          lN.teal_curve [rows, 8]    the greedy allocation curve, when computed
  *   cett   lN.cett_thresholds [F]     live iff |h_j| > thr_j = t / ||W_d[:, j]||
- *                                     (t from the CETT search at params target=)
+ *                                     (t from the CETT search at params target=,
+ *                                     else at the artifact's density when < 1:
+ *                                     sc_cett_fit_layer; routing.cett says which)
  *   clada  routing.clada              tau_s, tau_H, lambda, gamma (with cett's thresholds)
  *   cwic   lN.P.cwic_theta [ns, in], lN.P.cwic_mean [in], lN.P.cwic_std [in]
  *                                     per projection P, fitted as eval does
@@ -126,8 +128,10 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
 static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *err) {
     const sc_config *c = &x->m->cfg;
     int64_t F = c->ffn_dim, L = c->n_layers;
-    double target, lambda, gamma, qs, qh;
-    SC_TRY(sc_lc_param(x->o->params, "target", 0.2, 0, 1, &target, "cett", err));
+    double lambda, gamma, qs, qh;
+    sc_cett_goal goal;
+    bool by_density = !sc_lc_param_has(x->o->params, "target") && x->o->density < 1.0;
+    SC_TRY(sc_cett_goal_parse(x->o->params, by_density ? x->o->density : NAN, "cett", &goal, err));
     SC_TRY(sc_lc_param(x->o->params, "lambda", 0.8, -100, 100, &lambda, "clada", err));
     SC_TRY(sc_lc_param(x->o->params, "gamma", 0.12, -100, 100, &gamma, "clada", err));
     SC_TRY(sc_lc_param(x->o->params, "qs", 0.5, 0, 1, &qs, "clada", err));
@@ -135,20 +139,23 @@ static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *e
     double *wn = malloc((size_t)F * sizeof *wn), *thr = malloc((size_t)F * sizeof *thr);
     sc_status st = wn && thr ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
     cJSON *cj = cJSON_AddObjectToObject(x->r, "cett"), *tl = cJSON_AddArrayToObject(cj, "thresholds");
-    cJSON_AddNumberToObject(cj, "target", target);
+    if (by_density)
+        cJSON_AddNumberToObject(cj, "density", goal.density);
+    else
+        cJSON_AddNumberToObject(cj, "target", goal.target);
     for (int64_t l = 0; l < L && !st; l++) {
         const float *h;
         int64_t rows;
-        if (!sc_cett_sample(cs, l, &h, &rows) || rows == 0 || target <= 0) {
+        if (!sc_cett_sample(cs, l, &h, &rows) || rows == 0 || (!by_density && goal.target <= 0)) {
             cJSON_AddItemToArray(tl, cJSON_CreateNull()); /* dense layer */
             continue;
         }
         sc_cett_fit fit;
         const sc_layer *Ly;
         if ((st = sc_down_col_norms(x->m, l, wn, err)) || (st = sc_model_layer(x->m, l, &Ly, err)) ||
-            (st = sc_cett_search(h, rows, c->dim, F, Ly->wd, wn, target, &fit, err)))
+            (st = sc_cett_fit_layer(h, rows, c->dim, F, Ly->wd, wn, &goal, &fit, err)))
             break;
-        for (int64_t j = 0; j < F; j++) thr[j] = wn[j] > 0 ? fit.threshold / wn[j] : INFINITY;
+        for (int64_t j = 0; j < F; j++) thr[j] = fit.threshold < 0 ? -1.0 : wn[j] > 0 ? fit.threshold / wn[j] : INFINITY;
         permuted(x, l, thr, f);
         char name[64];
         snprintf(name, sizeof name, "l%lld.cett_thresholds", (long long)l);
@@ -221,6 +228,7 @@ sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *
                           const void *larosa, cJSON *r, sc_err *err) {
     cJSON_AddStringToObject(r, "method", o->method ? o->method : "dense");
     cJSON_AddNumberToObject(r, "density", o->density);
+    cJSON_AddStringToObject(r, "density_source", o->density_default ? "default" : "option");
     if (larosa) {
         cJSON *lj = cJSON_AddObjectToObject(r, "larosa");
         cJSON_AddNumberToObject(lj, "in", o->larosa_in > 0 ? o->larosa_in : 0.8);

@@ -204,6 +204,9 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     if ((st = sc_config_validate(c, path, err))) goto done;
     const cJSON *lay = cJSON_GetObjectItemCaseSensitive(man, "layout");
     snprintf(r.m->src_dtype, sizeof r.m->src_dtype, "%s", cJSON_IsString(lay) ? lay->valuestring : "?");
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(man, "source_model_id");
+    if (cJSON_IsString(src) && strlen(src->valuestring) == 16)
+        snprintf(r.m->source_id, sizeof r.m->source_id, "%s", src->valuestring);
     r.m->layers = calloc((size_t)c->n_layers, sizeof *r.m->layers);
     if (!r.m->layers) {
         st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);

@@ -97,6 +97,8 @@ typedef struct sc_model {
     char format[16];   /* "llama2c", "gguf", "hf" */
     char src_dtype[16]; /* dtype of the bulk of the weights in the file */
     char note[256];    /* format-specific remark shown by `info` (e.g. unsupported tokenizer kind) */
+    char source_id[17]; /* a packed artifact: its manifest's source_model_id (the identity, sc_model_identity, of
+                         * the model it was packed from, which its calibrations carry); "" otherwise */
     uint64_t mapped_bytes; /* weight bytes used straight from mmapped files */
     uint64_t owned_bytes;  /* weight bytes converted into owned buffers */
     uint64_t lazy_bytes;   /* f32 bytes of the weights converted on use (not resident) */

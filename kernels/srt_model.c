@@ -254,6 +254,12 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         m->gamma = srt_json_num(srt_json_get(cl, "gamma"), NAN);
         m->has_clada = isfinite(m->tau_s) && isfinite(m->tau_h) && isfinite(m->lambda) && isfinite(m->gamma);
     }
+    const srt_json *cdj = srt_json_get(srt_json_get(routing, "cett"), "density");
+    m->cett_density = cdj ? srt_json_num(cdj, -1.0) : NAN;
+    if (cdj && !(m->cett_density > 0.0 && m->cett_density <= 1.0)) {
+        st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.cett.density is not in (0, 1]", path);
+        goto bad;
+    }
     const srt_json *lrj = srt_json_get(routing, "larosa");
     m->lr_in = srt_json_num(srt_json_get(lrj, "in"), 0.8);
     m->lr_h = srt_json_num(srt_json_get(lrj, "h"), 1.2);
@@ -407,6 +413,7 @@ const srt_json *srt_model_manifest(const srt_model *m) { return srt_container_ma
 const char *srt_model_default_method(const srt_model *m) { return m->def_method; }
 double srt_model_default_density(const srt_model *m) { return m->def_density; }
 bool srt_model_has_claws(const srt_model *m) { return m->has_claws; }
+double srt_model_cett_density(const srt_model *m) { return m->cett_density; }
 int64_t srt_model_max_ctx(const srt_model *m) { return m->ctx_limit; }
 int64_t srt_model_ctx_allocated(const srt_model *m) { return m->max_ctx; }
 
@@ -452,10 +459,43 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name) {
     return srt_json_str(srt_json_get(srt_json_get(m->tensors, name), "layout"), NULL);
 }
 
+static const char *const method_names[] = {"dense", "cats", "claws", "larosa", "cats-threshold", "cett", "clada", "teal"};
+
+bool srt_model_method_known(const char *name) {
+    for (size_t i = 0; name && i < sizeof method_names / sizeof method_names[0]; i++)
+        if (!strcmp(name, method_names[i])) return true;
+    return false;
+}
+
+/* The one rule of what each router needs from the artifact (srt_model.h). */
+const char *srt_model_method_missing(const srt_model *m, const char *name) {
+    if (!m || !name) return "no model or router";
+    int64_t L = m->cfg.n_layers;
+    if (!srt_model_method_known(name))
+        return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
+    if (!strcmp(name, "dense")) return NULL;
+    if (!strcmp(name, "larosa"))
+        return m->n_rot ? NULL : "larosa needs folded rotations (lN.attn_rot, lN.mlp_rot): pack with --method larosa";
+    /* every router but LaRoSA's was calibrated on the unrotated model: its scores, thresholds and multipliers do
+     * not describe a folded artifact's rotated inputs, and nothing records that they still fit the neurons */
+    if (m->n_rot) return "the artifact's rotations are folded (packed with --method larosa): only larosa and dense route it";
+    if (!strcmp(name, "claws") && !m->has_claws)
+        return "claws needs CLAWS multipliers lN.claws_c in every layer: pack with --calib holding claws";
+    if (!strcmp(name, "cats-threshold") && m->n_cats_thr != L)
+        return "cats-threshold needs lN.cats_thresholds in every layer: pack with --calib holding cats";
+    if (!strcmp(name, "teal") && m->n_teal_thr == 0)
+        return "teal needs lN.teal_thresholds: pack with --calib holding teal";
+    if (!strcmp(name, "cett") && m->n_cett_thr == 0)
+        return "cett needs lN.cett_thresholds: pack with --calib holding cett";
+    if (!strcmp(name, "clada") && (m->n_cett_thr == 0 || !m->has_clada))
+        return "clada needs lN.cett_thresholds and routing.clada: pack with --calib holding cett,clada";
+    return NULL;
+}
+
 srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
-    if (!m || !(density >= 0.0 && density <= 1.0)) return SRT_EINVAL;
-    if (kind == SRT_ROUTER_CLAWS && !m->has_claws) return SRT_ENOTSUP;
+    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
     if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) return SRT_ENOTSUP;
+    if (srt_model_method_missing(m, srt_router_name(kind))) return SRT_ENOTSUP;
     m->router = kind;
     m->K = kind == SRT_ROUTER_DENSE ? m->cfg.ffn_dim : srt_topk_count(density, m->cfg.ffn_dim);
     m->larosa = false;
@@ -466,7 +506,7 @@ srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
 }
 
 srt_status srt_model_set_larosa(srt_model *m, double density) {
-    if (!m || !(density >= 0.0 && density <= 1.0)) return SRT_EINVAL;
+    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
     if (m->n_rot == 0) return SRT_ENOTSUP;
     double s = 1.0 - density;
     m->router = SRT_ROUTER_DENSE;
@@ -513,7 +553,7 @@ static float table_threshold(const float *t, double s) {
 }
 
 srt_status srt_model_set_method(srt_model *m, const char *name, double density) {
-    if (!m || !name || !(density >= 0.0 && density <= 1.0)) return SRT_EINVAL;
+    if (!m || !name || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
     int64_t L = m->cfg.n_layers;
     if (!strcmp(name, "larosa")) return srt_model_set_larosa(m, density);
     if (!strcmp(name, "dense")) return srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
@@ -525,10 +565,7 @@ srt_status srt_model_set_method(srt_model *m, const char *name, double density) 
              : !strcmp(name, "teal")           ? SRT_MODE_TEAL
                                                : SRT_MODE_NONE;
     if (mode == SRT_MODE_NONE) return SRT_EINVAL;
-    if ((mode == SRT_MODE_CATS_THR && m->n_cats_thr != L) || (mode == SRT_MODE_TEAL && m->n_teal_thr == 0) ||
-        ((mode == SRT_MODE_CETT || mode == SRT_MODE_CLADA) && m->n_cett_thr == 0) ||
-        (mode == SRT_MODE_CLADA && !m->has_clada))
-        return SRT_ENOTSUP;
+    if (srt_model_method_missing(m, name)) return SRT_ENOTSUP;
     srt_status st = srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
     if (st != SRT_OK) return st;
     double s = 1.0 - density;

@@ -93,6 +93,10 @@ const srt_json *srt_model_manifest(const srt_model *m);
  * (may be "dense") and density. */
 const char *srt_model_default_method(const srt_model *m);
 double srt_model_default_density(const srt_model *m);
+/* The density the stored CETT thresholds were fitted to keep on the
+ * calibration sample (routing.cett.density), NAN when pack fitted them to a
+ * CETT target instead: cett and clada run those thresholds at any density. */
+double srt_model_cett_density(const srt_model *m);
 /* Whether the artifact carries CLAWS multipliers for every layer. */
 bool srt_model_has_claws(const srt_model *m);
 /* Layout of a tensor as stored ("kmi4r", ...), or NULL. */
@@ -100,7 +104,8 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name);
 
 /* Chooses the MLP router: SRT_ROUTER_DENSE, SRT_ROUTER_CATS (top-K of
  * |phi(u)|) or SRT_ROUTER_CLAWS (top-K of |phi(u)| c_j, needs lN.claws_c);
- * K = srt_topk_count(density, ffn_dim). */
+ * K = srt_topk_count(density, ffn_dim); density in (0, 1]. SRT_ENOTSUP for
+ * other kinds and where srt_model_method_missing refuses. */
 srt_status srt_model_set_router(srt_model *m, srt_router kind, double density);
 int64_t srt_model_live_count(const srt_model *m); /* K (ffn_dim when dense) */
 
@@ -122,7 +127,8 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   from lN.cats_thresholds (table at 0.05 steps; between
  *                   steps, geometric interpolation);
  *   cett            live iff |h_j| > thr_j (lN.cett_thresholds, fitted at
- *                   pack time for the CETT target; density is not used);
+ *                   pack time: srt_model_cett_density; density is not used
+ *                   here, sc_artifact_set_router refuses one they do not keep);
  *   clada           cett's thresholds times 1 + lambda [s > tau_s] +
  *                   gamma [H > tau_H], s and H the surprisal of the token and
  *                   the entropy of the previous step's own logits;
@@ -130,8 +136,16 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   sparsity 1 - density from lN.teal_thresholds), column-
  *                   sparse layouts read only those columns.
  * The live neuron count then varies per token. SRT_ENOTSUP when the
- * artifact lacks the data, SRT_EINVAL for an unknown name or density. */
+ * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
+ * for an unknown name or a density outside (0, 1]. */
 srt_status srt_model_set_method(srt_model *m, const char *name, double density);
+/* NULL when the artifact holds what router `name` needs, else one line naming
+ * what is missing (and how to pack it). On an artifact with folded LaRoSA
+ * rotations only dense and larosa route: every other router was calibrated on
+ * the unrotated model. The rule srt_model_set_method and set_router apply. */
+const char *srt_model_method_missing(const srt_model *m, const char *name);
+/* Whether the runtime has a router of that name (those srt_model_set_method takes). */
+bool srt_model_method_known(const char *name);
 const char *srt_model_method(const srt_model *m); /* the current router's name */
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);

@@ -54,6 +54,7 @@ struct srt_model {
     float *thr_l;           /* [n_layers]: cats-threshold per layer; teal [n_layers, 4] */
     int n_cats_thr, n_cett_thr, n_teal_thr; /* layers holding each */
     bool has_clada;
+    double cett_density;    /* routing.cett.density: the density lN.cett_thresholds keep (NAN: fitted to a target) */
     double tau_s, tau_h, lambda, gamma;
     float factor;           /* clada: this step's threshold multiplier */
     int64_t logits_pos;     /* position whose logits m->logits holds (-1: none) */

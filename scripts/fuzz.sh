@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer harnesses of tests/fuzz (clang, AddressSanitizer + UBSan).
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
-# Default: 600 s per target, every target (scal spk gguf safetensors tokbin tokjson spmodel data llama2c hfdir).
+# Default: 600 s per target, every target (scal spk gguf safetensors tokbin tokjson spmodel data llama2c hfdir lora).
 # .ci/run calls it with a short time as a smoke run. It builds build-fuzz/
 # (CC=clang, -DSC_FUZZ=ON), makes seed corpora (scripts/fuzz_seeds.sh, from an
 # ordinary build in build/, made if missing) and keeps the growing corpora in
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 SECS=${1:-600}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(scal spk gguf safetensors tokbin tokjson spmodel data llama2c hfdir)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(scal spk gguf safetensors tokbin tokjson spmodel data llama2c hfdir lora)
 export SPARSECAL_ASSETS=${SPARSECAL_ASSETS:-$(cd .. && pwd)/shared/assets}
 command -v clang >/dev/null || { echo "fuzz: clang not found (scripts/setup.sh installs it)" >&2; exit 1; }
 JOBS=$(nproc)

@@ -11,7 +11,7 @@ BUILD=${1:?usage: fuzz_seeds.sh BUILD_DIR OUT_DIR}
 OUT=${2:?usage: fuzz_seeds.sh BUILD_DIR OUT_DIR}
 SC=$BUILD/sparsecal
 A=${SPARSECAL_ASSETS:-$(cd .. && pwd)/shared/assets}
-mkdir -p "$OUT"/{scal,spk,gguf,safetensors,tokbin,tokjson,spmodel,data,llama2c,hfdir}
+mkdir -p "$OUT"/{scal,spk,gguf,safetensors,tokbin,tokjson,spmodel,data,llama2c,hfdir,lora}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
@@ -73,6 +73,18 @@ hf() { local n; n=$(stat -c %s "$1/config.json"); printf "$(printf '\\x%02x\\x%0
   cat "$1/config.json" "$1/model.safetensors" >>"$2"; }
 hf "$T/m" "$OUT/hfdir/synth_llama.bin"
 hf "$T/mb" "$OUT/hfdir/synth_qwen2_bf16.bin"
+
+# LoRA adapters (fuzz_lora.c): two bytes of adapter_config.json length, the config, the safetensors; the
+# adapters the LoRA test writes (stories260K's shapes, which the harness's base model has)
+mkdir -p "$T/h_lora"
+TMPDIR="$T/h_lora" SC_KEEP_TMP=1 SPARSECAL_ASSETS="$A" "$BUILD/test_lora" >/dev/null 2>&1 || true
+i=0
+find "$T/h_lora" -name adapter_config.json | while read -r c; do
+  d=$(dirname "$c"); n=$(stat -c %s "$c"); i=$((i + 1))
+  [ -f "$d/adapter_model.safetensors" ] || continue
+  printf "$(printf '\\x%02x\\x%02x' $((n & 255)) $((n >> 8)))" >"$OUT/lora/test_lora_$i.bin"
+  cat "$c" "$d/adapter_model.safetensors" >>"$OUT/lora/test_lora_$i.bin"
+done
 
 # data files: one option byte (fuzz_data.c), then the file
 prefixed() { printf "$(printf '\\x%02x' "$1")" >"$3"; cat "$2" >>"$3"; }

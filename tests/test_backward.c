@@ -4,6 +4,7 @@
  * coordinates of h, the normalised MLP input, the normalised attention
  * input and the residual stream in every layer; for the cross-entropy loss
  * and for the distillation loss with a sparsified student. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,31 @@ int main(void) {
         printf("chunked cross-entropy: loss %.9f vs %.9f, gradients within %.2e of the largest entry\n", lchunk, lfull,
                worst);
         CHECK(worst < 1e-4);
+        /* the same scores without gradients (what ppl and eval run): an inference workspace without
+         * logits, per-position NLL against the full logits' log-sum-exp, and summed, the chunked loss
+         * above (the same code on the same final norm output: bit-equal). The full logits come from
+         * another sgemm call (ldc = V) than the chunk's, so a logit may differ in its last float bit;
+         * the NLL moves by at most |dz_y| + max_i |dz_i| <= 2 ulp of the row's largest |z| (taken as
+         * 4 FLT_EPSILON max|z|), plus the double arithmetic's 1e-12 relative. */
+        sc_forward *fn;
+        CHECK(sc_forward_create_ex(mb, N, N, SC_TRAIN_CHUNKED_LOSS, &fn, &err) == SC_OK);
+        none = (const float *)&err;
+        CHECK(sc_forward_run(fn, ids, N, 0, NULL, &none, &err) == SC_OK && none == NULL);
+        double nll[N], nsum = 0.0, nworst = 0.0;
+        CHECK(sc_forward_nll(fn, nll, &err) == SC_OK);
+        CHECK(sc_forward_run(fa, ids, N, 0, NULL, &logits, &err) == SC_OK);
+        for (int t = 0; t + 1 < N; t++) {
+            const float *z = logits + (size_t)t * V;
+            double ref = sc_logsumexp(z, V) - (double)z[ids[t + 1]], zmax = 0.0;
+            for (int i = 0; i < V; i++) zmax = fmax(zmax, fabs(z[i]));
+            nworst = fmax(nworst, fabs(nll[t] - ref) / (4.0 * FLT_EPSILON * zmax + 1e-12 * fabs(ref)));
+            nsum += nll[t];
+        }
+        printf("chunked NLL: %d positions, worst difference %.2f of its bound, sum %.12f\n", N - 1, nworst, nsum);
+        CHECK(nworst <= 1.0);
+        CHECK(nsum == lchunk);
+        CHECK(sc_forward_nll(fa, nll, &err) == SC_EARG); /* a workspace with logits scores them itself */
+        sc_forward_free(fn);
         CHECK(sc_backward_run(fc, dl, &hk, &err) == SC_EARG); /* no logits to start from */
         CHECK(sc_backward_ce(fa, &hk, &lchunk, &err) == SC_EARG);
         sc_forward_free(fa);

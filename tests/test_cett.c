@@ -112,7 +112,7 @@ int main(void) {
     /* 2. eval: the rule reproduces the sample sparsity on the calibration data; target 0 is dense;
      *    clada with lambda = gamma = 0 is cett; clada moves the density with the sign of lambda */
     {
-        sc_sparse_eval_opts eo = {"cett", 1.0, one, 128, false, NULL, NULL};
+        sc_sparse_eval_opts eo = {"cett", NAN, one, 128, false, NULL, NULL}; /* no density: the CETT target */
         sc_sparse_eval_result r, r2;
         CHECK_MSG(sc_eval_sparse(m, &cal, &eo, &r, &err) == SC_OK, "%s", err.msg);
         printf("cett on its calibration data: density %.4f vs sample %.4f\n", r.stats.density_mean, 1 - mean_sparsity);
@@ -140,6 +140,20 @@ int main(void) {
         eo.params = "lambda=-0.8,gamma=-0.12";
         CHECK(sc_eval_sparse(m, &ev, &eo, &r2, &err) == SC_OK);
         CHECK(r2.stats.density_mean > r.stats.density_mean);
+        /* --density reaches its density through per-layer thresholds fitted on the sample (held-out text
+         * here, so within 0.01, not exactly), differs from another density, and excludes target= */
+        double got[2], ppl2[2];
+        const double want[2] = {0.3, 0.7};
+        for (int i = 0; i < 2; i++) {
+            sc_sparse_eval_opts ed = {"cett", want[i], one, 128, false, NULL, NULL};
+            CHECK_MSG(sc_eval_sparse(m, &ev, &ed, &r2, &err) == SC_OK, "%s", err.msg);
+            got[i] = r2.stats.density_mean;
+            ppl2[i] = r2.ppl.nll_sum;
+            CHECK_MSG(fabs(got[i] - want[i]) < 0.01, "cett --density %.2f: achieved %.4f", want[i], got[i]);
+        }
+        CHECK(ppl2[0] > ppl2[1]);
+        sc_sparse_eval_opts eb = {"cett", 0.5, one, 128, false, "target=0.2", NULL};
+        CHECK(sc_eval_sparse(m, &ev, &eb, &r2, &err) == SC_EARG && strstr(err.msg, "not both"));
         /* clada without its signals is refused */
         sc_calib *only;
         co.methods[0] = "cett";
@@ -183,7 +197,7 @@ int main(void) {
         int64_t n1, n2;
         CHECK(sc_clada_sample(sc_calib_state(one, "clada"), &g1, &n1) &&
               sc_clada_sample(sc_calib_state(back, "clada"), &g2, &n2) && n1 == n2 && n1 == one->n_tokens);
-        sc_sparse_eval_opts eo = {"cett", 1.0, one, 128, false, NULL, NULL};
+        sc_sparse_eval_opts eo = {"cett", NAN, one, 128, false, NULL, NULL};
         sc_sparse_eval_result r1, r2;
         CHECK(sc_eval_sparse(m, &ev, &eo, &r1, &err) == SC_OK);
         eo.calib = back;
@@ -228,9 +242,11 @@ int main(void) {
         cJSON *j = cJSON_Parse(out);
         double dense = cJSON_GetObjectItem(j, "ppl")->valuedouble;
         cJSON_Delete(j);
-        const char *runs[3][2] = {{"larosa", ""}, {"cett", "--params target=0"}, {"clada", "--params target=0"}};
-        for (int i = 0; i < 3; i++) {
-            snprintf(cmd, sizeof cmd, "%s eval -m %s -t %s -f %s --calib %s --method %s %s --density 1 --json -q",
+        /* dense three ways: density 1, CETT target 0 (a density and a target together are refused) */
+        const char *runs[5][2] = {{"larosa", "--density 1"}, {"cett", "--params target=0"}, {"clada", "--params target=0"},
+                                  {"cett", "--density 1"}, {"clada", "--density 1"}};
+        for (int i = 0; i < 5; i++) {
+            snprintf(cmd, sizeof cmd, "%s eval -m %s -t %s -f %s --calib %s --method %s %s --json -q",
                      SC_CLI_PATH, bin, tokp, sample, pc, runs[i][0], runs[i][1]);
             CHECK(sc_run(cmd, out, sizeof out) == 0);
             j = cJSON_Parse(out);

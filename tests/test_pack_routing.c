@@ -120,7 +120,7 @@ int main(void) {
     /* CLADA: the quantiles eval uses (compare with eval's own report) */
     {
         sc_dataset one = {d.seqs, 1, 0};
-        sc_sparse_eval_opts eo = {"clada", 1.0, c, 512, false, params, NULL};
+        sc_sparse_eval_opts eo = {"clada", NAN, c, 512, false, params, NULL};
         sc_sparse_eval_result er;
         CHECK(sc_eval_sparse(m, &one, &eo, &er, &err) == SC_OK);
         const srt_json *cl = routing(ct, "clada");

@@ -101,6 +101,48 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
     return SC_OK;
 }
 
+sc_status sc_cett_goal_parse(const char *params, double density, const char *who, sc_cett_goal *out, sc_err *err) {
+    out->density = NAN;
+    out->target = 0.2;
+    if (!isnan(density) && sc_lc_param_has(params, "target"))
+        return sc_errf(err, SC_EARG, "%s: give --density D (per-layer thresholds keeping that fraction of neurons on the "
+                                     "calibration sample) or --params target=C (a CETT target), not both", who);
+    if (!isnan(density)) {
+        if (!(density > 0 && density <= 1))
+            return sc_errf(err, SC_EARG, "%s: --density %g is outside (0, 1]", who, density);
+        out->density = density;
+        return SC_OK;
+    }
+    return sc_lc_param(params, "target", 0.2, 0, 1, &out->target, who, err);
+}
+
+sc_status sc_cett_fit_layer(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
+                            const sc_cett_goal *goal, sc_cett_fit *out, sc_err *err) {
+    if (isnan(goal->density)) return sc_cett_search(h, rows, D, F, Wd, wnorm, goal->target, out, err);
+    memset(out, 0, sizeof *out);
+    if (rows <= 0) return sc_errf(err, SC_EARG, "cett: the stored sample is empty (compute --method cett first)");
+    int64_t total = rows * F;
+    if (goal->density >= 1.0) { /* everything live */
+        out->threshold = -1.0;
+        return SC_OK;
+    }
+    double *v = malloc((size_t)total * sizeof *v);
+    if (!v) return sc_errf(err, SC_ENOMEM, "cett: out of memory for a sample of %lld tokens", (long long)rows);
+    for (int64_t i = 0; i < total; i++) v[i] = fabs((double)h[i]) * wnorm[i % F];
+    /* live iff n > t: the (1 - density) quantile leaves that fraction above it */
+    out->threshold = sc_lc_quantile_sorted(v, total, 1.0 - goal->density);
+    int64_t dead = 0;
+    for (int64_t i = 0; i < total; i++) dead += v[i] <= out->threshold;
+    free(v);
+    out->sparsity = (double)dead / (double)total;
+    out->grid_lo = out->grid_hi = out->threshold;
+    void *scratch = malloc(sc_cett_scratch_bytes(rows, D, F));
+    if (!scratch) return sc_errf(err, SC_ENOMEM, "cett: out of memory for a sample of %lld tokens", (long long)rows);
+    out->cett = sc_cett_value(h, rows, D, F, Wd, wnorm, out->threshold, scratch);
+    free(scratch);
+    return SC_OK;
+}
+
 void sc_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy) {
     double lse = sc_logsumexp(logits, V), e = 0;
     for (int64_t i = 0; i < V; i++) {

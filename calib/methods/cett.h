@@ -41,6 +41,23 @@ typedef struct sc_cett_fit {
 sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
                          double target, sc_cett_fit *out, sc_err *err);
 
+/* What a CETT router is fitted to, per layer: a density (the (1 - density)
+ * quantile of n_j = |h_j| ||W_d[:, j]|| over the stored sample, so the sample
+ * keeps that fraction of neurons live; density 1: no threshold), or a CETT
+ * target (sc_cett_search). */
+typedef struct sc_cett_goal {
+    double density; /* in (0, 1]; NAN: fit by target */
+    double target;  /* used when density is NAN */
+} sc_cett_goal;
+/* The goal from a method's --params (target=) and --density (NAN: not
+ * given): one of them, not both (SC_EARG naming the two options); neither:
+ * target 0.2 (the CLADA paper's). who names the method in messages. */
+sc_status sc_cett_goal_parse(const char *params, double density, const char *who, sc_cett_goal *out, sc_err *err);
+/* Fits layer l's threshold t to goal (fit->threshold < 0: dense layer). The
+ * one fit eval (cett_eval.c) and pack (pack_routing.c) use. */
+sc_status sc_cett_fit_layer(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
+                            const sc_cett_goal *goal, sc_cett_fit *out, sc_err *err);
+
 /* Surprisal -log p(next) and entropy of softmax(logits[V]) in nats. */
 void sc_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy);
 

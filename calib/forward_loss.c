@@ -1,0 +1,58 @@
+/* forward_loss.c - next-token scores of a window without a [T x vocab]
+ * buffer: the classifier is applied one vocabulary chunk at a time and each
+ * position keeps a running maximum and sum of exponentials (an online
+ * log-sum-exp). ppl and eval score with it (sc_forward_nll); the chunked
+ * cross-entropy of the backward pass (sc_backward_ce) starts from it. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "forward_internal.h"
+#include "ops.h"
+
+sc_status sc_forward_lse(sc_forward *f, double *lse, double *zy, sc_err *err) {
+    if (!f->chunked) return sc_errf(err, SC_EARG, "forward: scoring by vocabulary chunks needs a chunked workspace");
+    if (f->n_last <= 0) return sc_errf(err, SC_EARG, "forward: no window to score");
+    const sc_model *m = f->m;
+    int64_t n = f->n_last, D = m->cfg.dim, V = m->cfg.vocab_size, CH = f->lchunk_rows;
+    const int32_t *ids = f->ids_last;
+    const float *xn = f->xn; /* the final norm's output, left by sc_forward_run */
+    double *se = malloc((size_t)(n > 1 ? n : 1) * sizeof(double));
+    if (!se) return sc_errf(err, SC_ENOMEM, "forward: out of memory");
+    for (int64_t t = 0; t < n; t++) lse[t] = -INFINITY, se[t] = 0.0, zy[t] = 0.0;
+    sc_status st = SC_OK;
+    for (int64_t r0 = 0; r0 < V && !st; r0 += CH) {
+        int64_t nr = V - r0 < CH ? V - r0 : CH;
+        const float *W;
+        if ((st = sc_model_classifier_rows(m, r0, nr, &W, err))) break;
+        sc_linear_forward(f->lchunk, xn, W, NULL, n, D, nr);
+        for (int64_t t = 0; t + 1 < n; t++) {
+            const float *z = f->lchunk + t * nr;
+            double cm = z[0];
+            for (int64_t i = 1; i < nr; i++) cm = z[i] > cm ? z[i] : cm;
+            if (cm > lse[t]) { /* lse[t] holds the running maximum until the end */
+                se[t] *= exp(lse[t] - cm);
+                lse[t] = cm;
+            }
+            double s = 0.0;
+            for (int64_t i = 0; i < nr; i++) s += exp((double)z[i] - lse[t]);
+            se[t] += s;
+            int64_t y = ids[t + 1];
+            if (y >= r0 && y < r0 + nr) zy[t] = z[y - r0];
+        }
+    }
+    for (int64_t t = 0; t + 1 < n; t++) lse[t] += log(se[t]);
+    free(se);
+    return st;
+}
+
+sc_status sc_forward_nll(sc_forward *f, double *nll, sc_err *err) {
+    int64_t n = f->n_last;
+    if (n < 2) return sc_errf(err, SC_EARG, "forward: a window of %lld tokens has nothing to score", (long long)n);
+    double *zy = malloc((size_t)n * sizeof(double));
+    if (!zy) return sc_errf(err, SC_ENOMEM, "forward: out of memory");
+    sc_status st = sc_forward_lse(f, nll, zy, err);
+    if (!st)
+        for (int64_t t = 0; t + 1 < n; t++) nll[t] -= zy[t];
+    free(zy);
+    return st;
+}

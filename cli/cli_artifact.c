@@ -1,0 +1,50 @@
+/* cli_artifact.c - see cli_artifact.h. */
+#include "cli_artifact.h"
+
+#include <string.h>
+
+#include "threads.h"
+
+sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, cli_artifact *a, sc_err *err) {
+    memset(a, 0, sizeof *a);
+    if (srt_isa_resolve(isa, &isa) != SRT_OK || !srt_isa_available(isa))
+        return sc_errf(err, SC_EARG, "ISA %s is not available on this CPU",
+                       isa == SRT_ISA_AUTO ? "(SPARSECAL_ISA)" : srt_isa_name(isa));
+    /* the thread count depends on the model's shape: open with one thread, then move to the pool */
+    if (srt_ctx_create(&a->ctx1, isa, 1) != SRT_OK) return sc_errf(err, SC_ENOMEM, "out of memory");
+    char msg[1024] = "";
+    srt_model_opts mo = {ctx_cap, a->ctx1};
+    srt_ct_status cs = srt_model_open(path, &mo, &a->m, msg, sizeof msg);
+    if (cs) {
+        cli_artifact_close(a);
+        return sc_errf(err, cs == SRT_CT_EIO ? SC_EIO : cs == SRT_CT_ENOMEM ? SC_ENOMEM : SC_EFORMAT, "%s", msg);
+    }
+    const srt_model_config *c = srt_model_get_config(a->m);
+    a->threads = sc_threads_for(c->dim, c->ffn_dim, c->n_heads * c->head_dim, NULL);
+    if (a->threads == 1) {
+        a->ctx = a->ctx1;
+        a->ctx1 = NULL;
+        return SC_OK;
+    }
+    /* reductions over threads keep one partial output per extra thread: room for the widest
+     * matrix, its rows rounded up to the largest row group (512) */
+    int64_t rows = c->vocab_size > c->ffn_dim ? c->vocab_size : c->ffn_dim;
+    rows = rows > c->n_heads * c->head_dim ? rows : c->n_heads * c->head_dim;
+    rows = rows > c->dim ? rows : c->dim;
+    srt_status ks = srt_ctx_create(&a->ctx, isa, (int)a->threads);
+    if (ks == SRT_OK) ks = srt_ctx_reserve(a->ctx, (rows + 511) / 512 * 512);
+    if (ks == SRT_OK) ks = srt_model_set_ctx(a->m, a->ctx);
+    if (ks != SRT_OK) {
+        int64_t t = a->threads;
+        cli_artifact_close(a);
+        return sc_errf(err, SC_ENOMEM, "cannot start %lld kernel threads (%s)", (long long)t, srt_status_str(ks));
+    }
+    return SC_OK;
+}
+
+void cli_artifact_close(cli_artifact *a) {
+    srt_model_close(a->m);
+    srt_ctx_free(a->ctx);
+    srt_ctx_free(a->ctx1);
+    memset(a, 0, sizeof *a);
+}
