@@ -31,7 +31,7 @@ static void attention_backward(sc_forward *f, int64_t l, int64_t n) {
     const sc_config *c = &f->m->cfg;
     int64_t hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, group = c->n_heads / c->n_kv_heads;
     const float *q = f->q + (size_t)l * f->s_q;
-    const float *K = f->kc + l * f->max_ctx * kvd, *V = f->vc + l * f->max_ctx * kvd;
+    const float *K = f->kc + sc_kv_offset(f, l, kvd), *V = f->vc + sc_kv_offset(f, l, kvd);
     float scale = 1.0f / sqrtf((float)hd);
     float *P = f->g_p, *dP = f->g_dp;
     memset(f->g_k, 0, (size_t)(n * kvd) * sizeof(float));

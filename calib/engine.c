@@ -266,7 +266,8 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     bool no_logits = !(x.fwd_mask & SC_TAP_BIT(SC_TAP_LOGITS)) && (!need_grad || o->loss == SC_LOSS_KIND_CE);
     bool chunked = need_grad && no_logits;
     st = need_grad ? sc_forward_create_train_ex(m, T, chunked ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err)
-                   : sc_forward_create_ex(m, T, T, no_logits ? SC_TRAIN_CHUNKED_LOSS : 0, &f, err);
+                   : sc_forward_create_ex(m, T, T, (no_logits ? SC_TRAIN_CHUNKED_LOSS : 0) | SC_FORWARD_ONE_WINDOW, &f,
+                                          err);
     if (st) goto done;
     if (need_grad && o->loss == SC_LOSS_KIND_DISTILL) { /* the loss overwrites the logits with their gradient */
         teacher = malloc((size_t)(T * V) * sizeof(float));

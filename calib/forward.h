@@ -110,6 +110,9 @@ sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigne
  * buffer, sc_forward_run stops at the final norm (no logits, no
  * SC_TAP_LOGITS event) and sc_forward_nll scores the window over
  * vocabulary chunks (what ppl and eval need, at 1/V of the memory). */
+/* SC_FORWARD_ONE_WINDOW: every window runs from position 0 (no decoding
+ * after it), so the layers share one key/value cache instead of one each. */
+enum { SC_FORWARD_ONE_WINDOW = 8 };
 sc_status sc_forward_create_ex(const sc_model *m, int64_t max_ctx, int64_t max_batch, unsigned flags,
                                sc_forward **out, sc_err *err);
 /* Next-token negative log-likelihoods of the last window run on a chunked

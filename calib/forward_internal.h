@@ -34,6 +34,7 @@ struct sc_forward {
     float *x_in, *x_mid, *r1, *r2, *x_fin, *r_fin;
     bool checkpoint;          /* train mode: recompute layers in backward */
     bool chunked;             /* no logits buffer; the loss runs over vocabulary chunks */
+    int64_t kv_layers;        /* layers with their own key/value cache: all, or 1 (SC_FORWARD_ONE_WINDOW) */
     float *lchunk;            /* chunked: [B, chunk] logits of one vocabulary chunk */
     int64_t lchunk_rows;      /* vocabulary rows per chunk */
     bool replaying;           /* inside sc_forward_replay_layer */
@@ -55,5 +56,10 @@ sc_status sc_forward_replay_layer(sc_forward *f, int64_t l, sc_err *err);
  * zy[t] = z_t[ids[t + 1]], z_t = classifier(xn_t), computed over vocabulary
  * chunks with an online log-sum-exp (forward_loss.c). */
 sc_status sc_forward_lse(sc_forward *f, double *lse, double *zy, sc_err *err);
+
+/* Offset of layer l's key/value cache (kvd values per position). */
+static inline size_t sc_kv_offset(const sc_forward *f, int64_t l, int64_t kvd) {
+    return (size_t)((f->kv_layers > 1 ? l : 0) * f->max_ctx * kvd);
+}
 
 #endif
