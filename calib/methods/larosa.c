@@ -8,9 +8,10 @@
  * D = 4096), so a Llama-3-8B-shaped model (32 layers, both inputs) holds
  * 4 GiB, where the full D x D moment and its D x D eigenvectors held before
  * took 16 GiB. Measured there (docs/SCALE.md): `compute --method larosa`
- * peaks at 5.3 GiB of anonymous memory (the moments, one layer's weights as
- * f32, the forward pass at 256 tokens), and the file (12.3 GB) takes 27 min
- * to write on 2 cores, nearly all of it 64 dsyevd at D = 4096 (25-38 s each). The triangle is enough: H is symmetric, merges and MPI add it
+ * peaks at 5.6 GiB of anonymous memory at 2,048 tokens (the moments, one
+ * layer's weights as f32, the forward pass), and the file (12.3 GB) takes
+ * 27 min to write on 2 cores, nearly all of it 64 dsyevd at D = 4096
+ * (25-38 s each). The triangle is enough: H is symmetric, merges and MPI add it
  * element by element, and the eigensolver reads one triangle. Accumulation
  * multiplies 256-row chunks by 256-column panels into an 8 MiB tile
  * (cblas_dgemm) and adds the tile into the triangle, so no square matrix
