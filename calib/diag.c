@@ -6,6 +6,12 @@
 #include <string.h>
 
 #include "larosa.h"
+#include "larosa_rot.h"
+
+/* The MLP-input rotations (double) are held for every layer up to this many
+ * bytes; above it each layer's is read from the calibration when a hook
+ * reaches it (larosa_rot.h). */
+#define DG_RESIDENT_BYTES ((size_t)512 << 20)
 #include "lc_util.h"
 
 typedef struct vbuf {
@@ -27,7 +33,7 @@ typedef struct scored {
 typedef struct dg {
     const sc_model *m;
     int64_t L, D, F, K_rot, K_nat, n_use, budget, taken;
-    const double **Q;  /* [L] larosa MLP-input rotations */
+    sc_larosa_rots *rots; /* larosa MLP-input rotations */
     const double **cj; /* [L] CLAWS multipliers */
     double *crot_sum;  /* [L, D] */
     int64_t *crot_n;   /* [L] */
@@ -94,7 +100,9 @@ static sc_status grad_hook(void *user, const sc_tap_event *ev, sc_err *err) {
     dg *g = user;
     if (!ev->is_grad || ev->tap != SC_TAP_MLP_IN) return SC_OK;
     int64_t l = ev->layer, D = g->D;
-    const double *Q = g->Q[l];
+    const void *qv;
+    SC_TRY(sc_larosa_rots_get(g->rots, l, SC_LAROSA_MLP, &qv, err));
+    const double *Q = qv;
     double *sum = g->crot_sum + l * D;
     for (int64_t t = 0; t < g->n_use; t++) {
         const float *gr = ev->data + t * D;
@@ -112,10 +120,12 @@ static sc_status stat_hook(void *user, const sc_tap_event *ev, sc_err *err) {
     dg *g = user;
     if (ev->is_grad) return SC_OK;
     int64_t l = ev->layer, D = g->D, F = g->F;
+    const void *qv = NULL;
+    if (ev->tap == SC_TAP_MLP_IN) SC_TRY(sc_larosa_rots_get(g->rots, l, SC_LAROSA_MLP, &qv, err));
     for (int64_t t = 0; t < g->n_use; t++) {
         const float *row = ev->data + t * ev->width;
         if (ev->tap == SC_TAP_MLP_IN) {
-            const double *Q = g->Q[l], *cr = g->crot + l * D;
+            const double *Q = qv, *cr = g->crot + l * D;
             for (int64_t k = 0; k < D; k++) {
                 double z = 0;
                 for (int64_t i = 0; i < D; i++) z += Q[i * D + k] * (double)row[i];
@@ -161,7 +171,7 @@ static const char *const qnames[SC_DIAG_NQ] = {"|z| = |Q^T x|", "c_rot", "|z| * 
                                                "|phi(W_g x)|",  "c_j",   "|phi(W_g x)| * c_j"};
 
 static void dg_free(dg *g) {
-    free(g->Q);
+    sc_larosa_rots_free(g->rots);
     free(g->cj);
     free(g->crot_sum);
     free(g->crot_n);
@@ -202,7 +212,6 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     g.K_nat = srt_topk_count(dens, F);
     g.budget = o->max_tokens > 0 ? o->max_tokens : 2048;
     sc_status st = SC_OK;
-    g.Q = calloc((size_t)L, sizeof *g.Q);
     g.cj = calloc((size_t)L, sizeof *g.cj);
     g.crot_sum = calloc((size_t)(L * D), sizeof(double));
     g.crot_n = calloc((size_t)L, sizeof(int64_t));
@@ -219,7 +228,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     if (o->dump && (!g.dumped || fprintf(o->dump, "family,layer,token,coord,rank_before,rank_after\n") < 0)) g.dump_failed = true;
     int64_t caps[SC_DIAG_NQ] = {g.budget * L * D, L * D, g.budget * L * D, g.budget * L * F,
                                 g.budget * L * F, L * F, g.budget * L * F};
-    bool ok = g.Q && g.cj && g.crot_sum && g.crot_n && g.crot && g.a && g.c && g.s0 && g.s1 && g.rb && g.mark &&
+    bool ok = g.cj && g.crot_sum && g.crot_n && g.crot && g.a && g.c && g.s0 && g.s1 && g.rb && g.mark &&
               vb_alloc(&g.acc[0].absd, g.budget * L * D) && vb_alloc(&g.acc[1].absd, g.budget * L * F);
     for (int k = 0; k < SC_DIAG_NQ && ok; k++) ok = vb_alloc(&g.val[k], caps[k]);
     if (!ok) {
@@ -241,13 +250,16 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
     }
     free(arr);
     for (int64_t l = 0; l < L; l++) {
-        sc_larosa_input in;
-        if (!sc_larosa_get(ls, l, SC_LAROSA_MLP, &in) || !g.cj[l]) {
+        if (!sc_larosa_has(ls, l, SC_LAROSA_MLP, NULL) || !g.cj[l]) {
             dg_free(&g);
             return sc_errf(err, SC_EARG, "layer %lld has no %s in the calibration file (calibrate every layer)",
                            (long long)l, g.cj[l] ? "larosa MLP-input rotation" : "CLAWS multipliers");
         }
-        g.Q[l] = in.Q;
+    }
+    if ((st = sc_larosa_state(o->calib, D, "diag", &ls, err)) ||
+        (st = sc_larosa_rots_create(o->calib, 1u << SC_LAROSA_MLP, false, DG_RESIDENT_BYTES, &g.rots, err))) {
+        dg_free(&g);
+        return st;
     }
     /* usable sequences and the split: c_rot on the first part, statistics on the rest */
     size_t n_ok = 0;

@@ -90,6 +90,7 @@ sc_status sc_model_identity(const sc_model *m, char out[17], sc_err *err) {
 void sc_calib_free(sc_calib *c) {
     if (!c) return;
     for (int i = 0; i < c->n_entries; i++) c->entries[i].method->free(c->entries[i].state);
+    sc_scal_file_close(c->file);
     free(c);
 }
 
@@ -101,6 +102,11 @@ void *sc_calib_state(const sc_calib *c, const char *method) {
 
 sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
                        const char *params, sc_calib **out, sc_err *err) {
+    return sc_calib_new_ex(m, methods, n, layer_begin, layer_end, params, false, out, err);
+}
+
+sc_status sc_calib_new_ex(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
+                          const char *params, bool reader, sc_calib **out, sc_err *err) {
     *out = NULL;
     if (n <= 0 || n > SC_MAX_METHODS) return sc_errf(err, SC_EARG, "give 1 to %d methods", SC_MAX_METHODS);
     if (layer_end == 0) layer_end = m->cfg.n_layers;
@@ -114,7 +120,7 @@ sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int
     c->ffn_dim = m->cfg.ffn_dim;
     c->dim = m->cfg.dim;
     c->n_layers = m->cfg.n_layers;
-    sc_method_opts mo = {layer_begin, layer_end, params};
+    sc_method_opts mo = {layer_begin, layer_end, params, reader};
     for (int i = 0; i < n; i++) {
         const sc_method *me = sc_method_find(methods[i]);
         if (!me) {
@@ -410,6 +416,11 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
         }
         for (int k = 0; k < na; k++) {
             bool concat = a[k].kind == SC_ARR_CONCAT;
+            if ((!a[k].data || !b[k].data) && a[k].kind == SC_ARR_SUM) { /* a state opened for reading */
+                st = sc_errf(err, SC_EARG, "merge: %s: array %s is not in memory (load the files with sc_calib_load)",
+                             me->name, a[k].name);
+                break;
+            }
             if (strcmp(a[k].name, b[k].name) || a[k].kind != b[k].kind || (!concat && a[k].shape[0] != b[k].shape[0]) ||
                 a[k].shape[1] != b[k].shape[1] || a[k].type != b[k].type) {
                 st = sc_errf(err, SC_EARG, "%s: array %s differs in shape", me->name, a[k].name);

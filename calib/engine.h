@@ -63,6 +63,7 @@ typedef struct sc_calib {
     sc_calib_entry entries[SC_MAX_METHODS];
     int n_entries;
     int64_t layer_begin, layer_end, ffn_dim, dim, n_layers;
+    struct sc_scal_file *file; /* opened for reading (scal.h, sc_calib_open): the file its arrays are read from */
 } sc_calib;
 
 sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_compute_opts *o, sc_calib **out,
@@ -70,6 +71,10 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
 /* An empty calibration with the given methods (for loading and merging). */
 sc_status sc_calib_new(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
                        const char *params, sc_calib **out, sc_err *err);
+/* The same with the methods' states created for reading a file (method.h,
+ * sc_method_opts.reader) when reader is true. */
+sc_status sc_calib_new_ex(const sc_model *m, const char *const *methods, int n, int64_t layer_begin, int64_t layer_end,
+                          const char *params, bool reader, sc_calib **out, sc_err *err);
 /* dst += src after checking model, options and shards are compatible; a
  * refusal names the difference in words ("other options: seq_len 32 vs
  * 512", src's value first). */

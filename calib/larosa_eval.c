@@ -18,12 +18,20 @@
 #include <string.h>
 
 #include "larosa.h"
+#include "larosa_rot.h"
 #include "lc_eval.h"
 #include "lc_util.h"
 
+/* Rotations are held for every layer up to this many bytes of float (a
+ * 2,048-wide model's 16 layers x 2 inputs); above it (Llama-3-8B: 64 x 64 MiB)
+ * each layer's is read from the calibration file when the pass reaches it:
+ * 0.3-0.5 s per layer and input at d_model 4096 (measured on 2 busy cores),
+ * against tens of seconds of forward pass per layer at 2,048 tokens. */
+#define LR_RESIDENT_BYTES ((size_t)512 << 20)
+
 typedef struct lr_ctx {
     int64_t D, F, L, K_in, K_h;
-    float **Q;      /* [2 * L] float rotations (NULL: dense or folded) */
+    sc_larosa_rots *rots; /* float rotations (NULL: folded) */
     unsigned char *on; /* [2 * L] input sparsified (calibrated, or folded into the model) */
     bool folded;    /* the model holds the rotations: top-K on the tapped input itself */
     float *z, *score, *scratch;
@@ -70,7 +78,9 @@ static sc_status lr_hook(void *user, const sc_tap_event *ev, sc_err *err) {
         keep_topk(x, ev->data, T, D, x->K_in);
         return SC_OK;
     }
-    const float *Q = x->Q[w * x->L + ev->layer];
+    const void *qv;
+    SC_TRY(sc_larosa_rots_get(x->rots, ev->layer, w, &qv, err));
+    const float *Q = qv;
     /* z[T, D] = x[T, D] Q[D, D]  (z_k = sum_i x_i Q[i, k] = (Q^T x)_k) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)D, (blasint)D, 1.0f, ev->data,
                 (blasint)D, Q, (blasint)D, 0.0f, x->z, (blasint)D);
@@ -127,9 +137,7 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
     if (!folded && !o->calib)
         return sc_errf(err, SC_EARG, "eval: method larosa needs a calibration file (--calib) or an artifact packed "
                                      "with --method larosa");
-    if (!folded && !st8)
-        return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'larosa' statistics (compute --method larosa)");
-    if (st8 && sc_larosa_dim(st8) != c->dim) return sc_errf(err, SC_EARG, "eval: the larosa rotations are for another d_model");
+    if (!folded) SC_TRY(sc_larosa_state(o->calib, c->dim, "eval", &st8, err));
     double cin, ch, grid, grid_seqs, step;
     SC_TRY(sc_lc_param(o->params, "in", SRT_LAROSA_IN, 0, 10, &cin, "larosa", err));
     SC_TRY(sc_lc_param(o->params, "h", SRT_LAROSA_H, 0, 10, &ch, "larosa", err));
@@ -138,14 +146,13 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
     SC_TRY(sc_lc_param(o->params, "grid_step", 0.05, 0.01, 1, &step, "larosa", err));
     int64_t D = c->dim, F = c->ffn_dim, L = c->n_layers, T = o->ctx;
     lr_ctx x = {D, F, L, D, F, NULL, NULL, folded, NULL, NULL, NULL, NULL};
-    x.Q = calloc((size_t)(2 * L), sizeof *x.Q);
     x.on = calloc((size_t)(2 * L), 1);
     x.z = malloc((size_t)(T * D) * sizeof(float));
     x.score = malloc((size_t)(D > F ? D : F) * sizeof(float));
     x.scratch = malloc((size_t)(D > F ? D : F) * 8);
     x.idx = malloc((size_t)(D > F ? D : F) * sizeof(int32_t));
     sc_status st = SC_OK;
-    if (!x.Q || !x.on || !x.z || !x.score || !x.scratch || !x.idx) {
+    if (!x.on || !x.z || !x.score || !x.scratch || !x.idx) {
         st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
         goto done;
     }
@@ -154,18 +161,8 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
         x.on[L + l] = sc_model_present(m, &m->layers[l].mlp_rot);
     }
     for (int w = 0; st8 && w < 2; w++)
-        for (int64_t l = 0; l < L; l++) {
-            sc_larosa_input in;
-            if (!sc_larosa_get(st8, l, w, &in)) continue;
-            x.on[w * L + l] = 1;
-            float *q = malloc((size_t)(D * D) * sizeof(float));
-            if (!q) {
-                st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
-                goto done;
-            }
-            for (int64_t i = 0; i < D * D; i++) q[i] = (float)in.Q[i];
-            x.Q[w * L + l] = q;
-        }
+        for (int64_t l = 0; l < L; l++) x.on[w * L + l] = sc_larosa_has(st8, l, w, NULL);
+    if (st8 && (st = sc_larosa_rots_create(o->calib, 3u, true, LR_RESIDENT_BYTES, &x.rots, err))) goto done;
     double s = 1.0 - o->density;
     sc_hooks hk = {lr_hook, &x, SC_TAP_BIT(SC_TAP_ATTN_IN) | SC_TAP_BIT(SC_TAP_MLP_IN) | SC_TAP_BIT(SC_TAP_H)};
     if (grid > 0 && s > 0) {
@@ -211,8 +208,7 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
         memcpy(out->lc.grid, g, sizeof g);
     }
 done:
-    for (int64_t i = 0; x.Q && i < 2 * L; i++) free(x.Q[i]);
-    free(x.Q);
+    sc_larosa_rots_free(x.rots);
     free(x.on);
     free(x.z);
     free(x.score);

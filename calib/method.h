@@ -44,6 +44,11 @@ sc_status sc_array_concat_resize(sc_array *a, int64_t rows, sc_err *err);
 typedef struct sc_method_opts {
     int64_t layer_begin, layer_end; /* layers [begin, end) */
     const char *params;             /* "key=value,..." (method-specific), may be NULL */
+    /* The state is for reading a file (scal.h, sc_calib_open), never for
+     * accumulating: a method may leave arrays too large to hold at once
+     * unallocated (data NULL in its list); they stay in the file and are
+     * read one at a time (sc_calib_read). */
+    bool reader;
 } sc_method_opts;
 
 typedef struct sc_method {
@@ -76,6 +81,16 @@ typedef struct sc_method {
     sc_status (*validate)(void *state, int64_t n_tokens, sc_err *err);
     /* The --params keys create reads, comma-separated ("" when none). */
     const char *param_keys;
+    /* Optional (NULL: none): DERIVED arrays too large to hold for every layer
+     * at once (LaRoSA's rotations: D x D doubles per layer and input).
+     * `streamed` lists them like `arrays` but with data NULL; the file writer
+     * asks `derive` for one at a time (index into that list), which computes
+     * it from the sums into memory the state owns and points *data at it
+     * (valid until the next derive, finalize or free). Checkpoints leave them
+     * out; a file's are never loaded whole but read one array at a time
+     * (sc_calib_read), and they are not part of merges or MPI transfers. */
+    int (*streamed)(void *state, sc_array *out, int cap);
+    sc_status (*derive)(void *state, int index, const void **data, sc_err *err);
 } sc_method;
 
 /* Bound on any count a calibration holds (and on the sum of two, so merging

@@ -24,7 +24,7 @@ static sc_status save_impl(const sc_calib *c, const sc_model *m, const char *pat
                            sc_err *err) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", "sparsecal-calibration");
-    cJSON_AddNumberToObject(j, "format_version", 1);
+    cJSON_AddNumberToObject(j, "format_version", SC_SCAL_FORMAT);
     cJSON_AddStringToObject(j, "tool", "sparsecal " SC_VERSION);
     cJSON *mo = cJSON_AddObjectToObject(j, "model");
     cJSON_AddStringToObject(mo, "id", c->model_id);
@@ -55,27 +55,36 @@ static sc_status save_impl(const sc_calib *c, const sc_model *m, const char *pat
 
     char msg[512] = "";
     srt_writer *w = NULL;
+    sc_status st = SC_OK;
     srt_ct_status cs = srt_writer_create(path, SRT_CT_SCAL, &w, msg, sizeof msg);
     if (!cs) cs = srt_writer_set_manifest(w, text, strlen(text));
     free(text);
     sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
     if (!arr && !cs) cs = SRT_CT_ENOMEM;
-    for (int i = 0; i < c->n_entries && !cs; i++) {
+    for (int i = 0; i < c->n_entries && !cs && !st; i++) {
         const sc_method *me = c->entries[i].method;
         int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS), nr = 0;
         if (ckpt && me->resume_arrays) nr = me->resume_arrays(c->entries[i].state, arr + n, SC_MAX_ARRAYS - n);
-        for (int k = 0; k < n + nr && !cs; k++) {
+        /* then the streamed derived arrays (method.h), computed one at a time; checkpoints leave them out */
+        int ns = !ckpt && me->streamed ? me->streamed(c->entries[i].state, arr + n + nr, SC_MAX_ARRAYS - n - nr) : 0;
+        for (int k = 0; k < n + nr + ns && !cs && !st; k++) {
             char name[SRT_CT_MAX_NAME + 1];
-            snprintf(name, sizeof name, "%s/%s%s", me->name, k < n ? "" : "resume.", arr[k].name);
+            snprintf(name, sizeof name, "%s/%s%s", me->name, k >= n && k < n + nr ? "resume." : "", arr[k].name);
             uint64_t dims[2] = {(uint64_t)arr[k].shape[0], (uint64_t)arr[k].shape[1]};
             uint32_t nd = arr[k].shape[1] ? 2 : 1;
             size_t bytes = (size_t)arr[k].shape[0] * (arr[k].shape[1] ? (size_t)arr[k].shape[1] : 1) * elem_size(arr[k].type);
-            cs = srt_writer_add(w, name, ct_type(arr[k].type), nd, dims, arr[k].data, bytes, compress);
+            const void *data = arr[k].data;
+            if (k >= n + nr) {
+                st = me->derive(c->entries[i].state, k - n - nr, &data, err);
+            } else if (!data && bytes) {
+                st = sc_errf(err, SC_EARG, "%s: %s/%s is not in memory (a calibration opened for reading cannot be saved)",
+                             path, me->name, arr[k].name);
+            }
+            if (!st) cs = srt_writer_add(w, name, ct_type(arr[k].type), nd, dims, data, bytes, compress);
         }
     }
     free(arr);
-    if (!cs) cs = srt_writer_finish(w);
-    sc_status st = SC_OK;
+    if (!cs && !st) cs = srt_writer_finish(w);
     if (cs) st = sc_errf(err, (sc_status)cs, "%s", w ? srt_writer_errmsg(w) : msg); /* same numbering */
     srt_writer_free(w);
     return st;
@@ -94,6 +103,63 @@ sc_status sc_calib_save_checkpoint(const sc_calib *c, const sc_model *m, const c
 static sc_status ct_fail(const char *path, srt_container *ct, const char *msg, sc_err *err) {
     (void)path;
     return sc_errf(err, SC_EFORMAT, "%s", ct ? srt_container_errmsg(ct) : msg);
+}
+
+/* The file a calibration opened for reading keeps (engine.h). */
+struct sc_scal_file {
+    srt_container *ct;
+    int64_t version; /* the manifest's format_version */
+};
+
+void sc_scal_file_close(struct sc_scal_file *f) {
+    if (!f) return;
+    srt_container_close(f->ct);
+    free(f);
+}
+
+static uint64_t n_elements(const sc_array *a, int64_t rows) {
+    return (uint64_t)rows * (uint64_t)(a->shape[1] ? a->shape[1] : 1);
+}
+
+/* Format 1 stored each LaRoSA moment whole, [D, D] row-major with the upper
+ * triangle set; format 2 stores the packed triangle (larosa.h). True when
+ * section s of a format-1 file is such a matrix for the packed vector a. */
+static bool legacy_square(const srt_ct_section *s, const sc_array *a, int64_t version) {
+    uint64_t k = s->dims[0];
+    return version == 1 && a->shape[1] == 0 && s->ndim == 2 && s->dims[1] == k && k > 0 && k <= SC_MAX_DIM &&
+           k * (k + 1) / 2 == (uint64_t)a->shape[0];
+}
+
+/* Checks that section si fits array a with `rows` rows (type and element
+ * count, or a format-1 square moment). */
+static sc_status check_section(srt_container *ct, const char *path, int64_t si, const sc_array *a, int64_t rows,
+                               int64_t version, sc_err *err) {
+    const srt_ct_section *s = srt_container_section_at(ct, (size_t)si);
+    if (s->dtype != ct_type(a->type))
+        return sc_errf(err, SC_EFORMAT, "%s: section '%s': dtype %s, expected %s", path, s->name,
+                       srt_ct_dtype_name(s->dtype), srt_ct_dtype_name(ct_type(a->type)));
+    if (s->n_elements != n_elements(a, rows) && !legacy_square(s, a, version))
+        return sc_errf(err, SC_EFORMAT, "%s: section '%s': %llu elements, expected %llu", path, s->name,
+                       (unsigned long long)s->n_elements, (unsigned long long)n_elements(a, rows));
+    return SC_OK;
+}
+
+/* Reads section si into dst (a's type, `rows` rows), nothing else kept;
+ * a format-1 square moment is packed into its upper triangle. */
+static sc_status read_section(srt_container *ct, const char *path, int64_t si, const sc_array *a, int64_t rows,
+                              int64_t version, void *dst, sc_err *err) {
+    SC_TRY(check_section(ct, path, si, a, rows, version, err));
+    const srt_ct_section *s = srt_container_section_at(ct, (size_t)si);
+    if (!legacy_square(s, a, version))
+        return srt_container_read(ct, (size_t)si, dst, s->raw_size) ? ct_fail(path, ct, NULL, err) : SC_OK;
+    int64_t k = (int64_t)s->dims[0];
+    double *full = malloc((size_t)s->raw_size), *hp = dst;
+    if (!full) return sc_errf(err, SC_ENOMEM, "%s: out of memory for section '%s'", path, s->name);
+    sc_status st = srt_container_read(ct, (size_t)si, full, s->raw_size) ? ct_fail(path, ct, NULL, err) : SC_OK;
+    for (int64_t j = 0; j < k && !st; j++)
+        for (int64_t i = 0; i <= j; i++) hp[i + j * (j + 1) / 2] = full[i * k + j];
+    free(full);
+    return st;
 }
 
 static const char *jstr(const cJSON *o, const char *k) {
@@ -143,8 +209,10 @@ static sc_status check_array(const char *path, const char *name, const sc_array 
 }
 
 /* ckpt non-NULL: the file must be a checkpoint; *ckpt = (done, of). A
- * checkpoint loaded as a plain file (ckpt NULL) is a partial calibration. */
-static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, int64_t *ckpt, sc_err *err) {
+ * checkpoint loaded as a plain file (ckpt NULL) is a partial calibration.
+ * reader: the states are created for reading and the file stays open. */
+static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, int64_t *ckpt, bool reader,
+                           sc_err *err) {
     *out = NULL;
     srt_container *ct = NULL;
     SC_TRY(sc_container_open(path, SRT_CT_SCAL, &ct, err));
@@ -159,7 +227,7 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
     const char *fmt = jstr(j, "format"), *mid = jstr(mo, "id"), *did = jstr(da, "id"), *shards = jstr(da, "shards");
     int64_t dim, ffn, nl, nseq, ntok, lb, le, fv;
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(opt, "layers");
-    if (!j || !fmt || strcmp(fmt, "sparsecal-calibration") || !jint(j, "format_version", 1, 1, &fv) || !mid ||
+    if (!j || !fmt || strcmp(fmt, "sparsecal-calibration") || !jint(j, "format_version", 1, SC_SCAL_FORMAT, &fv) || !mid ||
         strlen(mid) != 16 || !did || strlen(did) != 16 || !shards || strlen(shards) >= sizeof c->shards ||
         !jint(mo, "dim", 1, SC_MAX_DIM, &dim) || !jint(mo, "ffn_dim", 1, SC_MAX_FFN, &ffn) ||
         !jint(mo, "n_layers", 1, SC_MAX_LAYERS, &nl) || !jint(da, "sequences", 0, INT64_MAX / 2, &nseq) ||
@@ -208,7 +276,7 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
         goto done;
     }
     const char *params = jstr(opt, "params");
-    if ((st = sc_calib_new(m ? m : &shape, names, nm, lb, le, params, &c, err))) goto done;
+    if ((st = sc_calib_new_ex(m ? m : &shape, names, nm, lb, le, params, reader, &c, err))) goto done;
     snprintf(c->model_id, sizeof c->model_id, "%s", mid);
     snprintf(c->data_id, sizeof c->data_id, "%s", did);
     snprintf(c->shards, sizeof c->shards, "%s", shards);
@@ -232,20 +300,22 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
     size_t expected_sections = 0;
     for (int i = 0; i < c->n_entries && !st; i++) {
         const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS), nr = 0;
+        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS), nr = 0, ns = 0;
         if (ck && me->resume_arrays) nr = me->resume_arrays(c->entries[i].state, arr + n, SC_MAX_ARRAYS - n);
-        for (int k = 0; k < n + nr; k++) {
+        if (me->streamed) ns = me->streamed(c->entries[i].state, arr + n + nr, SC_MAX_ARRAYS - n - nr);
+        for (int k = 0; k < n + nr + ns; k++) {
             char name[SRT_CT_MAX_NAME + 1];
-            snprintf(name, sizeof name, "%s/%s%s", me->name, k < n ? "" : "resume.", arr[k].name);
-            int64_t rows = arr[k].shape[0];
+            snprintf(name, sizeof name, "%s/%s%s", me->name, k >= n && k < n + nr ? "resume." : "", arr[k].name);
+            int64_t si = srt_container_find(ct, name), rows = arr[k].shape[0];
+            const srt_ct_section *sec = si >= 0 ? srt_container_section_at(ct, (size_t)si) : NULL;
+            if (!sec && k >= n + nr) continue; /* streamed derived arrays: a checkpoint has none */
+            if (!sec) {
+                st = sc_errf(err, SC_EFORMAT, "%s: section '%s' is missing", path, name);
+                break;
+            }
+            expected_sections++;
             if (arr[k].kind == SC_ARR_CONCAT) { /* stored samples: the file decides the row count */
-                int64_t si = srt_container_find(ct, name);
-                const srt_ct_section *sec = si >= 0 ? srt_container_section_at(ct, (size_t)si) : NULL;
                 uint32_t nd = arr[k].shape[1] ? 2 : 1;
-                if (!sec) {
-                    st = sc_errf(err, SC_EFORMAT, "%s: section '%s' is missing", path, name);
-                    break;
-                }
                 if (sec->ndim != nd || (nd == 2 && sec->dims[1] != (uint64_t)arr[k].shape[1]) ||
                     sec->dims[0] > (uint64_t)(INT64_MAX / 16) / (uint64_t)(arr[k].shape[1] ? arr[k].shape[1] : 1)) {
                     st = sc_errf(err, SC_EFORMAT, "%s: section '%s' has the wrong shape for a sample of rows of %lld",
@@ -253,19 +323,16 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
                     break;
                 }
                 rows = (int64_t)sec->dims[0];
+                if ((st = check_section(ct, path, si, &arr[k], rows, fv, err))) break;
+                if ((st = sc_array_concat_resize(&arr[k], rows, err))) break;
             }
-            uint64_t count = (uint64_t)rows * (uint64_t)(arr[k].shape[1] ? arr[k].shape[1] : 1);
-            const void *data;
-            if (srt_container_get_typed(ct, name, ct_type(arr[k].type), count, &data)) {
-                st = srt_container_find(ct, name) < 0
-                         ? sc_errf(err, SC_EFORMAT, "%s: section '%s' is missing", path, name)
-                         : ct_fail(path, ct, "", err);
+            if (k >= n + nr || !arr[k].data) { /* streamed, or left in the file by a reader: read on demand */
+                if ((st = check_section(ct, path, si, &arr[k], rows, fv, err))) break;
+                continue;
+            }
+            if (n_elements(&arr[k], rows) && (st = read_section(ct, path, si, &arr[k], rows, fv, arr[k].data, err)))
                 break;
-            }
-            if (arr[k].kind == SC_ARR_CONCAT && (st = sc_array_concat_resize(&arr[k], rows, err))) break;
-            if (count) memcpy(arr[k].data, data, count * elem_size(arr[k].type));
             if ((st = check_array(path, name, &arr[k], err))) break;
-            expected_sections++;
         }
     }
     if (!st && expected_sections != srt_container_section_count(ct))
@@ -284,6 +351,15 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
         ckpt[0] = ck_done;
         ckpt[1] = ck_of;
     }
+    if (!st && reader) {
+        if (!(c->file = calloc(1, sizeof *c->file))) {
+            st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
+        } else {
+            c->file->ct = ct;
+            c->file->version = fv;
+            ct = NULL; /* the calibration closes it */
+        }
+    }
 done:
     free(arr);
     cJSON_Delete(j);
@@ -297,13 +373,35 @@ done:
 }
 
 sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
-    return load_impl(path, m, out, NULL, err);
+    return load_impl(path, m, out, NULL, false, err);
+}
+
+sc_status sc_calib_open(const char *path, const sc_model *m, sc_calib **out, sc_err *err) {
+    return load_impl(path, m, out, NULL, true, err);
+}
+
+sc_status sc_calib_read(const sc_calib *c, const char *method, const sc_array *a, void *dst, bool *found, sc_err *err) {
+    *found = false;
+    if (!c->file || (a->kind == SC_ARR_DERIVED && c->file->version < 2)) return SC_OK;
+    srt_container *ct = c->file->ct;
+    const char *path = srt_container_path(ct);
+    char name[SRT_CT_MAX_NAME + 1];
+    snprintf(name, sizeof name, "%s/%s", method, a->name);
+    int64_t si = srt_container_find(ct, name);
+    if (si < 0 || a->kind == SC_ARR_CONCAT) return SC_OK;
+    SC_TRY(read_section(ct, path, si, a, a->shape[0], c->file->version, dst, err));
+    sc_array got = *a;
+    got.data = dst;
+    got.kind = SC_ARR_SUM; /* derived arrays read back are checked like sums: finite */
+    if (got.type != SC_ARR_I64) SC_TRY(check_array(path, name, &got, err));
+    *found = true;
+    return SC_OK;
 }
 
 sc_status sc_calib_load_checkpoint(const char *path, const sc_model *m, sc_calib **out, int64_t *done, int64_t *of,
                                    sc_err *err) {
     int64_t ck[2] = {0, 0};
-    sc_status st = load_impl(path, m, out, ck, err);
+    sc_status st = load_impl(path, m, out, ck, false, err);
     srt_input_forget_path(path); /* the run's own state: the next checkpoint replaces it */
     *done = ck[0];
     *of = ck[1];

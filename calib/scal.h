@@ -9,11 +9,34 @@
 
 #include "engine.h"
 
-/* compress: zstd level 0 (raw) .. 19. */
+/* The manifest's format_version: 2 stores LaRoSA's moments as packed upper
+ * triangles and its rotations (streamed derived arrays, method.h) to be read
+ * back; format 1 (full [D, D] moments, rotations recomputed at load) still
+ * loads, its moments packed as they are read. */
+#define SC_SCAL_FORMAT 2
+
+/* compress: zstd level 0 (raw) .. 19. Streamed derived arrays (method.h) are
+ * computed one at a time as they are written. */
 sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, int compress, sc_err *err);
 /* Loads a file. m may be NULL (merge and inspect need no model); when given,
  * the file must have been computed on it (same identity). */
 sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err);
+
+/* Opens a file for the tools that read a calibration (eval, pack, diag): as
+ * sc_calib_load, but the arrays a method leaves in the file when reading
+ * (LaRoSA's moments) and the streamed derived arrays (LaRoSA's rotations) are
+ * not loaded; the calibration keeps the file open and sc_calib_read reads
+ * them one at a time. Such a calibration cannot be merged or saved. */
+sc_status sc_calib_open(const char *path, const sc_model *m, sc_calib **out, sc_err *err);
+/* Reads array a of `method` (as its arrays or streamed list describes it)
+ * from the file c was opened from into dst (a's shape and type), checked
+ * like a load checks it. *found is false (and SC_OK) when there is nothing
+ * to read: c was not opened from a file, the file does not hold the array
+ * (a checkpoint's streamed arrays), or it is a streamed array of a format-1
+ * file (recomputed at load then, stale in its checkpoints). */
+sc_status sc_calib_read(const sc_calib *c, const char *method, const sc_array *a, void *dst, bool *found, sc_err *err);
+/* Closes the file of a calibration opened for reading (sc_calib_free does). */
+void sc_scal_file_close(struct sc_scal_file *f);
 
 /* Checkpoints (`compute --checkpoint-every`): a valid .scal of the sequences
  * done so far (loadable by everything that reads .scal; derived arrays may be

@@ -35,7 +35,14 @@ sc_status sc_calib_to_bytes(const sc_calib *c, void **buf, size_t *len, sc_err *
         const sc_method *me = c->entries[i].method;
         int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
         total += sizeof(int64_t);
-        for (int k = 0; k < n; k++) total += sizeof(int64_t) + array_bytes(&arr[k]);
+        for (int k = 0; k < n; k++) {
+            if (!arr[k].data && array_bytes(&arr[k])) { /* a state opened for reading (method.h) */
+                sc_status st = sc_errf(err, SC_EARG, "transfer: %s/%s is not in memory", me->name, arr[k].name);
+                free(arr);
+                return st;
+            }
+            total += sizeof(int64_t) + array_bytes(&arr[k]);
+        }
     }
     uint8_t *p = malloc(total);
     if (!p) {

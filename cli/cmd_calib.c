@@ -386,7 +386,7 @@ int cmd_eval(int argc, char **argv) {
                         "dequantised weights\n", method);
     /* cett and clada reach a --density through their own fit (sc_cett_goal_parse); the rest default to dense */
     if (isnan(density) && strcmp(method, "cett") && strcmp(method, "clada")) density = 1.0;
-    if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err);
+    if (!st && calib) st = sc_calib_open(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {
         sc_sparse_eval_opts o = {method, density, c, ctx ? ctx : in.model->cfg.max_seq_len, second_half, params,

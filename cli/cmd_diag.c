@@ -121,7 +121,7 @@ int cmd_diag(int argc, char **argv) {
     const char *more[] = {calib, NULL};
     sc_status st = cli_check_output(&in, dump, more, &err);
     if (!st) st = cli_load(&in, false, &err);
-    if (!st) st = sc_calib_load(calib, in.model, &c, &err);
+    if (!st) st = sc_calib_open(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     sc_atomic_file af;
     bool dumping = false;

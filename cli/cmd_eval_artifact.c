@@ -21,7 +21,7 @@ sc_status cli_eval_artifact(cli_inputs *in, const cli_eval_request *rq, sc_err *
     sc_status st = SC_OK;
     /* a calibration given with the artifact must be of the model it was packed from; the routing data
      * the artifact stores is what runs (pack fitted it from that calibration) */
-    if (rq->calib && !(st = sc_calib_load(rq->calib, in->model, &c, err)) && !rq->quiet)
+    if (rq->calib && !(st = sc_calib_open(rq->calib, in->model, &c, err)) && !rq->quiet)
         fprintf(stderr, "note: %s matches %s's source model; the routing is the artifact's own (fitted by pack)\n",
                 rq->calib, in->model_path);
     if (!st) st = cli_load_data(in, &d, err);

@@ -81,9 +81,15 @@ static srt_ct_status section_stats(srt_container *c, size_t i, stats *out) {
     memset(out, 0, sizeof *out);
     const srt_ct_section *s = srt_container_section_at(c, i);
     if (s->dtype == SRT_CT_BYTES) return SRT_CT_OK;
-    const void *data;
-    srt_ct_status st = srt_container_data(c, i, &data, NULL);
-    if (st) return st;
+    /* read into a buffer freed after each section: the handle's cache would keep every
+     * decompressed section (a Llama-3-8B LaRoSA calibration holds 12 GiB of them) */
+    void *data = malloc(s->raw_size ? (size_t)s->raw_size : 1);
+    if (!data) return SRT_CT_ENOMEM;
+    srt_ct_status st = srt_container_read(c, i, data, s->raw_size);
+    if (st) {
+        free(data);
+        return st;
+    }
     out->ok = true;
     out->min = INFINITY;
     out->max = -INFINITY;
@@ -99,6 +105,7 @@ static srt_ct_status section_stats(srt_container *c, size_t i, stats *out) {
         out->sum += v;
         out->n++;
     }
+    free(data);
     return SRT_CT_OK;
 }
 

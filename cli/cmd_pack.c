@@ -83,7 +83,7 @@ int cmd_pack(int argc, char **argv) {
     if (!calib) more[0] = lora, more[1] = NULL;
     sc_status st = cli_check_output(&in, out, more, &err);
     if (!st) st = cli_load(&in, false, &err);
-    if (!st && calib) st = sc_calib_load(calib, in.model, &c, &err); /* statistics of the base model */
+    if (!st && calib) st = sc_calib_open(calib, in.model, &c, &err); /* statistics of the base model, read as used */
     if (!st && lora) {
         sc_lora_result lr;
         st = sc_lora_fuse(in.model, lora, &lr, &err);

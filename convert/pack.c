@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "larosa.h"
+#include "larosa_rot.h"
 #include "pack_routing.h"
 #include "permute.h"
 #include "srt.h"
@@ -209,16 +210,23 @@ static void rotate_weights(float *dst, const float *W, const float *Qf, int64_t 
  * as float in b->Qf, and R = Q^T diag(g) in b->R: z = R n(x) = Q^T (g . n(x))
  * is the rotated input the calibration measured, so the RMSNorm weight is
  * absorbed and the stored norm becomes one. False when the layer has none. */
-static bool fold_prepare(const void *state, int64_t l, int which, const float *g, int64_t D, fold_buf *b) {
-    sc_larosa_input in;
-    if (!state || !sc_larosa_get(state, l, which, &in)) return false;
-    for (int64_t i = 0; i < D; i++)
+static sc_status fold_prepare(const sc_calib *c, const void *state, int64_t l, int which, const float *g, int64_t D,
+                              fold_buf *b, bool *folded, sc_err *err) {
+    *folded = false;
+    if (!state || !sc_larosa_has(state, l, which, NULL)) return SC_OK;
+    /* one layer's rotation at a time, read from the calibration file (larosa_rot.h); the double
+     * copy is released before the layer's matrices are packed */
+    sc_larosa_rot rot = {0};
+    sc_status st = sc_larosa_rotation(c, l, which, &rot, err);
+    for (int64_t i = 0; i < D && !st; i++)
         for (int64_t k = 0; k < D; k++) {
-            double q = in.Q[i * D + k];
+            double q = rot.Q[i * D + k];
             b->Qf[i * D + k] = (float)q;
             b->R[k * D + i] = (float)(q * (double)g[i]);
         }
-    return true;
+    sc_larosa_rot_free(&rot);
+    *folded = !st;
+    return st;
 }
 
 /* Rows of a vocabulary matrix read on use: the embedding (ids) or the classifier. */
@@ -362,12 +370,10 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     }
     fold_buf fb = {0};
     if (!st && o->method && !strcmp(o->method, "larosa")) {
-        p.larosa = o->calib ? sc_calib_state(o->calib, "larosa") : NULL;
-        if (!p.larosa)
+        if (!o->calib || !sc_calib_state(o->calib, "larosa"))
             st = sc_errf(err, SC_EARG, "pack --method larosa needs a calibration file with larosa statistics (--calib)");
-        else if (sc_larosa_dim(p.larosa) != D)
-            st = sc_errf(err, SC_EARG, "pack: the larosa rotations are for d_model %lld, the model has %lld",
-                         (long long)sc_larosa_dim(p.larosa), (long long)D);
+        else
+            st = sc_larosa_state(o->calib, D, "pack", &p.larosa, err);
         int64_t big = qd > F ? qd : F;
         if (!st && (!(fb.Qf = malloc((size_t)(D * D) * sizeof(float))) || !(fb.R = malloc((size_t)(D * D) * sizeof(float))) ||
                     !(fb.wq = malloc((size_t)(big * D) * sizeof(float))) || !(fb.wk = malloc((size_t)(kvd * D) * sizeof(float))) ||
@@ -408,7 +414,9 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wd = pd;
         }
 #define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
-        if (fold_prepare(p.larosa, l, SC_LAROSA_ATTN, L->attn_norm, D, &fb)) { /* q, k, v read z = R n(x) */
+        bool folded;
+        if ((st = fold_prepare(o->calib, p.larosa, l, SC_LAROSA_ATTN, L->attn_norm, D, &fb, &folded, err))) break;
+        if (folded) { /* q, k, v read z = R n(x) */
             rotate_weights(fb.wq, wq, fb.Qf, qd, D);
             rotate_weights(fb.wk, wk, fb.Qf, kvd, D);
             rotate_weights(fb.wv, wv, fb.Qf, kvd, D);
@@ -419,7 +427,8 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             n_folded++;
             if ((st = add_matrix(&p, NAME("attn_rot"), plan->rot, fb.R, D, D, err))) break;
         }
-        if (fold_prepare(p.larosa, l, SC_LAROSA_MLP, L->ffn_norm, D, &fb)) { /* gate and up */
+        if ((st = fold_prepare(o->calib, p.larosa, l, SC_LAROSA_MLP, L->ffn_norm, D, &fb, &folded, err))) break;
+        if (folded) { /* gate and up */
             rotate_weights(fb.wg, wg, fb.Qf, F, D);
             rotate_weights(fb.wu, wu, fb.Qf, F, D);
             wg = fb.wg;

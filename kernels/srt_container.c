@@ -563,6 +563,29 @@ srt_ct_status srt_container_get_typed(srt_container *c, const char *name, srt_ct
     return srt_container_data(c, (size_t)i, data, NULL);
 }
 
+srt_ct_status srt_container_read(srt_container *c, size_t i, void *dst, uint64_t size) {
+    if (!c) return SRT_CT_EARG;
+    if (i >= c->n) return FAIL(SRT_CT_EARG, "%s: section index %zu out of range (%zu sections)", c->path, i, c->n);
+    const srt_ct_section *s = &c->sec[i];
+    if (size != s->raw_size)
+        return FAIL(SRT_CT_EARG, "%s: section '%s': %llu bytes, the caller expects %llu", c->path, s->name,
+                    (unsigned long long)s->raw_size, (unsigned long long)size);
+    srt_ct_status st = check_sum(c, i);
+    if (st || size == 0) return st;
+    const void *p = c->base + s->offset;
+    if (s->compression != SRT_CT_ZSTD || c->decoded[i]) {
+        memcpy(dst, s->compression == SRT_CT_ZSTD ? c->decoded[i] : p, (size_t)size);
+        return SRT_CT_OK;
+    }
+    size_t r = ZSTD_decompress(dst, (size_t)size, p, (size_t)s->stored_size);
+    if (ZSTD_isError(r))
+        return FAIL(SRT_CT_EFORMAT, "%s: section '%s': zstd: %s", c->path, s->name, ZSTD_getErrorName(r));
+    if (r != size)
+        return FAIL(SRT_CT_EFORMAT, "%s: section '%s': decompressed to %zu bytes, expected %llu", c->path, s->name, r,
+                    (unsigned long long)size);
+    return SRT_CT_OK;
+}
+
 srt_ct_status srt_container_verify_section(srt_container *c, size_t i) {
     if (!c) return SRT_CT_EARG;
     if (i >= c->n) return FAIL(SRT_CT_EARG, "%s: section index %zu out of range (%zu sections)", c->path, i, c->n);

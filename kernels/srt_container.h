@@ -133,6 +133,12 @@ srt_ct_status srt_container_get(srt_container *c, const char *name, const void *
 srt_ct_status srt_container_get_typed(srt_container *c, const char *name, srt_ct_dtype dtype, uint64_t n_elements,
                                       const void **data);
 
+/* Copies section i's raw bytes into dst (size must be its raw_size),
+ * verifying the checksum on first access and decompressing a zstd section
+ * straight into dst: nothing is kept, so a caller can read a file far larger
+ * than memory one section at a time. */
+srt_ct_status srt_container_read(srt_container *c, size_t index, void *dst, uint64_t size);
+
 /* Checks section i's checksum and, for zstd, that its frame decompresses to
  * exactly raw_size bytes (streamed through a fixed buffer; nothing kept). */
 srt_ct_status srt_container_verify_section(srt_container *c, size_t index);

@@ -175,7 +175,11 @@ static void compare_single(const sc_calib *x, const sc_calib *y) {
                 continue;
             }
             int64_t n = a[k].shape[0] * (a[k].shape[1] ? a[k].shape[1] : 1);
+            /* a LaRoSA moment is a packed upper triangle (larosa.h): entry j is (r, col), r <= col */
+            bool cov = strcmp(me->name, "larosa") == 0 && strstr(a[k].name, ".H") != NULL;
+            int64_t col = 0, col0 = 0; /* column of entry j, and the index of its first entry */
             for (int64_t j = 0; j < n; j++) {
+                if (cov && j - col0 > col) col0 += ++col;
                 double u = value(&a[k], j), v = value(&b[k], j);
                 if (a[k].type == SC_ARR_I64) {
                     int_diff += u != v;
@@ -186,10 +190,9 @@ static void compare_single(const sc_calib *x, const sc_calib *y) {
                  * moment H[i][j] = sum x_i x_j can cancel, and its sum|terms| is bounded by
                  * sqrt(H[i][i] H[j][j]) (Cauchy-Schwarz), so it is measured against that */
                 double scale = fmax(fabs(u), fabs(v));
-                bool cov = strcmp(me->name, "larosa") == 0 && a[k].shape[1] == a[k].shape[0] && a[k].shape[1] > 0;
                 if (cov) {
-                    int64_t dd = a[k].shape[1], r = j / dd, cc = j % dd;
-                    scale = sqrt(fabs(value(&a[k], r * dd + r)) * fabs(value(&a[k], cc * dd + cc)));
+                    int64_t r = j - col0;
+                    scale = sqrt(fabs(value(&a[k], r * (r + 1) / 2 + r)) * fabs(value(&a[k], col0 + col)));
                 }
                 double rel = u == v ? 0 : fabs(u - v) / fmax(scale, 1e-300);
                 if (a[k].kind != SC_ARR_SUM) {

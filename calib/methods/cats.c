@@ -164,4 +164,6 @@ const sc_method sc_method_cats = {
     NULL,
     cats_validate,
     "",
+    NULL,
+    NULL,
 };

@@ -295,6 +295,8 @@ const sc_method sc_method_cett = {
     NULL,
     NULL,
     "sample,stride,target",
+    NULL,
+    NULL,
 };
 
 /* ---- clada: the load-signal sample ---- */
@@ -376,4 +378,6 @@ const sc_method sc_method_clada = {
     NULL,
     NULL,
     "signals",
+    NULL,
+    NULL,
 };

@@ -135,4 +135,6 @@ const sc_method sc_method_claws = {
     NULL,
     NULL,
     "",
+    NULL,
+    NULL,
 };

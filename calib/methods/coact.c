@@ -144,4 +144,6 @@ const sc_method sc_method_coact = {
     NULL,
     NULL,
     "coact_sample,coact_stride,coact_density",
+    NULL,
+    NULL,
 };

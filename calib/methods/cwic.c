@@ -215,4 +215,6 @@ const sc_method sc_method_cwic = {
     NULL,
     NULL,
     "cwic_beta",
+    NULL,
+    NULL,
 };

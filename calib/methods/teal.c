@@ -477,4 +477,6 @@ const sc_method sc_method_teal = {
     teal_resume,
     NULL,
     "teal_greedy,teal_seqs,teal_len",
+    NULL,
+    NULL,
 };
