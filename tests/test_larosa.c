@@ -184,18 +184,10 @@ int main(void) {
         CHECK(sc_larosa_eigen(Hp, 1, 7, 0.01, eig, Q, &err) != SC_OK && strstr(err.msg, "dsyevd"));
         printf("eigensolver failure reported as: %s\n", err.msg);
     }
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts dopt;
-    sc_data_opts_default(&dopt);
-    dopt.max_docs = 70;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &dopt, &d, &err) == SC_OK);
+    if (!sc_test_stories(70, &m, &tok, &d)) return sc_test_finish();
     sc_dataset cal = {d.seqs, 40, 0}, ev = {d.seqs + 40, 30, 0};
     int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
 

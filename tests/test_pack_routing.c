@@ -37,18 +37,10 @@ static const srt_json *routing(srt_container *ct, const char *key) {
 }
 
 int main(void) {
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts dopt;
-    sc_data_opts_default(&dopt);
-    dopt.max_docs = 40;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &dopt, &d, &err) == SC_OK);
+    if (!sc_test_stories(40, &m, &tok, &d)) return sc_test_finish();
     int64_t F = m->cfg.ffn_dim, D = m->cfg.dim, L = m->cfg.n_layers;
 
     sc_compute_opts co;

@@ -91,18 +91,10 @@ static double run_length(const sc_model *m, const sc_dataset *ev, double d, doub
 
 int main(void) {
     planted();
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts dopt;
-    sc_data_opts_default(&dopt);
-    dopt.max_docs = 160;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &dopt, &d, &err) == SC_OK);
+    if (!sc_test_stories(160, &m, &tok, &d)) return sc_test_finish();
     sc_dataset cal = {d.seqs, 120, 0}, ev = {d.seqs + 120, d.n_seqs - 120, 0};
     int64_t F = m->cfg.ffn_dim, W = (F + 63) / 64;
 

@@ -24,18 +24,10 @@ static sc_err err;
 static double rel(double a, double b) { return fabs(a - b) / fabs(b); }
 
 int main(void) {
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts dopt;
-    sc_data_opts_default(&dopt);
-    dopt.max_docs = 60;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &dopt, &d, &err) == SC_OK);
+    if (!sc_test_stories(60, &m, &tok, &d)) return sc_test_finish();
     sc_dataset cal = {d.seqs, 40, 0};
     sc_tokens evs[10];
     size_t ne = 0;

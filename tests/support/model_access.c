@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data.h"
 #include "model.h"
+#include "tokenizer.h"
 
 const sc_layer *sc_test_layer(const sc_model *m, int64_t l) {
     const sc_layer *L;
@@ -49,4 +51,25 @@ float *sc_test_classifier(const sc_model *m) {
         memcpy(out + r0 * D, W, (size_t)(n * D) * sizeof(float));
     }
     return out;
+}
+
+bool sc_test_stories(int64_t max_docs, sc_model **m, sc_tokenizer **tok, sc_dataset *d) {
+    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
+               *text = sc_asset("text/tinystories_valid_a.txt");
+    if (!bin || !tokp || !text) return false;
+    sc_err e = {{0}};
+    bool ok = sc_model_load(bin, m, &e) == SC_OK;
+    CHECK_MSG(ok, "%s", e.msg);
+    if (ok) {
+        ok = sc_tokenizer_load_llama2c(tokp, 512, tok, &e) == SC_OK;
+        CHECK_MSG(ok, "%s", e.msg);
+    }
+    sc_data_opts dopt;
+    sc_data_opts_default(&dopt);
+    dopt.max_docs = max_docs;
+    if (ok) {
+        ok = sc_data_load_text(text, *tok, &dopt, d, &e) == SC_OK;
+        CHECK_MSG(ok, "%s", e.msg);
+    }
+    return ok;
 }

@@ -24,6 +24,13 @@ const struct sc_layer *sc_test_layer(const struct sc_model *m, int64_t l);
 float *sc_test_embedding(const struct sc_model *m);
 float *sc_test_classifier(const struct sc_model *m);
 
+/* stories260K (llama2.c checkpoint), its tok512 tokenizer and the first max_docs stories of
+ * text/tinystories_valid_a.txt, the set-up many tests share. false when an asset is missing (the
+ * test then skips) or a load failed (counted as a failed check). */
+struct sc_tokenizer;
+struct sc_dataset;
+bool sc_test_stories(int64_t max_docs, struct sc_model **m, struct sc_tokenizer **tok, struct sc_dataset *d);
+
 #define CHECK(cond)                                                                    \
     do {                                                                               \
         if (cond) {                                                                    \
