@@ -43,7 +43,9 @@ typedef struct sc_tap_event {
     int64_t width;    /* columns */
     const int32_t *ids; /* the window's token ids */
     float *data;      /* forward: the activation, writable (a hook may replace it);
-                         backward: the gradient dL/d(activation), read-only by convention */
+                         backward: the gradient dL/d(activation), read-only by convention except
+                         at SC_TAP_H, where a hook may add what the pass cannot see (an adapter
+                         a linear hook applies to W_d); the pass continues from what it leaves */
     const float *act; /* backward only: the forward activation at this tap (as hooks left it) */
     bool is_grad;     /* true for backward events */
     bool replay;      /* forward events only: the backward pass is recomputing this layer (activation
