@@ -149,7 +149,11 @@ static sc_status write_config(const sc_lora_params *p, const char *path, const c
     if (!text) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
     sc_atomic_file f;
     sc_status st = sc_atomic_open(&f, path, err);
-    if (!st) st = sc_atomic_write(&f, text, strlen(text), err);
+    if (st) {
+        cJSON_free(text);
+        return st;
+    }
+    st = sc_atomic_write(&f, text, strlen(text), err);
     if (!st) st = sc_atomic_write(&f, "\n", 1, err);
     cJSON_free(text);
     if (st) {
