@@ -52,7 +52,8 @@
  * anyway); the loss reaches h through h' = m * h only, which the backward
  * pass differentiates as the elementwise scaling it is (forward.h).
  *
- * score [F], mask [F] (out), scratch [2F]. Returns sum_j m_j. */
+ * score [F], mask [F] (out), scratch [2F]. Returns sum_j m_j (NAN when out of
+ * memory). The student computes the F values of sigmoid once per tau. */
 double sc_soft_topk(const float *score, int64_t F, int64_t K, double tau, float *mask, uint64_t *scratch);
 
 /* ---- the adapter -------------------------------------------------------------- */

@@ -42,32 +42,44 @@ static uint32_t desc_key(float x) {
     return UINT32_MAX - asc;                                      /* so every number's key is below NaN's */
 }
 
-double sc_soft_topk(const float *score, int64_t F, int64_t K, double tau, float *mask, uint64_t *scratch) {
+/* The mask value of each rank, table[rho] for rho in [0, F). */
+static void rank_table(float *table, int64_t F, int64_t K, double tau) {
+    for (int64_t rho = 0; rho < F; rho++)
+        table[rho] = tau > 0.0 ? (float)(1.0 / (1.0 + exp(-((double)K - 0.5 - (double)rho) / ((double)F * tau))))
+                               : (rho < K ? 1.0f : 0.0f);
+}
+
+/* mask[j] = table[rank of score[j]]; returns the sum of the mask. */
+static double mask_by_rank(const float *score, int64_t F, const float *table, float *mask, uint64_t *scratch) {
     /* a stable LSD radix sort of (key << 32 | index) on the key, 8 bits at a
-     * time: equal keys keep ascending index order (ties to the lower index) */
+     * time: equal keys keep ascending index order (ties to the lower index);
+     * a pass whose byte is the same in every key is skipped */
     uint64_t *a = scratch, *b = scratch + F;
     for (int64_t j = 0; j < F; j++) a[j] = (uint64_t)desc_key(score[j]) << 32 | (uint64_t)j;
     for (int shift = 32; shift < 64; shift += 8) {
         int64_t count[257] = {0};
         for (int64_t j = 0; j < F; j++) count[((a[j] >> shift) & 0xff) + 1]++;
+        if (count[((a[0] >> shift) & 0xff) + 1] == F) continue;
         for (int k = 0; k < 256; k++) count[k + 1] += count[k];
         for (int64_t j = 0; j < F; j++) b[count[(a[j] >> shift) & 0xff]++] = a[j];
         uint64_t *t = a;
         a = b;
         b = t;
     }
-    /* four passes: the sorted keys are back in the first half */
     double sum = 0.0;
     for (int64_t rho = 0; rho < F; rho++) {
-        int64_t j = (int64_t)(a[rho] & 0xffffffffu);
-        double m;
-        if (tau > 0.0)
-            m = 1.0 / (1.0 + exp(-((double)K - 0.5 - (double)rho) / ((double)F * tau)));
-        else
-            m = rho < K ? 1.0 : 0.0;
-        mask[j] = (float)m;
-        sum += (double)mask[j];
+        mask[a[rho] & 0xffffffffu] = table[rho];
+        sum += (double)table[rho];
     }
+    return sum;
+}
+
+double sc_soft_topk(const float *score, int64_t F, int64_t K, double tau, float *mask, uint64_t *scratch) {
+    float *table = malloc((size_t)F * sizeof *table);
+    if (!table) return NAN;
+    rank_table(table, F, K, tau);
+    double sum = mask_by_rank(score, F, table, mask, scratch);
+    free(table);
     return sum;
 }
 
@@ -215,7 +227,8 @@ struct sc_lora_student {
     float *z;       /* [T, r]: A h', then s B^T g */
     float *dy;      /* [T, D]: dL/dy of the layer being differentiated */
     float *score, *mask; /* [F] */
-    uint64_t *order; /* sc_soft_topk scratch [2F] */
+    uint64_t *order; /* mask_by_rank scratch [2F] */
+    float *table;    /* [F] the mask value of each rank at the current tau */
     const float *a; /* phi(u) of the current layer (SC_TAP_GATE_ACT) */
     float *gA, *gB; /* gradient accumulators of the running backward pass */
     sc_mask_fn on_mask;
@@ -233,6 +246,7 @@ void sc_lora_student_free(sc_lora_student *s) {
     free(s->score);
     free(s->mask);
     free(s->order);
+    free(s->table);
     free(s);
 }
 
@@ -264,18 +278,23 @@ sc_status sc_lora_student_create(const sc_model *m, int64_t max_ctx, const sc_lo
         s->score = malloc((size_t)s->F * sizeof(float));
         s->mask = malloc((size_t)s->F * sizeof(float));
         s->order = malloc((size_t)s->F * 2 * sizeof(uint64_t));
-        if (!s->teacher || !s->z || !s->dy || !s->score || !s->mask || !s->order)
+        s->table = malloc((size_t)s->F * sizeof(float));
+        if (!s->teacher || !s->z || !s->dy || !s->score || !s->mask || !s->order || !s->table)
             st = sc_errf(err, SC_ENOMEM, "out of memory for the student's %lld-token workspace", (long long)max_ctx);
     }
     if (st) {
         sc_lora_student_free(s);
         return st;
     }
+    rank_table(s->table, s->F, s->K, s->tau);
     *out = s;
     return SC_OK;
 }
 
-void sc_lora_student_set_tau(sc_lora_student *s, double tau) { s->tau = tau > 0.0 ? tau : 0.0; }
+void sc_lora_student_set_tau(sc_lora_student *s, double tau) {
+    s->tau = tau > 0.0 ? tau : 0.0;
+    rank_table(s->table, s->F, s->K, s->tau);
+}
 
 void sc_lora_student_observe(sc_lora_student *s, sc_mask_fn fn, void *user) {
     s->on_mask = fn;
@@ -336,7 +355,7 @@ static sc_status student_tap(void *user, const sc_tap_event *ev, sc_err *err) {
     for (int64_t t = 0; t < ev->n_tokens; t++) {
         float *h = ev->data + t * F;
         srt_score_gate(s->score, s->a + t * F, c, F);
-        double sum = sc_soft_topk(s->score, F, s->K, s->tau, s->mask, s->order);
+        double sum = mask_by_rank(s->score, F, s->table, s->mask, s->order);
         for (int64_t j = 0; j < F; j++) h[j] *= s->mask[j];
         if (!ev->replay) { /* a recomputation in the backward pass is not a new row */
             s->mask_sum += sum;
