@@ -152,6 +152,8 @@ int cmd_train(int argc, char **argv) {
         st = sc_errf(&err, SC_EARG, "--density %g is not in (0, 1]", o.density);
     else if (o.alpha < 0.0 || !isfinite(o.alpha))
         st = sc_errf(&err, SC_EARG, "--alpha must be positive");
+    else if (sc_file_exists(out) && !sc_is_dir(out)) /* refused now, not after the training */
+        st = sc_errf(&err, SC_EARG, "-o %s: exists and is not a directory (the adapter is a directory)", out);
     if (st) return cli_fail("train", st, &err);
     if (in.seed > 0) o.seed = (uint64_t)in.seed;
     o.method = method;

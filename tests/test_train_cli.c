@@ -195,5 +195,8 @@ int main(void) {
         CHECK_MSG(rc == 2 && nl == 1 && !strncmp(out, "sparsecal train: ", 17), "'%s': exit %d, output '%s'", sub, rc, out);
     }
     CHECK(!sc_file_exists(sc_tmp_path("never")));
+    /* -o naming a file: refused before any training */
+    snprintf(cmd, sizeof cmd, "%s train %s -f %s --method cats-lora -o %s -n 1 2>&1", SC_CLI_PATH, mt, text, scal);
+    CHECK(sc_run(cmd, out, sizeof out) == 2 && strstr(out, "is not a directory"));
     return sc_test_finish();
 }
