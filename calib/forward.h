@@ -170,6 +170,14 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
  * CE as sc_loss_ce returns it. */
 sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hooks, double *loss, sc_err *err);
 
+/* For losses computed outside (the chunked distillation of train_loss.c): the
+ * final norm's output [n, dim] of the last window run on a chunked workspace
+ * (valid until the next run), and the backward pass from a given
+ * dL/d(final norm output) dxn [n, dim] of that window (as sc_backward_ce
+ * continues from its own). */
+const float *sc_forward_final_norm(const sc_forward *f);
+sc_status sc_backward_from_norm(sc_forward *f, const float *dxn, const sc_hooks *hooks, sc_err *err);
+
 /* Next-token cross-entropy of a window: loss = sum over t < n-1 of
  * -log softmax(logits[t])[ids[t+1]]; writes dL/dlogits [n, V] (row n-1 zero)
  * and returns the loss. dlogits may be logits itself (computed row by row,

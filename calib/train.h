@@ -84,6 +84,23 @@ void sc_lora_params_free(sc_lora_params *p);
 sc_status sc_lora_params_save(const sc_lora_params *p, const char *dir, const char *base_model, const sc_st_meta *meta,
                               size_t n_meta, sc_err *err);
 
+/* ---- the distillation loss over vocabulary chunks (train_loss.c) ------------- */
+
+typedef struct sc_distill sc_distill;
+/* Scratch for windows of up to max_ctx tokens: two [max_ctx x chunk] blocks
+ * of logits (at most 64 MiB each) instead of two [max_ctx x vocab] ones. */
+sc_status sc_distill_create(const sc_model *m, int64_t max_ctx, sc_distill **out, sc_err *err);
+void sc_distill_free(sc_distill *d);
+/* The sums over t < n - 1 of KL(student || teacher) (*kl) and of the
+ * next-token cross-entropy (*ce) for the last window ids[0..n) run on the
+ * chunked training workspace f (the student, sc_forward_create_train_ex with
+ * SC_TRAIN_CHUNKED_LOSS), the teacher given by its final norm output on the
+ * same ids, teacher_xn [n, dim] (sc_forward_final_norm). With backward, then
+ * the backward pass of f from the loss KL + w CE, with gradient hooks as
+ * sc_backward_run's. The same quantities as sc_loss_distill on full logits. */
+sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, int64_t n, const float *teacher_xn,
+                            double w, const sc_hooks *hooks, bool backward, double *kl, double *ce, sc_err *err);
+
 /* ---- one sequence: loss and gradient --------------------------------------- */
 
 typedef struct sc_lora_student sc_lora_student;
@@ -112,11 +129,11 @@ typedef struct sc_window_loss {
     int64_t mask_rows;/* (layer, position) pairs masked */
 } sc_window_loss;
 
-/* One sequence ids[0..n) (2 <= n <= max_ctx): the teacher's logits (the
- * dense model without the adapter, computed on the fly), the student's
- * forward pass, the loss, and its backward pass, adding d loss / dA and
- * d loss / dB into gA [L, r, F] and gB [L, D, r] (not normalised; NULL:
- * the loss only, no backward pass). */
+/* One sequence ids[0..n) (2 <= n <= max_ctx): the teacher (the dense model
+ * without the adapter, run on the fly; kept as its final norm output), the
+ * student's forward pass, the loss over vocabulary chunks (sc_distill), and
+ * its backward pass, adding d loss / dA and d loss / dB into gA [L, r, F] and
+ * gB [L, D, r] (not normalised; NULL: the loss only, no backward pass). */
 sc_status sc_lora_student_window(sc_lora_student *s, const int32_t *ids, int64_t n, double ce_weight, float *gA,
                                  float *gB, sc_window_loss *out, sc_err *err);
 /* The student's next-token cross-entropy of one sequence, summed (no

@@ -220,10 +220,12 @@ struct sc_lora_student {
     const sc_model *m;
     const sc_lora_params *p;
     const float *c; /* [L, F] or NULL */
-    int64_t K, F, D, V, r, max_ctx;
+    int64_t K, F, D, r, max_ctx;
     double tau;
-    sc_forward *f;
-    float *teacher; /* [T, V] */
+    sc_forward *f;   /* a chunked training workspace: no [T x vocab] logits */
+    sc_distill *loss;
+    float *teacher;  /* [T, D] the teacher's final norm output */
+    double *nll;     /* [T] */
     float *z;       /* [T, r]: A h', then s B^T g */
     float *dy;      /* [T, D]: dL/dy of the layer being differentiated */
     float *score, *mask; /* [F] */
@@ -240,7 +242,9 @@ struct sc_lora_student {
 void sc_lora_student_free(sc_lora_student *s) {
     if (!s) return;
     sc_forward_free(s->f);
+    sc_distill_free(s->loss);
     free(s->teacher);
+    free(s->nll);
     free(s->z);
     free(s->dy);
     free(s->score);
@@ -265,21 +269,22 @@ sc_status sc_lora_student_create(const sc_model *m, int64_t max_ctx, const sc_lo
     s->c = c;
     s->F = cf->ffn_dim;
     s->D = cf->dim;
-    s->V = cf->vocab_size;
     s->r = p->rank;
     s->K = srt_topk_count(density, s->F);
     s->max_ctx = max_ctx;
     s->tau = 1.0;
-    sc_status st = sc_forward_create_train(m, max_ctx, &s->f, err);
+    sc_status st = sc_forward_create_train_ex(m, max_ctx, SC_TRAIN_CHUNKED_LOSS, &s->f, err);
+    if (!st) st = sc_distill_create(m, max_ctx, &s->loss, err);
     if (!st) {
-        s->teacher = malloc((size_t)(max_ctx * s->V) * sizeof(float));
+        s->teacher = malloc((size_t)(max_ctx * s->D) * sizeof(float));
+        s->nll = malloc((size_t)max_ctx * sizeof(double));
         s->z = malloc((size_t)(max_ctx * s->r) * sizeof(float));
         s->dy = malloc((size_t)(max_ctx * s->D) * sizeof(float));
         s->score = malloc((size_t)s->F * sizeof(float));
         s->mask = malloc((size_t)s->F * sizeof(float));
         s->order = malloc((size_t)s->F * 2 * sizeof(uint64_t));
         s->table = malloc((size_t)s->F * sizeof(float));
-        if (!s->teacher || !s->z || !s->dy || !s->score || !s->mask || !s->order || !s->table)
+        if (!s->teacher || !s->nll || !s->z || !s->dy || !s->score || !s->mask || !s->order || !s->table)
             st = sc_errf(err, SC_ENOMEM, "out of memory for the student's %lld-token workspace", (long long)max_ctx);
     }
     if (st) {
@@ -374,61 +379,48 @@ static sc_status check_window(const sc_lora_student *s, int64_t n, sc_err *err) 
 }
 
 /* The student's forward pass of ids[0..n) (mask and adapter). */
-static sc_status student_forward(sc_lora_student *s, const int32_t *ids, int64_t n, const float **logits,
-                                 sc_err *err) {
+static sc_status student_forward(sc_lora_student *s, const int32_t *ids, int64_t n, sc_err *err) {
     sc_hooks hk = {student_tap, s, SC_TAP_BIT(SC_TAP_GATE_ACT) | SC_TAP_BIT(SC_TAP_H)};
     sc_forward_set_linear_hook(s->f, student_linear, s);
-    return sc_forward_run(s->f, ids, n, 0, &hk, logits, err);
-}
-
-/* sum over t < n - 1 of the next-token cross-entropy of logits [n, V] */
-static double cross_entropy(const float *logits, const int32_t *ids, int64_t n, int64_t V) {
-    double ce = 0.0;
-    for (int64_t t = 0; t + 1 < n; t++) ce += sc_logsumexp(logits + t * V, V) - (double)logits[t * V + ids[t + 1]];
-    return ce;
+    return sc_forward_run(s->f, ids, n, 0, &hk, NULL, err);
 }
 
 sc_status sc_lora_student_window(sc_lora_student *s, const int32_t *ids, int64_t n, double ce_weight, float *gA,
                                  float *gB, sc_window_loss *out, sc_err *err) {
     memset(out, 0, sizeof *out);
     SC_TRY(check_window(s, n, err));
-    int64_t V = s->V;
-    const float *logits;
-    /* the teacher: the dense model, no adapter, no mask */
+    /* the teacher: the dense model, no adapter, no mask; its final norm output stands for its logits */
     sc_forward_set_linear_hook(s->f, NULL, NULL);
-    SC_TRY(sc_forward_run(s->f, ids, n, 0, NULL, &logits, err));
-    memcpy(s->teacher, logits, (size_t)(n * V) * sizeof(float));
+    SC_TRY(sc_forward_run(s->f, ids, n, 0, NULL, NULL, err));
+    memcpy(s->teacher, sc_forward_final_norm(s->f), (size_t)(n * s->D) * sizeof(float));
     s->mask_sum = 0.0;
     s->mask_rows = 0;
-    SC_TRY(student_forward(s, ids, n, &logits, err));
-    double ce = cross_entropy(logits, ids, n, V);
-    float *dl = sc_forward_logits(s->f); /* the gradient overwrites the logits */
-    double loss = sc_loss_distill(logits, s->teacher, ids, n, V, ce_weight, dl);
-    if (!isfinite(loss) || !isfinite(ce))
-        return sc_errf(err, isnan(loss) && isfinite(ce) ? SC_ENOMEM : SC_ERANGE,
-                       "the distillation loss is not finite (%g): out of memory, or the adapter diverged", loss);
-    out->loss = loss;
-    out->ce = ce;
-    out->kl = loss - ce_weight * ce;
-    out->scored = n - 1;
-    out->mask_sum = s->mask_sum;
-    out->mask_rows = s->mask_rows;
-    if (!gA) return SC_OK;
+    SC_TRY(student_forward(s, ids, n, err));
     s->gA = gA;
     s->gB = gB;
     sc_hooks ghk = {student_tap, s, SC_TAP_BIT(SC_TAP_RESID) | SC_TAP_BIT(SC_TAP_H)};
-    sc_status st = sc_backward_run(s->f, dl, &ghk, err);
+    double kl, ce;
+    sc_status st = sc_distill_window(s->loss, s->f, ids, n, s->teacher, ce_weight, &ghk, gA != NULL, &kl, &ce, err);
     s->gA = s->gB = NULL;
-    return st;
+    if (st) return st;
+    out->kl = kl;
+    out->ce = ce;
+    out->loss = kl + ce_weight * ce;
+    out->scored = n - 1;
+    out->mask_sum = s->mask_sum;
+    out->mask_rows = s->mask_rows;
+    return SC_OK;
 }
 
 sc_status sc_lora_student_nll(sc_lora_student *s, const int32_t *ids, int64_t n, double *nll, sc_err *err) {
     *nll = NAN;
     SC_TRY(check_window(s, n, err));
-    const float *logits;
     s->mask_sum = 0.0;
     s->mask_rows = 0;
-    SC_TRY(student_forward(s, ids, n, &logits, err));
-    *nll = cross_entropy(logits, ids, n, s->V);
+    SC_TRY(student_forward(s, ids, n, err));
+    SC_TRY(sc_forward_nll(s->f, s->nll, err));
+    double sum = 0.0;
+    for (int64_t t = 0; t + 1 < n; t++) sum += s->nll[t];
+    *nll = sum;
     return SC_OK;
 }

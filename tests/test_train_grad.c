@@ -12,7 +12,8 @@
  *     are the student's (recorded by its observer): the gradient is that of
  *     the loss with the masks held, as ranks are piecewise constant; the
  *     masks the reference computes itself from its own W_g x must agree
- *     with them up to near-ties that float and double order differently. */
+ *     with them up to near-ties that float and double order differently;
+ *  3. the loss over vocabulary chunks against the same loss in one chunk. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,56 @@ int main(void) {
     for (int i = 0; i < L * F; i++) c[i] = (float)exp(2.0 * urand() - 1.0);
     check_grads(m, &r, w2, ids, c, 0.3, "soft mask (tau 0.3, multipliers)");
     check_grads(m, &r, w2, ids, NULL, 0.0, "hard mask (CATS scores)");
+    /* 3. the loss over vocabulary chunks: the bf16 copy of the model read on use in 100-row classifier
+     * chunks (6 chunks for 512 words) against the same copy converted once (one chunk). The logits come from
+     * sgemm calls of other shapes (100 rows against 512; OpenBLAS may choose other kernels for them), so one
+     * may differ in its last float bit: the sums move by about 1e-9 relative, bounded here by 1e-7; the
+     * gradients sum dL/dz W over chunks in float (accumulated with beta = 1) instead of in one product:
+     * float rounding of 512-term sums, bounded by 1e-4 of the largest entry (as test_backward's chunked CE). */
+    const char *bf = sc_asset("models/stories260K-hf-bf16-sharded");
+    if (bf) {
+        sc_err e2;
+        sc_model *mc, *mr;
+        sc_model_policy(false, 100 * D * sizeof(float));
+        CHECK(sc_model_load(bf, &mc, &e2) == SC_OK);
+        sc_model_policy(false, 0);
+        CHECK(sc_model_load(bf, &mr, &e2) == SC_OK);
+        CHECK(sc_model_classifier_chunk(mc) == 100 && sc_model_classifier_chunk(mr) >= V);
+        sc_lora_params q;
+        CHECK(sc_lora_params_init(&q, &m->cfg, R, R, 5, &e2) == SC_OK);
+        for (size_t i = 0; i < (size_t)L * D * R; i++) q.B[i] = (float)(0.1 * urand() - 0.05);
+        float *g[2][2];
+        sc_window_loss w[2];
+        for (int k = 0; k < 2; k++) {
+            g[k][0] = calloc((size_t)L * R * F, sizeof(float));
+            g[k][1] = calloc((size_t)L * D * R, sizeof(float));
+            sc_lora_student *sk;
+            CHECK(sc_lora_student_create(k ? mc : mr, N, &q, NULL, 0.3, &sk, &e2) == SC_OK);
+            sc_lora_student_set_tau(sk, 0.2);
+            CHECK(sc_lora_student_window(sk, ids, N, 0.2, g[k][0], g[k][1], &w[k], &e2) == SC_OK);
+            sc_lora_student_free(sk);
+        }
+        double worst = 0;
+        for (int ab = 0; ab < 2; ab++) {
+            size_t size = ab ? (size_t)L * D * R : (size_t)L * R * F;
+            double mx = 0, dd = 0;
+            for (size_t i = 0; i < size; i++) {
+                mx = fmax(mx, fabs(g[0][ab][i]));
+                dd = fmax(dd, fabs((double)g[0][ab][i] - g[1][ab][i]));
+            }
+            worst = fmax(worst, dd / mx);
+            free(g[0][ab]);
+            free(g[1][ab]);
+        }
+        printf("loss over 6 vocabulary chunks: %.12f (KL %.9f, CE %.9f) vs one chunk %.12f; gradients within %.2e of "
+               "the largest entry\n", w[1].loss, w[1].kl, w[1].ce, w[0].loss, worst);
+        CHECK_NEAR(w[1].kl, w[0].kl, 1e-7 * fabs(w[0].kl));
+        CHECK_NEAR(w[1].ce, w[0].ce, 1e-7 * fabs(w[0].ce));
+        CHECK(worst < 1e-4);
+        sc_lora_params_free(&q);
+        sc_model_free(mc);
+        sc_model_free(mr);
+    }
     /* bad shapes and arguments */
     sc_err err;
     sc_lora_params p;
