@@ -8,11 +8,14 @@
         print(m.score([out])["ppl"])                                 # = sparsecal run --score
     cal = sparsecal.Calibration("c.scal")
     c = cal.layers("claws", "c")                                     # [n_layers, ffn_dim] float64
+    tensors, meta = sparsecal.load_safetensors("routing.safetensors")  # what `sparsecal export` wrote
 
 README.md ("Python") and the docstrings say more."""
 from ._lib import SparsecalError
 from .cli import detokenize, tokenize
 from .container import Calibration, Container, Section
 from .model import Model
+from .safetensors import load_safetensors
 
-__all__ = ["Calibration", "Container", "Model", "Section", "SparsecalError", "detokenize", "tokenize"]
+__all__ = ["Calibration", "Container", "Model", "Section", "SparsecalError", "detokenize", "load_safetensors",
+           "tokenize"]
