@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "lc_util.h"
 #include "cli_mpi.h"
+#include "sample_store.h"
 #include "scal.h"
 #include "eval_input.h"
 #include "score.h"
@@ -39,7 +40,7 @@ static bool parse_shard(const char *s, int64_t *i, int64_t *n) {
 int cmd_compute(int argc, char **argv) {
     cli_inputs in = {0};
     const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
-               *params = NULL;
+               *params = NULL, *spill = NULL;
     int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
     bool json = false, quiet = false, resume = false;
@@ -59,6 +60,9 @@ int cmd_compute(int argc, char **argv) {
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
+        {"spill-dir", 0, SC_ARG_STR, &spill, "DIR",
+         "stored samples (cett, clada, teal, coact) of 32 MiB or more per layer live in an unlinked file here, not in "
+         "memory (default: $SPARSECAL_SPILL_DIR, else $TMPDIR, else /tmp; 'off': in memory)", 0, 0},
         {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N",
          "every N sequences save the accumulators to FILE.ckpt (MPI: FILE.ckpt.rankR); removed on success", 1, 1e15},
         {"resume", 0, SC_ARG_FLAG, &resume, NULL,
@@ -135,6 +139,7 @@ int cmd_compute(int argc, char **argv) {
     co.seq_len = seq_len;
     co.max_seqs = seqs;
     co.params = params;
+    if (spill) sc_sample_spill(strcmp(spill, "off") ? spill : NULL, SC_SAMPLE_SPILL_MIN);
     co.progress = quiet || mp.rank > 0 ? NULL : stderr; /* progress of rank 0's share */
     /* checkpoints: one per process, beside the output (each rank its own share) */
     char ckpt[4096] = "";
@@ -178,6 +183,7 @@ int cmd_compute(int argc, char **argv) {
         cJSON_AddStringToObject(j, "data_id", c->data_id);
         cJSON_AddStringToObject(j, "shards", c->shards);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
+        cJSON_AddNumberToObject(j, "peak_spilled_bytes", (double)sc_sample_spilled_peak());
         cli_print_json(j);
     } else if (!st && mp.rank == 0 && !quiet) {
         fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s)%s\n", out, (long long)c->n_seqs,
