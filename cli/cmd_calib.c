@@ -167,7 +167,7 @@ int cmd_compute(int argc, char **argv) {
     /* rank 0 adds the other ranks' results in rank order, exactly as `merge` adds shard files */
     if (!st) st = cli_mpi_agree(&mp, "compute", cli_mpi_reduce(&mp, in.model, c, &err), &err);
     double seconds = mp.size > 1 ? sc_now() - t0 : c ? c->seconds : 0; /* MPI: wall clock (c->seconds sums the ranks') */
-    if (!st && mp.rank == 0) st = sc_calib_save(c, in.model, out, (int)compress, &err);
+    if (!st && mp.rank == 0) st = sc_calib_save_progress(c, in.model, out, (int)compress, co.progress, &err);
     st = cli_mpi_agree(&mp, "compute", st, &err);
     if (!st && (ckpt_every > 0 || co.resume_path)) remove(ckpt); /* the result is written: the checkpoint is spent */
     if (!st && mp.rank == 0 && json) {
