@@ -52,7 +52,8 @@ int cmd_export(int argc, char **argv) {
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
     sc_status st = SC_OK;
-    if (!out && !teal_dir) st = sc_errf(&err, SC_EARG, "nothing to write: give -o FILE.safetensors and/or --teal-dir DIR");
+    if (!out && !teal_dir)
+        st = sc_errf(&err, SC_EARG, "nothing to write: give -o FILE.safetensors and/or --teal-dir DIR");
     else if (!calib && !model) st = sc_errf(&err, SC_EARG, "give --calib FILE (with -m its model) or -m ARTIFACT.spk");
     else if (!calib && teal_dir) st = sc_errf(&err, SC_EARG, "--teal-dir needs --calib: an artifact keeps TEAL's "
                                                              "thresholds, not the histograms TEAL's files hold");

@@ -63,6 +63,13 @@ static sc_status ex_add(ex_list *x, const char *name, const float *v, int64_t ro
     return SC_OK;
 }
 
+/* Whether the list holds a rotation (produced on writing). */
+static bool ex_rotated(const ex_list *x) {
+    for (size_t i = 0; i < x->n; i++)
+        if (!x->t[i].v) return true;
+    return false;
+}
+
 static void ex_free(ex_list *x) {
     for (size_t i = 0; i < x->n; i++) free(x->t[i].v);
     free(x->t);
@@ -118,7 +125,8 @@ static sc_status ex_write(const ex_list *x, const char *out, const sc_st_meta *m
     {                                                                                                              \
         {"format", "sparsecal-routing"}, {"format_version", "1"}, {"tool", "sparsecal " SC_VERSION},               \
             {"source", source}, {"model_id", model_id}, {"calibration_data_id", data_id}, {"routing", routing},    \
-            {"neuron_order", "model"}, {"sparsity_grid", "0.05:0.95:0.05"}, {"teal_taps", "attn_in,attn_ctx,mlp_in,h"}, \
+            {"neuron_order", "model"}, {"sparsity_grid", "0.05:0.95:0.05"},                                       \
+            {"teal_taps", "attn_in,attn_ctx,mlp_in,h"},                                                            \
             {"teal_curve_columns", "q,k,v,o,gate,up,down,effective"}, {"rotations", rotations},                    \
     }
 
@@ -164,7 +172,8 @@ sc_status sc_export_calib(const sc_model *m, const sc_calib *c, const sc_export_
     }
     if (!st) {
         const sc_st_meta meta[] = EX_META("calibration", c->model_id, c->data_id, routing,
-                                          "lL.{attn,mlp}_larosa_Q: z = Q^T x, x the block input after its RMSNorm");
+                                          ex_rotated(&x) ? "lL.{attn,mlp}_larosa_Q: z = Q^T x, x the block input "
+                                                           "after its RMSNorm" : "none");
         calib_rot cr = {c, {0}};
         st = ex_write(&x, out, meta, sizeof meta / sizeof meta[0], calib_rotation, &cr, res, err);
         sc_larosa_rot_free(&cr.r);
@@ -236,8 +245,8 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
                 *routing = cJSON_GetObjectItemCaseSensitive(man, "routing"),
                 *tensors = cJSON_GetObjectItemCaseSensitive(man, "tensors"),
                 *src = cJSON_GetObjectItemCaseSensitive(man, "source_model_id");
-    const cJSON *jf = cJSON_GetObjectItemCaseSensitive(cfg, "ffn_dim"), *jd = cJSON_GetObjectItemCaseSensitive(cfg, "dim"),
-                *jl = cJSON_GetObjectItemCaseSensitive(cfg, "n_layers");
+    const cJSON *jf = cJSON_GetObjectItemCaseSensitive(cfg, "ffn_dim"),
+                *jd = cJSON_GetObjectItemCaseSensitive(cfg, "dim"), *jl = cJSON_GetObjectItemCaseSensitive(cfg, "n_layers");
     ex_list x = {0};
     sc_model *m = NULL;
     char *rtext = NULL;
@@ -273,7 +282,8 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
         if (!strcmp(rest, "claws_c") || !strcmp(rest, "cett_thresholds")) { /* per neuron: the model's order */
             const uint32_t *perm;
             if (s->ndim != 1 || s->dims[0] != (uint64_t)F) {
-                st = sc_errf(err, SC_EFORMAT, "%s: section '%s' does not hold %lld values", path, s->name, (long long)F);
+                st = sc_errf(err, SC_EFORMAT, "%s: section '%s' does not hold %lld values", path, s->name,
+                             (long long)F);
                 break;
             }
             if ((st = layer_perm(ct, path, layer, F, &perm, err))) break;
@@ -301,7 +311,8 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
         const cJSON *did = cJSON_GetObjectItemCaseSensitive(routing, "calibration_data_id");
         const sc_st_meta meta[] = EX_META("artifact", cJSON_IsString(src) ? src->valuestring : "",
                                           cJSON_IsString(did) ? did->valuestring : "", rtext ? rtext : "{}",
-                                          "lL.{attn,mlp}_rot: R = Q^T diag(g), z = R n(x), n the RMSNorm with unit weight");
+                                          rotated ? "lL.{attn,mlp}_rot: R = Q^T diag(g), z = R n(x), n the "
+                                                    "unit-weight RMSNorm" : "none");
         spk_rot sr = {path, m};
         st = ex_write(&x, out, meta, sizeof meta / sizeof meta[0], spk_rotation, &sr, res, err);
     }

@@ -8,7 +8,10 @@
 set -euo pipefail
 B=$1 PY=$2 PYDIR=$3 A=${SPARSECAL_ASSETS:-$4} PRELOAD=${5:-}
 fail() { echo "install_python: $*" >&2; exit 1; }
-"$PY" -c "import numpy" 2>/dev/null || { echo "SKIP: numpy is not installed for $PY (apt-get install python3-numpy)"; exit 77; }
+if ! "$PY" -c "import numpy" 2>/dev/null; then
+  echo "SKIP: numpy is not installed for $PY (apt-get install python3-numpy)"
+  exit 77
+fi
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 P=$d/prefix

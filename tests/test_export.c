@@ -264,13 +264,15 @@ int main(void) {
     /* 4. what the metadata says */
     const char *meta = sc_st_meta_find(r, "routing");
     cJSON *rj = meta ? cJSON_Parse(meta) : NULL;
-    const cJSON *cett = cJSON_GetObjectItemCaseSensitive(rj, "cett"), *cwic = cJSON_GetObjectItemCaseSensitive(rj, "cwic");
+    const cJSON *cett = cJSON_GetObjectItemCaseSensitive(rj, "cett");
+    const cJSON *cwic = cJSON_GetObjectItemCaseSensitive(rj, "cwic");
     CHECK(sc_st_meta_find(r, "format") && !strcmp(sc_st_meta_find(r, "format"), "sparsecal-routing"));
     CHECK(!strcmp(sc_st_meta_find(r, "source"), "calibration") && !strcmp(sc_st_meta_find(a, "source"), "artifact"));
     CHECK(!strcmp(sc_st_meta_find(r, "model_id"), c->model_id) && !strcmp(sc_st_meta_find(a, "model_id"), c->model_id));
     CHECK(cJSON_GetObjectItemCaseSensitive(cett, "density") &&
           cJSON_GetObjectItemCaseSensitive(cett, "density")->valuedouble == 0.5);
-    CHECK(cJSON_GetObjectItemCaseSensitive(cwic, "apr") && cJSON_GetObjectItemCaseSensitive(cwic, "apr")->valuedouble == 2);
+    const cJSON *apr = cJSON_GetObjectItemCaseSensitive(cwic, "apr");
+    CHECK(apr && apr->valuedouble == 2);
     cJSON_Delete(rj);
 
     /* 5. TEAL's files */
