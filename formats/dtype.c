@@ -5,6 +5,8 @@
 #include "common.h"
 #include "gguf_quant.h"
 
+_Static_assert(SC_DT_COUNT == 11, "a new dtype needs its name below");
+
 const char *sc_dtype_name(sc_dtype t) {
     static const char *const names[SC_DT_COUNT] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1",
                                                    "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"};

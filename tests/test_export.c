@@ -278,6 +278,28 @@ int main(void) {
     /* 5. TEAL's files */
     check_teal(c, sc, L);
 
+    /* 6. the command: the artifact's file again, and refusals with the reason, exit status 2 */
+    char cmd[4096], out[4096];
+    const char *cli_st = sc_tmp_path("cli.safetensors");
+    snprintf(cmd, sizeof cmd, "%s export -m %s -o %s --json", SC_CLI_PATH, a_spk, cli_st);
+    CHECK(sc_run(cmd, out, sizeof out) == 0 && strstr(out, "\"tensors\":130"));
+    sc_st_file *cf = NULL;
+    CHECK_MSG(sc_st_open(cli_st, &cf, &err) == SC_OK, "%s", err.msg);
+    if (cf) CHECK(same_tensors(cf, a, NULL) == 130);
+    sc_st_free(cf);
+    static const struct {
+        const char *args, *says;
+    } bad[] = {{"--calib %s -o x.safetensors", "needs -m MODEL"},
+               {"-m %s -o x.safetensors", "is a sparsecal calibration file"},
+               {"--calib %s", "nothing to write"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, bad[i].args, scal);
+        snprintf(cmd, sizeof cmd, "%s export %s 2>&1", SC_CLI_PATH, args);
+        int rc = sc_run(cmd, out, sizeof out);
+        CHECK_MSG(rc == 2 && strstr(out, bad[i].says), "export %s: exit %d, %s", args, rc, out);
+    }
+
     srt_container_close(sc);
     srt_container_close(pk);
     sc_st_free(r);
