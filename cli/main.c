@@ -47,6 +47,7 @@ static const command commands[] = {
     {"diag", cmd_diag, "rank-leverage diagnostics of static modifiers (CLAWS c_j, LaRoSA c_rot), the CLAWS paper's Tables 5/7"},
     {"eval", cmd_eval, "perplexity with MLP neurons routed by a method at a density"},
     {"pack", cmd_pack, "quantise a model (+ routing parameters) into a packed artifact (.spk)"},
+    {"export", cmd_export, "routing data of a .scal or .spk as safetensors, and TEAL's per-layer files"},
     {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},
     {"bench", cmd_bench, "cold-cache dense and sparse GEMV kernels, MLP block, floor (the CLAWS paper App. E)"},
     {"bench-forward", cmd_bench_forward, "forward-pass throughput vs cblas_sgemm alone on the same shapes"},

@@ -39,16 +39,28 @@
 typedef struct rt {
     const sc_model *m;
     const sc_pack_opts *o;
-    srt_writer *w;
+    sc_routing_put sink;
+    void *user;
     const uint32_t *perm_all;
     cJSON *r;
 } rt;
 
 static sc_status put(rt *x, const char *name, const float *v, int64_t rows, int64_t cols, sc_err *err) {
+    return x->sink(x->user, name, v, rows, cols, err);
+}
+
+/* pack's sink: a section of the artifact being written */
+typedef struct section_sink {
+    srt_writer *w;
+    int compress;
+} section_sink;
+
+static sc_status put_section(void *user, const char *name, const float *v, int64_t rows, int64_t cols, sc_err *err) {
+    const section_sink *s = user;
     uint64_t dims[2] = {(uint64_t)rows, (uint64_t)cols};
-    if (srt_writer_add(x->w, name, SRT_CT_F32, cols ? 2 : 1, dims, v, (size_t)(rows * (cols ? cols : 1)) * sizeof(float),
-                       x->o->compress))
-        return sc_errf(err, SC_EIO, "%s", srt_writer_errmsg(x->w));
+    if (srt_writer_add(s->w, name, SRT_CT_F32, cols ? 2 : 1, dims, v, (size_t)(rows * (cols ? cols : 1)) * sizeof(float),
+                       s->compress))
+        return sc_errf(err, SC_EIO, "%s", srt_writer_errmsg(s->w));
     return SC_OK;
 }
 
@@ -207,6 +219,12 @@ static void skipped(cJSON *r, const char *method, const char *why) {
 
 sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *w, const uint32_t *perm_all,
                           const void *larosa, cJSON *r, sc_err *err) {
+    section_sink s = {w, o->compress};
+    return sc_routing_arrays(m, o, put_section, &s, perm_all, larosa, r, err);
+}
+
+sc_status sc_routing_arrays(const sc_model *m, const sc_pack_opts *o, sc_routing_put sink, void *user,
+                            const uint32_t *perm_all, const void *larosa, cJSON *r, sc_err *err) {
     cJSON_AddStringToObject(r, "method", o->method ? o->method : "dense");
     cJSON_AddNumberToObject(r, "density", o->density);
     cJSON_AddStringToObject(r, "density_source", o->density_default ? "default" : "option");
@@ -220,7 +238,7 @@ sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *
     if (!c) return SC_OK;
     cJSON_AddStringToObject(r, "calibration_model_id", c->model_id);
     cJSON_AddStringToObject(r, "calibration_data_id", c->data_id);
-    rt x = {m, o, w, perm_all, r};
+    rt x = {m, o, sink, user, perm_all, r};
     float *f = malloc((size_t)m->cfg.ffn_dim * sizeof *f);
     if (!f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
     sc_status st = claws_cats(&x, c, f, err);
