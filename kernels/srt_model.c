@@ -336,6 +336,10 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
 #undef NAME
     }
     m->has_claws = n_claws == L;
+    /* what the routers find (srt_method.h: every layer or some layer) */
+    m->have = (m->n_rot ? SRT_DATA_ROTATIONS : 0u) | (m->has_claws ? SRT_DATA_CLAWS : 0u) |
+              (m->n_cats_thr == L ? SRT_DATA_CATS_TABLE : 0u) | (m->n_teal_thr ? SRT_DATA_TEAL_TABLE : 0u) |
+              (m->n_cett_thr ? SRT_DATA_CETT : 0u) | (m->has_clada ? SRT_DATA_CLADA : 0u);
     /* buffers: every vector is vmax floats (the largest stored dimension),
      * so padded inputs read zeros and padded outputs have room */
     int64_t vm = (m->vmax + 63) / 64 * 64;
@@ -379,6 +383,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
         goto bad;
     }
+    m->method = SRT_METHOD_DENSE;
     m->router = SRT_ROUTER_DENSE;
     m->K = F;
     m->K_in = D;
@@ -438,62 +443,42 @@ const char *srt_model_tensor_layout(const srt_model *m, const char *name) {
     return srt_json_str(srt_json_get(srt_json_get(m->tensors, name), "layout"), NULL);
 }
 
-static const char *const method_names[] = {"dense", "cats", "claws", "larosa", "cats-threshold", "cett", "clada", "teal"};
+bool srt_model_method_known(const char *name) { return srt_method_find(name) != NULL; }
 
-bool srt_model_method_known(const char *name) {
-    for (size_t i = 0; name && i < sizeof method_names / sizeof method_names[0]; i++)
-        if (!strcmp(name, method_names[i])) return true;
-    return false;
-}
+unsigned srt_model_data(const srt_model *m) { return m ? m->have : 0u; }
 
-/* The one rule of what each router needs from the artifact (srt_model.h). */
+/* The one rule of what each router needs from the artifact: the registry's (srt_method.h). */
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
-    int64_t L = m->cfg.n_layers;
-    if (!srt_model_method_known(name))
-        return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
-    if (!strcmp(name, "dense")) return NULL;
-    if (!strcmp(name, "larosa"))
-        return m->n_rot ? NULL : "larosa needs folded rotations (lN.attn_rot, lN.mlp_rot): pack with --method larosa";
-    /* every router but LaRoSA's was calibrated on the unrotated model: its scores, thresholds and multipliers do
-     * not describe a folded artifact's rotated inputs, and nothing records that they still fit the neurons */
-    if (m->n_rot) return "the artifact's rotations are folded (packed with --method larosa): only larosa and dense route it";
-    if (!strcmp(name, "claws") && !m->has_claws)
-        return "claws needs CLAWS multipliers lN.claws_c in every layer: pack with --calib holding claws";
-    if (!strcmp(name, "cats-threshold") && m->n_cats_thr != L)
-        return "cats-threshold needs lN.cats_thresholds in every layer: pack with --calib holding cats";
-    if (!strcmp(name, "teal") && m->n_teal_thr == 0)
-        return "teal needs lN.teal_thresholds: pack with --calib holding teal";
-    if (!strcmp(name, "cett") && m->n_cett_thr == 0)
-        return "cett needs lN.cett_thresholds: pack with --calib holding cett";
-    if (!strcmp(name, "clada") && (m->n_cett_thr == 0 || !m->has_clada))
-        return "clada needs lN.cett_thresholds and routing.clada: pack with --calib holding cett,clada";
-    return NULL;
+    const srt_method_info *mi = srt_method_find(name);
+    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
+    return srt_method_refusal(mi, m->have);
 }
 
-srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
-    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
-    if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) return SRT_ENOTSUP;
-    if (srt_model_method_missing(m, srt_router_name(kind))) return SRT_ENOTSUP;
-    m->router = kind;
-    m->K = kind == SRT_ROUTER_DENSE ? m->cfg.ffn_dim : srt_topk_count(density, m->cfg.ffn_dim);
+/* Neuron routers and LaRoSA off: every neuron, every input. */
+static void route_off(srt_model *m) {
+    m->method = SRT_METHOD_DENSE;
+    m->router = SRT_ROUTER_DENSE;
+    m->K = m->cfg.ffn_dim;
     m->larosa = false;
     m->mode = SRT_MODE_NONE;
     m->K_in = m->cfg.dim;
     m->K_h = m->cfg.ffn_dim;
-    return SRT_OK;
+    m->factor = 1.0f;
+}
+
+srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
+    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
+    srt_method_id id = kind == SRT_ROUTER_DENSE ? SRT_METHOD_DENSE
+                     : kind == SRT_ROUTER_CATS  ? SRT_METHOD_CATS
+                     : kind == SRT_ROUTER_CLAWS ? SRT_METHOD_CLAWS
+                                                : SRT_METHOD_COUNT;
+    if (id == SRT_METHOD_COUNT) return SRT_ENOTSUP;
+    return srt_model_set_method_id(m, id, density);
 }
 
 srt_status srt_model_set_larosa(srt_model *m, double density) {
-    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
-    if (m->n_rot == 0) return SRT_ENOTSUP;
-    m->router = SRT_ROUTER_DENSE;
-    m->K = m->cfg.ffn_dim;
-    m->larosa = true;
-    m->mode = SRT_MODE_NONE;
-    m->K_in = srt_larosa_keep(m->lr_in, density, m->cfg.dim);
-    m->K_h = srt_larosa_keep(m->lr_h, density, m->cfg.ffn_dim);
-    return SRT_OK;
+    return srt_model_set_method_id(m, SRT_METHOD_LAROSA, density);
 }
 
 int64_t srt_model_rotated_inputs(const srt_model *m) { return m->n_rot; }
@@ -523,35 +508,47 @@ void srt_model_reset_timing(srt_model *m) { memset(&m->tm, 0, sizeof m->tm); }
 
 srt_status srt_model_set_method(srt_model *m, const char *name, double density) {
     if (!m || !name || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
-    int64_t L = m->cfg.n_layers;
-    if (!strcmp(name, "larosa")) return srt_model_set_larosa(m, density);
-    if (!strcmp(name, "dense")) return srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
-    if (!strcmp(name, "cats")) return srt_model_set_router(m, SRT_ROUTER_CATS, density);
-    if (!strcmp(name, "claws")) return srt_model_set_router(m, SRT_ROUTER_CLAWS, density);
-    int mode = !strcmp(name, "cats-threshold") ? SRT_MODE_CATS_THR
-             : !strcmp(name, "cett")           ? SRT_MODE_CETT
-             : !strcmp(name, "clada")          ? SRT_MODE_CLADA
-             : !strcmp(name, "teal")           ? SRT_MODE_TEAL
-                                               : SRT_MODE_NONE;
-    if (mode == SRT_MODE_NONE) return SRT_EINVAL;
-    if (srt_model_method_missing(m, name)) return SRT_ENOTSUP;
-    srt_status st = srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
-    if (st != SRT_OK) return st;
-    double s = 1.0 - density;
-    for (int64_t l = 0; l < L; l++) {
-        const srt_layer_w *Lw = &m->layers[l];
-        if (mode == SRT_MODE_CATS_THR) m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(Lw->cats_thr, s);
-        for (int tap = 0; mode == SRT_MODE_TEAL && tap < 4; tap++)
-            m->thr_l[l * 4 + tap] = Lw->teal_thr ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s) : -1.0f;
+    const srt_method_info *mi = srt_method_find(name);
+    return mi ? srt_model_set_method_id(m, mi->id, density) : SRT_EINVAL;
+}
+
+srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density) {
+    const srt_method_info *mi = srt_method_get((int)id);
+    if (!m || !mi || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
+    if (srt_method_refusal(mi, m->have)) return SRT_ENOTSUP;
+    const srt_model_config *c = &m->cfg;
+    route_off(m);
+    m->method = id;
+    switch (id) {
+    case SRT_METHOD_DENSE: break;
+    case SRT_METHOD_CATS:
+    case SRT_METHOD_CLAWS:
+        m->router = id == SRT_METHOD_CATS ? SRT_ROUTER_CATS : SRT_ROUTER_CLAWS;
+        m->K = srt_topk_count(density, c->ffn_dim);
+        break;
+    case SRT_METHOD_LAROSA:
+        m->larosa = true;
+        m->K_in = srt_larosa_keep(m->lr_in, density, c->dim);
+        m->K_h = srt_larosa_keep(m->lr_h, density, c->ffn_dim);
+        break;
+    case SRT_METHOD_CETT: m->mode = SRT_MODE_CETT; break;
+    case SRT_METHOD_CLADA: m->mode = SRT_MODE_CLADA; break;
+    case SRT_METHOD_CATS_THRESHOLD:
+    case SRT_METHOD_TEAL: {
+        double s = 1.0 - density;
+        bool teal = id == SRT_METHOD_TEAL;
+        m->mode = teal ? SRT_MODE_TEAL : SRT_MODE_CATS_THR;
+        for (int64_t l = 0; l < c->n_layers; l++) {
+            const srt_layer_w *Lw = &m->layers[l];
+            if (!teal) m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(Lw->cats_thr, s);
+            for (int tap = 0; teal && tap < 4; tap++)
+                m->thr_l[l * 4 + tap] = Lw->teal_thr ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s) : -1.0f;
+        }
+        break;
     }
-    m->mode = mode;
-    m->factor = 1.0f;
+    default: return SRT_EINVAL;
+    }
     return SRT_OK;
 }
 
-const char *srt_model_method(const srt_model *m) {
-    static const char *const names[] = {"", "cats-threshold", "cett", "clada", "teal"};
-    if (m->larosa) return "larosa";
-    if (m->mode != SRT_MODE_NONE) return names[m->mode];
-    return srt_router_name(m->router);
-}
+const char *srt_model_method(const srt_model *m) { return srt_method_get((int)m->method)->name; }

@@ -33,6 +33,7 @@ struct srt_model {
     const char *def_method;
     double def_density;
     bool has_claws;
+    unsigned have;          /* srt_data bits: the routing data the artifact holds (srt_model_data) */
     int64_t n_rot;          /* block inputs with a folded rotation */
     double lr_in, lr_h;     /* LaRoSA split recorded at pack time */
     int64_t max_ctx, vmax, vcap; /* max_ctx: positions the buffers below hold now (srt_model_reserve) */
@@ -45,6 +46,7 @@ struct srt_model {
     srt_layer_w *layers;
     uint64_t weight_bytes;
     /* routing */
+    srt_method_id method;   /* the router (srt_method.h); router, larosa and mode below say how it runs */
     srt_router router;
     int64_t K;
     bool larosa;            /* rotated-input top-K instead of a neuron router */
