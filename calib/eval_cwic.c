@@ -28,10 +28,9 @@
 
 #include "cwic.h"
 #include "eval_input.h"
+#include "route_method.h"
 #include "safetensors.h"
 #include "teal.h"
-
-bool sc_cwic_is_method(const char *name) { return !strcmp(name, "cwic"); }
 
 double sc_cwic_linear(float *y, const float *x, const float *W, const float *b, const float *mean,
                       const float *wmean, const float *tau, int64_t T, int64_t in, int64_t out, int64_t S,
@@ -382,8 +381,10 @@ done:
     return SC_OK;
 }
 
-sc_status sc_eval_cwic(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
-                       sc_sparse_eval_result *out, sc_err *err) {
+sc_status sc_eval_cwic(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                       const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
+    (void)rm;
+    (void)obs; /* no neuron router */
     memset(out, 0, sizeof *out);
     const sc_config *cfg = &m->cfg;
     int64_t L = cfg->n_layers;

@@ -121,6 +121,12 @@ const int64_t *sc_cats_hist(const void *state, int64_t layer) {
     return s->hist + (layer - s->L0) * SC_CATS_NB;
 }
 
+const double *sc_cats_activity(const void *state, int64_t layer) {
+    const cats *s = state;
+    if (!s || layer < s->L0 || layer >= s->L1) return NULL;
+    return s->act + (layer - s->L0) * s->F;
+}
+
 static int cats_arrays(void *p, sc_array *out, int cap) {
     cats *s = p;
     int n = 0;
