@@ -8,6 +8,10 @@
 #include "lc_util.h"
 #include "model.h"
 
+void sc_plan_claws_layer(const double *c, int64_t F, float *out) {
+    for (int64_t j = 0; j < F; j++) out[j] = c ? (float)c[j] : 1.0f;
+}
+
 bool sc_plan_cats_table(const void *cats_state, int64_t layer, float out[SRT_THR_GRID]) {
     const int64_t *hist = sc_cats_hist(cats_state, layer);
     if (!hist) return false;

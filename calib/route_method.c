@@ -1,6 +1,7 @@
 /* route_method.c - the toolchain's routing registry (see route_method.h). */
 #include "route_method.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,33 @@ const sc_route_method *sc_route_method_find(const char *name) {
     for (int i = 0; name && registry[i]; i++)
         if (strcmp(registry[i]->name, name) == 0) return registry[i];
     return NULL;
+}
+
+bool sc_route_method_calibrated(const sc_route_method *rm, const sc_calib *c) {
+    for (const char *p = rm->calib; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        if (!c || !sc_calib_state(c, name)) return false;
+        if (!end) break;
+        p = end + 1;
+    }
+    return true;
+}
+
+const char *sc_route_method_needs(const sc_route_method *rm, char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap) buf[0] = '\0';
+    for (const char *p = rm->calib; *p && n < cap;) {
+        const char *end = strchr(p, ',');
+        int len = (int)(end ? end - p : (ptrdiff_t)strlen(p));
+        int k = snprintf(buf + n, cap - n, "%s%.*s", n ? " and " : "", len, p);
+        n += k > 0 ? (size_t)k : 0;
+        if (!end) break;
+        p = end + 1;
+    }
+    return buf;
 }
 
 const char *sc_route_method_names(char *buf, size_t cap, bool runtime_only) {

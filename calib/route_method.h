@@ -56,6 +56,12 @@ const sc_route_method *const *sc_route_methods(void);
  * of those an artifact runs; into buf (cap bytes), which is returned. */
 const char *sc_route_method_names(char *buf, size_t cap, bool runtime_only);
 
+/* Whether c (may be NULL) holds the statistics of every calibration method rm
+ * reads (true when it reads none). */
+bool sc_route_method_calibrated(const sc_route_method *rm, const sc_calib *c);
+/* Those calibration methods as words ("cett and clada") into buf, returned. */
+const char *sc_route_method_needs(const sc_route_method *rm, char *buf, size_t cap);
+
 /* The eval installers (one per family; each in its own file). */
 sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_dataset *d,
                          const sc_sparse_eval_opts *o, const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err);

@@ -11,6 +11,7 @@
 #include "larosa_rot.h"
 #include "pack_routing.h"
 #include "permute.h"
+#include "route_method.h"
 #include "srt.h"
 #include "srt_container.h"
 #include "tok_serial.h"
@@ -369,7 +370,8 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         if (!p.perm_all && !st) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the permutation");
     }
     fold_buf fb = {0};
-    if (!st && o->method && !strcmp(o->method, "larosa")) {
+    const sc_route_method *rm = o->method ? sc_route_method_find(o->method) : NULL;
+    if (!st && rm && (rm->flags & SC_RM_FOLD)) { /* larosa: the rotations go into the weights */
         if (!o->calib || !sc_calib_state(o->calib, "larosa"))
             st = sc_errf(err, SC_EARG, "pack --method larosa needs a calibration file with larosa statistics (--calib)");
         else

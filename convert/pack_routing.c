@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "cett.h"
+#include "claws.h"
 #include "cwic.h"
 #include "larosa.h"
 #include "lc_util.h"
@@ -42,6 +43,7 @@ typedef struct rt {
     srt_writer *w;
     const uint32_t *perm_all;
     cJSON *r;
+    float *f; /* [ffn_dim] scratch */
 } rt;
 
 static sc_status put(rt *x, const char *name, const float *v, int64_t rows, int64_t cols, sc_err *err) {
@@ -53,36 +55,38 @@ static sc_status put(rt *x, const char *name, const float *v, int64_t rows, int6
 }
 
 /* out[i] = v[perm[i]] for the layer's permutation (identity without one). */
-static void permuted(const rt *x, int64_t layer, const double *v, float *out) {
+static void permuted(const rt *x, int64_t layer, const float *v, float *out) {
     int64_t F = x->m->cfg.ffn_dim;
     const uint32_t *pm = x->perm_all ? x->perm_all + layer * F : NULL;
-    for (int64_t j = 0; j < F; j++) out[j] = (float)v[pm ? pm[j] : (uint32_t)j];
+    for (int64_t j = 0; j < F; j++) out[j] = v[pm ? pm[j] : (uint32_t)j];
 }
 
-static sc_status claws_cats(rt *x, const sc_calib *c, float *f, sc_err *err) {
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    if (!arr) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
-    sc_status st = SC_OK;
-    for (int i = 0; i < c->n_entries && !st; i++) {
-        const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n && !st; k++) {
-            long long layer;
-            char what[32], name[96];
-            if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= x->m->cfg.n_layers) continue;
-            if (!strcmp(me->name, "claws") && !strcmp(what, "c")) {
-                permuted(x, layer, arr[k].data, f);
-                snprintf(name, sizeof name, "l%lld.claws_c", layer);
-                st = put(x, name, f, x->m->cfg.ffn_dim, 0, err);
-            } else if (!strcmp(me->name, "cats") && !strcmp(what, "hist")) {
-                float t[SRT_THR_GRID];
-                if (!sc_plan_cats_table(c->entries[i].state, layer, t)) continue;
-                snprintf(name, sizeof name, "l%lld.cats_thresholds", layer);
-                st = put(x, name, t, SRT_THR_GRID, 0, err);
-            }
-        }
+static sc_status claws(rt *x, void *state, sc_err *err) {
+    int64_t F = x->m->cfg.ffn_dim;
+    float *c = malloc((size_t)F * sizeof *c);
+    sc_status st = c ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
+        const double *cj = sc_claws_c(state, l);
+        if (!cj) continue;
+        sc_plan_claws_layer(cj, F, c); /* the multipliers eval's router scores with */
+        permuted(x, l, c, x->f);
+        char name[64];
+        snprintf(name, sizeof name, "l%lld.claws_c", (long long)l);
+        st = put(x, name, x->f, F, 0, err);
     }
-    free(arr);
+    free(c);
+    return st;
+}
+
+static sc_status cats(rt *x, void *state, sc_err *err) {
+    sc_status st = SC_OK;
+    for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
+        float t[SRT_THR_GRID];
+        if (!sc_plan_cats_table(state, l, t)) continue;
+        char name[64];
+        snprintf(name, sizeof name, "l%lld.cats_thresholds", (long long)l);
+        st = put(x, name, t, SRT_THR_GRID, 0, err);
+    }
     return st;
 }
 
@@ -122,7 +126,9 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
     return st;
 }
 
-static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *err) {
+static sc_status cett(rt *x, void *cs, sc_err *err) {
+    const void *ls = sc_calib_state(x->o->calib, "clada"); /* CLADA's signals, stored with cett's thresholds */
+    float *f = x->f;
     const sc_config *c = &x->m->cfg;
     int64_t F = c->ffn_dim, L = c->n_layers;
     sc_cett_goal goal;
@@ -170,7 +176,9 @@ static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *e
     return st;
 }
 
-static sc_status cwic(rt *x, const sc_calib *c, sc_err *err) {
+static sc_status cwic(rt *x, void *state, sc_err *err) {
+    (void)state; /* sc_cwic_prepare finds it in the calibration */
+    const sc_calib *c = x->o->calib;
     sc_cwic_plan *pl;
     /* the artifact's density sets the APR (1 / density) unless params give apr= or thresholds= */
     SC_TRY(sc_cwic_prepare(x->m, c, x->o->params, x->o->density, &pl, err));
@@ -205,6 +213,22 @@ static void skipped(cJSON *r, const char *method, const char *why) {
     cJSON_AddStringToObject(j, "not_stored", why);
 }
 
+#define UNROTATED "the calibrated inputs are unrotated; this artifact's are rotated (larosa)"
+
+/* What pack stores for each calibration method the file holds, in this order. */
+static const struct storer {
+    const char *calib; /* the calibration method (method.h) */
+    sc_status (*store)(rt *x, void *state, sc_err *err);
+    const char *rotated;  /* why it is not stored on a folded LaRoSA artifact (NULL: it is) */
+    const char *permuted; /* why it is not stored on a permuted one (NULL: it is) */
+} storers[] = {
+    {"claws", claws, NULL, NULL},
+    {"cats", cats, NULL, NULL},
+    {"teal", teal, UNROTATED, NULL},
+    {"cett", cett, NULL, NULL},
+    {"cwic", cwic, UNROTATED, "stripes are row groups of the original neuron order; pack without --permute"},
+};
+
 sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *w, const uint32_t *perm_all,
                           const void *larosa, cJSON *r, sc_err *err) {
     cJSON_AddStringToObject(r, "method", o->method ? o->method : "dense");
@@ -220,27 +244,20 @@ sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *
     if (!c) return SC_OK;
     cJSON_AddStringToObject(r, "calibration_model_id", c->model_id);
     cJSON_AddStringToObject(r, "calibration_data_id", c->data_id);
-    rt x = {m, o, w, perm_all, r};
-    float *f = malloc((size_t)m->cfg.ffn_dim * sizeof *f);
-    if (!f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
-    sc_status st = claws_cats(&x, c, f, err);
-    void *ts = sc_calib_state(c, "teal");
-    if (!st && ts) {
-        if (larosa)
-            skipped(r, "teal", "the calibrated inputs are unrotated; this artifact's are rotated (larosa)");
+    rt x = {m, o, w, perm_all, r, malloc((size_t)m->cfg.ffn_dim * sizeof(float))};
+    if (!x.f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    sc_status st = SC_OK;
+    for (size_t i = 0; i < sizeof storers / sizeof storers[0] && !st; i++) {
+        const struct storer *s = &storers[i];
+        void *state = sc_calib_state(c, s->calib);
+        if (!state) continue;
+        if (larosa && s->rotated)
+            skipped(r, s->calib, s->rotated);
+        else if (perm_all && s->permuted)
+            skipped(r, s->calib, s->permuted);
         else
-            st = teal(&x, ts, err);
+            st = s->store(&x, state, err);
     }
-    const void *cs = sc_calib_state(c, "cett");
-    if (!st && cs) st = cett(&x, cs, sc_calib_state(c, "clada"), f, err);
-    if (!st && sc_calib_state(c, "cwic")) {
-        if (larosa)
-            skipped(r, "cwic", "the calibrated inputs are unrotated; this artifact's are rotated (larosa)");
-        else if (perm_all)
-            skipped(r, "cwic", "stripes are row groups of the original neuron order; pack without --permute");
-        else
-            st = cwic(&x, c, err);
-    }
-    free(f);
+    free(x.f);
     return st;
 }
