@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "lc_util.h"
 #include "cli_mpi.h"
+#include "sample_store.h"
 #include "scal.h"
 #include "route_method.h"
 #include "score.h"
@@ -39,7 +40,7 @@ static bool parse_shard(const char *s, int64_t *i, int64_t *n) {
 int cmd_compute(int argc, char **argv) {
     cli_inputs in = {0};
     const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
-               *params = NULL;
+               *params = NULL, *spill = NULL;
     int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
     bool json = false, quiet = false, resume = false;
@@ -59,6 +60,9 @@ int cmd_compute(int argc, char **argv) {
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
+        {"spill-dir", 0, SC_ARG_STR, &spill, "DIR",
+         "stored samples (cett, clada, teal, coact) of 32 MiB or more per layer live in an unlinked file here, not in "
+         "memory (default: $SPARSECAL_SPILL_DIR, else $TMPDIR, else /tmp; 'off': in memory)", 0, 0},
         {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N",
          "every N sequences save the accumulators to FILE.ckpt (MPI: FILE.ckpt.rankR); removed on success", 1, 1e15},
         {"resume", 0, SC_ARG_FLAG, &resume, NULL,
@@ -67,6 +71,7 @@ int cmd_compute(int argc, char **argv) {
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
+    double t_start = sc_now();
     cli_mpi mp;
     cli_mpi_start(&mp);
     cli_mpi_mute(&mp, true); /* every rank parses the same options: rank 0 speaks for all */
@@ -135,6 +140,7 @@ int cmd_compute(int argc, char **argv) {
     co.seq_len = seq_len;
     co.max_seqs = seqs;
     co.params = params;
+    if (spill) sc_sample_spill(strcmp(spill, "off") ? spill : NULL, SC_SAMPLE_SPILL_MIN);
     co.progress = quiet || mp.rank > 0 ? NULL : stderr; /* progress of rank 0's share */
     /* checkpoints: one per process, beside the output (each rank its own share) */
     char ckpt[4096] = "";
@@ -162,7 +168,7 @@ int cmd_compute(int argc, char **argv) {
     /* rank 0 adds the other ranks' results in rank order, exactly as `merge` adds shard files */
     if (!st) st = cli_mpi_agree(&mp, "compute", cli_mpi_reduce(&mp, in.model, c, &err), &err);
     double seconds = mp.size > 1 ? sc_now() - t0 : c ? c->seconds : 0; /* MPI: wall clock (c->seconds sums the ranks') */
-    if (!st && mp.rank == 0) st = sc_calib_save(c, in.model, out, (int)compress, &err);
+    if (!st && mp.rank == 0) st = sc_calib_save_progress(c, in.model, out, (int)compress, co.progress, &err);
     st = cli_mpi_agree(&mp, "compute", st, &err);
     if (!st && (ckpt_every > 0 || co.resume_path)) remove(ckpt); /* the result is written: the checkpoint is spent */
     if (!st && mp.rank == 0 && json) {
@@ -171,17 +177,20 @@ int cmd_compute(int argc, char **argv) {
         cJSON_AddStringToObject(j, "methods", methods);
         cJSON_AddNumberToObject(j, "sequences", (double)c->n_seqs);
         cJSON_AddNumberToObject(j, "tokens", (double)c->n_tokens);
-        cJSON_AddNumberToObject(j, "seconds", seconds);
+        cJSON_AddNumberToObject(j, "seconds", sc_now() - t_start); /* the whole run: loading, passes, writing */
+        cJSON_AddNumberToObject(j, "pass_seconds", seconds);      /* the forward/backward passes (tokens_per_second) */
         cJSON_AddNumberToObject(j, "tokens_per_second", (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9));
         cJSON_AddNumberToObject(j, "processes", mp.size);
         cJSON_AddStringToObject(j, "model_id", c->model_id);
         cJSON_AddStringToObject(j, "data_id", c->data_id);
         cJSON_AddStringToObject(j, "shards", c->shards);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
+        cJSON_AddNumberToObject(j, "peak_spilled_bytes", (double)sc_sample_spilled_peak());
         cli_print_json(j);
     } else if (!st && mp.rank == 0 && !quiet) {
-        fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s)%s\n", out, (long long)c->n_seqs,
-                (long long)c->n_tokens, seconds, (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9),
+        fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s; %.1f s in all)%s\n", out,
+                (long long)c->n_seqs, (long long)c->n_tokens, seconds,
+                (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9), sc_now() - t_start,
                 mp.size > 1 ? " over MPI ranks" : "");
     }
     sc_calib_free(c);

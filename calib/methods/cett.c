@@ -17,6 +17,7 @@
 
 #include "forward.h"
 #include "lc_util.h"
+#include "sample_store.h"
 
 size_t sc_cett_scratch_bytes(int64_t rows, int64_t D, int64_t F) {
     int64_t w = F > D ? F : D;
@@ -163,7 +164,7 @@ typedef struct cett {
 static void cett_free(void *p) {
     cett *s = p;
     if (!s) return;
-    for (int64_t l = 0; s->h && l < s->L1 - s->L0; l++) free(s->h[l]);
+    for (int64_t l = 0; s->h && l < s->L1 - s->L0; l++) sc_sample_free(s->h[l]);
     free(s->h);
     free(s->rows);
     free(s->seen);
@@ -206,10 +207,8 @@ static sc_status cett_observe(void *p, const sc_tap_event *ev, int64_t n_scored,
     for (int64_t t = 0; t < n_scored; t++) take += (s->seen[l] + t) % s->stride == 0;
     if (take > s->cap - s->rows[l]) take = s->cap - s->rows[l];
     if (take > 0) {
-        void *grown = realloc(s->h[l], (size_t)((s->rows[l] + take) * F) * sizeof(float));
-        if (!grown) return sc_errf(err, SC_ENOMEM, "cett: out of memory for the sample");
-        s->h[l] = grown;
-        float *p2 = grown;
+        SC_TRY(sc_sample_resize(&s->h[l], (size_t)((s->rows[l] + take) * F) * sizeof(float), "cett: the h sample", err));
+        float *p2 = s->h[l];
         for (int64_t t = 0, k = 0; t < n_scored && k < take; t++)
             if ((s->seen[l] + t) % s->stride == 0)
                 memcpy(p2 + (s->rows[l] + k++) * F, ev->data + t * F, (size_t)F * sizeof(float));
@@ -309,7 +308,7 @@ typedef struct clada {
 static void clada_free(void *p) {
     clada *s = p;
     if (!s) return;
-    free(s->sig);
+    sc_sample_free(s->sig);
     free(s);
 }
 
@@ -328,10 +327,8 @@ static sc_status clada_observe(void *p, const sc_tap_event *ev, int64_t n_scored
     if (ev->is_grad || ev->tap != SC_TAP_LOGITS || !ev->ids) return SC_OK;
     int64_t take = n_scored < s->cap - s->rows ? n_scored : s->cap - s->rows;
     if (take <= 0) return SC_OK;
-    void *grown = realloc(s->sig, (size_t)((s->rows + take) * 2) * sizeof(double));
-    if (!grown) return sc_errf(err, SC_ENOMEM, "clada: out of memory for the signal sample");
-    s->sig = grown;
-    double *q = grown;
+    SC_TRY(sc_sample_resize(&s->sig, (size_t)((s->rows + take) * 2) * sizeof(double), "clada: the signal sample", err));
+    double *q = s->sig;
     for (int64_t t = 0; t < take; t++) /* logits at t predict token t + 1 */
         sc_clada_signals(ev->data + t * ev->width, ev->width, ev->ids[t + 1], &q[(s->rows + t) * 2],
                          &q[(s->rows + t) * 2 + 1]);
