@@ -47,13 +47,15 @@ static sc_status read_one(const item *it, const sc_param *sp, const char *who, s
     char buf[64];
     if (sp->type == SC_PARAM_STR) {
         if (it->vl == 0 || it->vl >= sp->cap || (sp->choices && !in_list(sp->choices, it->val, it->vl)))
-            return sc_errf(err, SC_EARG, "%s: parameter %s=%.*s is not %s%s", who, sp->key, (int)(it->vl < 256 ? it->vl : 256),
-                           it->val, sp->choices ? "one of " : "a usable value", sp->choices ? sp->choices : "");
+            return sc_errf(err, SC_EARG, "%s: parameter %s=%.*s is not %s%s", who, sp->key,
+                           (int)(it->vl < 256 ? it->vl : 256), it->val, sp->choices ? "one of " : "a usable value",
+                           sp->choices ? sp->choices : "");
         memcpy(sp->out, it->val, it->vl);
         ((char *)sp->out)[it->vl] = '\0';
         return SC_OK;
     }
-    if (it->vl == 0 || it->vl >= sizeof buf) return sc_errf(err, SC_EARG, "%s: parameter %s has no usable value", who, sp->key);
+    if (it->vl == 0 || it->vl >= sizeof buf)
+        return sc_errf(err, SC_EARG, "%s: parameter %s has no usable value", who, sp->key);
     memcpy(buf, it->val, it->vl);
     buf[it->vl] = '\0';
     char *end;
@@ -67,7 +69,8 @@ static sc_status read_one(const item *it, const sc_param *sp, const char *who, s
     }
     double x = strtod(buf, &end);
     if (end == buf || *end || !isfinite(x) || x < sp->lo || x > sp->hi)
-        return sc_errf(err, SC_EARG, "%s: parameter %s=%s is not a number in [%g, %g]", who, sp->key, buf, sp->lo, sp->hi);
+        return sc_errf(err, SC_EARG, "%s: parameter %s=%s is not a number in [%g, %g]", who, sp->key, buf, sp->lo,
+                       sp->hi);
     *(double *)sp->out = x;
     return SC_OK;
 }

@@ -9,6 +9,9 @@
 #include "params.h"
 #include "model.h"
 
+/* TEAL's calibration taps are the rows of the artifact's teal_thresholds table */
+_Static_assert(SC_TEAL_NTAPS == SRT_TEAL_NTAPS, "TEAL taps: calib/methods/teal.h and srt_schema.h disagree");
+
 void sc_plan_claws_layer(const double *c, int64_t F, float *out) {
     for (int64_t j = 0; j < F; j++) out[j] = c ? (float)c[j] : 1.0f;
 }

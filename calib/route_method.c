@@ -35,17 +35,19 @@ static const sc_route_method m_clada = {
     "clada", SRT_METHOD_CLADA, SRT_ROUTER_DENSE, "cett,clada", SC_CETT_ROUTING_KEYS, sc_eval_cett,
     SC_RM_TARGET | SC_RM_CLADA | SC_RM_REPORT_CETT,
     "cett's thresholds scaled per token by the load signals of the model's own logits (the CLADA paper)"};
-static const sc_route_method m_teal = {"teal", SRT_METHOD_TEAL, SRT_ROUTER_DENSE, "teal", "", sc_eval_teal,
-                                       SC_RM_REPORT_INPUT, "every linear input thresholded at one sparsity (the TEAL paper)"};
+static const sc_route_method m_teal = {
+    "teal", SRT_METHOD_TEAL, SRT_ROUTER_DENSE, "teal", "", sc_eval_teal, SC_RM_REPORT_INPUT,
+    "every linear input thresholded at one sparsity (the TEAL paper)"};
 static const sc_route_method m_teal_greedy = {
     "teal-greedy", -1, SRT_ROUTER_DENSE, "teal", "", sc_eval_teal, SC_RM_GREEDY | SC_RM_REPORT_INPUT,
     "teal with per-projection sparsities from the greedy allocation curve"};
-static const sc_route_method m_cwic = {"cwic", -1, SRT_ROUTER_DENSE, "cwic", SC_CWIC_EVAL_KEYS, sc_eval_cwic,
-                                       SC_RM_REPORT_INPUT, "CWIC stripe-column thresholds fitted to a target APR"};
+static const sc_route_method m_cwic = {
+    "cwic", -1, SRT_ROUTER_DENSE, "cwic", SC_CWIC_EVAL_KEYS, sc_eval_cwic, SC_RM_REPORT_INPUT,
+    "CWIC stripe-column thresholds fitted to a target APR"};
 
-static const sc_route_method *const registry[] = {&m_dense, &m_cats,   &m_cats_thr,    &m_claws, &m_griffin,
-                                                  &m_griffin_prefill,  &m_oracle,      &m_larosa, &m_cett,
-                                                  &m_clada, &m_teal,   &m_teal_greedy, &m_cwic,  NULL};
+static const sc_route_method *const registry[] = {
+    &m_dense, &m_cats, &m_cats_thr, &m_claws, &m_griffin, &m_griffin_prefill, &m_oracle,
+    &m_larosa, &m_cett, &m_clada, &m_teal, &m_teal_greedy, &m_cwic, NULL};
 
 const sc_route_method *const *sc_route_methods(void) { return registry; }
 

@@ -63,8 +63,8 @@ bool sc_route_method_calibrated(const sc_route_method *rm, const sc_calib *c);
 const char *sc_route_method_needs(const sc_route_method *rm, char *buf, size_t cap);
 
 /* The eval installers (one per family; each in its own file). */
-sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_dataset *d,
-                         const sc_sparse_eval_opts *o, const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err);
+sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                         const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err);
 sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_dataset *d,
                          const sc_sparse_eval_opts *o, const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err);
 sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,

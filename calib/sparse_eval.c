@@ -44,8 +44,8 @@ sc_status sc_eval_sparse_observe(const sc_model *m, const sc_dataset *d, const s
 }
 
 /* The neuron routers of sc_router (dense, cats, cats-threshold, claws, griffin, oracle). */
-sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_dataset *d,
-                         const sc_sparse_eval_opts *o, const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
+sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                         const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
     memset(out, 0, sizeof *out);
     const sc_config *cfg = &m->cfg;
     const srt_router kind = rm->router;

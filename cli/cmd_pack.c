@@ -99,7 +99,8 @@ int cmd_pack(int argc, char **argv) {
                      sc_route_method_needs(rm, need, sizeof need));
     }
     double lin = SRT_LAROSA_IN, lh = SRT_LAROSA_H;
-    const sc_param lspec[] = {{"in", SC_PARAM_NUM, 0, 10, NULL, &lin, 0, NULL}, {"h", SC_PARAM_NUM, 0, 10, NULL, &lh, 0, NULL}};
+    const sc_param lspec[] = {{"in", SC_PARAM_NUM, 0, 10, NULL, &lin, 0, NULL},
+                              {"h", SC_PARAM_NUM, 0, 10, NULL, &lh, 0, NULL}};
     if (!st) st = sc_params_read(params, lspec, 2, "larosa", &err);
     if (!st) {
         sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh, params,

@@ -35,6 +35,8 @@
 #include "lc_util.h"
 #include "method.h"
 #include "plan.h"
+#include "srt_method.h"
+#include "srt_schema.h"
 #include "teal.h"
 
 typedef struct rt {
@@ -71,7 +73,7 @@ static sc_status claws(rt *x, void *state, sc_err *err) {
         sc_plan_claws_layer(cj, F, c); /* the multipliers eval's router scores with */
         permuted(x, l, c, x->f);
         char name[64];
-        snprintf(name, sizeof name, "l%lld.claws_c", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CLAWS_C);
         st = put(x, name, x->f, F, 0, err);
     }
     free(c);
@@ -84,7 +86,7 @@ static sc_status cats(rt *x, void *state, sc_err *err) {
         float t[SRT_THR_GRID];
         if (!sc_plan_cats_table(state, l, t)) continue;
         char name[64];
-        snprintf(name, sizeof name, "l%lld.cats_thresholds", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CATS_THRESHOLDS);
         st = put(x, name, t, SRT_THR_GRID, 0, err);
     }
     return st;
@@ -99,7 +101,7 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
         float t[SC_TEAL_NTAPS * SRT_THR_GRID];
         if (!sc_plan_teal_table(state, l, cum, t)) continue;
         char name[64];
-        snprintf(name, sizeof name, "l%lld.teal_thresholds", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_TEAL_THRESHOLDS);
         if ((st = put(x, name, t, SC_TEAL_NTAPS, SRT_THR_GRID, err))) break;
         stored++;
         int64_t rows = 0;
@@ -112,14 +114,14 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
         }
         curve = g;
         for (int64_t i = 0; i < rows * SC_TEAL_CURVE_COLS; i++) curve[i] = (float)cv[i];
-        snprintf(name, sizeof name, "l%lld.teal_curve", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_TEAL_CURVE);
         st = put(x, name, curve, rows, SC_TEAL_CURVE_COLS, err);
     }
     if (!st) {
-        cJSON *tj = cJSON_AddObjectToObject(x->r, "teal");
-        cJSON_AddNumberToObject(tj, "layers", (double)stored);
-        cJSON_AddStringToObject(tj, "taps", "attn_in,attn_ctx,mlp_in,h");
-        cJSON_AddStringToObject(tj, "sparsities", "0.05:0.95:0.05");
+        cJSON *tj = cJSON_AddObjectToObject(x->r, SRT_RT_TEAL);
+        cJSON_AddNumberToObject(tj, SRT_RT_TEAL_LAYERS, (double)stored);
+        cJSON_AddStringToObject(tj, SRT_RT_TEAL_TAPS, SRT_TEAL_TAP_NAMES);
+        cJSON_AddStringToObject(tj, SRT_RT_TEAL_SPARSITIES, SRT_THR_GRID_DESC);
     }
     free(cum);
     free(curve);
@@ -142,11 +144,11 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
     double *wn = malloc((size_t)F * sizeof *wn);
     float *thr = malloc((size_t)F * sizeof *thr);
     sc_status st = wn && thr ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
-    cJSON *cj = cJSON_AddObjectToObject(x->r, "cett"), *tl = cJSON_AddArrayToObject(cj, "thresholds");
+    cJSON *cj = cJSON_AddObjectToObject(x->r, SRT_RT_CETT), *tl = cJSON_AddArrayToObject(cj, SRT_RT_CETT_THRESHOLDS);
     if (by_density)
-        cJSON_AddNumberToObject(cj, "density", goal.density);
+        cJSON_AddNumberToObject(cj, SRT_RT_CETT_DENSITY, goal.density);
     else
-        cJSON_AddNumberToObject(cj, "target", goal.target);
+        cJSON_AddNumberToObject(cj, SRT_RT_CETT_TARGET, goal.target);
     for (int64_t l = 0; l < L && !st; l++) {
         sc_cett_fit fit;
         bool fitted;
@@ -158,18 +160,18 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
         const uint32_t *pm = x->perm_all ? x->perm_all + l * F : NULL;
         for (int64_t j = 0; j < F; j++) f[j] = thr[pm ? pm[j] : (uint32_t)j];
         char name[64];
-        snprintf(name, sizeof name, "l%lld.cett_thresholds", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CETT_THRESHOLDS);
         st = put(x, name, f, F, 0, err);
         cJSON_AddItemToArray(tl, cJSON_CreateNumber(fit.threshold));
     }
     if (!st && sig_rows > 0) {
-        cJSON *lj = cJSON_AddObjectToObject(x->r, "clada");
-        cJSON_AddNumberToObject(lj, "tau_s", cp.rule.tau_s);
-        cJSON_AddNumberToObject(lj, "tau_h", cp.rule.tau_h);
-        cJSON_AddNumberToObject(lj, "lambda", cp.rule.lambda);
-        cJSON_AddNumberToObject(lj, "gamma", cp.rule.gamma);
-        cJSON_AddNumberToObject(lj, "qs", cp.qs);
-        cJSON_AddNumberToObject(lj, "qh", cp.qh);
+        cJSON *lj = cJSON_AddObjectToObject(x->r, SRT_RT_CLADA);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_TAU_S, cp.rule.tau_s);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_TAU_H, cp.rule.tau_h);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_LAMBDA, cp.rule.lambda);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_GAMMA, cp.rule.gamma);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QS, cp.qs);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QH, cp.qh);
     }
     free(wn);
     free(thr);
@@ -190,19 +192,19 @@ static sc_status cwic(rt *x, void *state, sc_err *err) {
             if (!sc_cwic_plan_matrix(pl, l, p, &mx)) continue;
             char name[96];
             const char *pn = sc_linear_name((sc_linear)p);
-            snprintf(name, sizeof name, "l%lld.%s.cwic_theta", (long long)l, pn);
+            snprintf(name, sizeof name, SRT_PROJ_SECTION, (long long)l, pn, SRT_SEC_CWIC_THETA);
             if ((st = put(x, name, mx.theta, mx.ns, mx.in, err))) break;
-            snprintf(name, sizeof name, "l%lld.%s.cwic_mean", (long long)l, pn);
+            snprintf(name, sizeof name, SRT_PROJ_SECTION, (long long)l, pn, SRT_SEC_CWIC_MEAN);
             if ((st = put(x, name, mx.mean, mx.in, 0, err))) break;
-            snprintf(name, sizeof name, "l%lld.%s.cwic_std", (long long)l, pn);
+            snprintf(name, sizeof name, SRT_PROJ_SECTION, (long long)l, pn, SRT_SEC_CWIC_STD);
             st = put(x, name, mx.std, mx.in, 0, err);
             stored++;
         }
     if (!st) {
-        cJSON *cj = cJSON_AddObjectToObject(x->r, "cwic");
-        cJSON_AddNumberToObject(cj, "stripe", (double)sc_cwic_plan_stripe(pl));
-        cJSON_AddNumberToObject(cj, "apr", sc_cwic_plan_apr(pl));
-        cJSON_AddNumberToObject(cj, "matrices", (double)stored);
+        cJSON *cj = cJSON_AddObjectToObject(x->r, SRT_RT_CWIC);
+        cJSON_AddNumberToObject(cj, SRT_RT_CWIC_STRIPE, (double)sc_cwic_plan_stripe(pl));
+        cJSON_AddNumberToObject(cj, SRT_RT_CWIC_APR, sc_cwic_plan_apr(pl));
+        cJSON_AddNumberToObject(cj, SRT_RT_CWIC_MATRICES, (double)stored);
     }
     sc_cwic_plan_free(pl);
     return st;
@@ -210,14 +212,14 @@ static sc_status cwic(rt *x, void *state, sc_err *err) {
 
 static void skipped(cJSON *r, const char *method, const char *why) {
     cJSON *j = cJSON_AddObjectToObject(r, method);
-    cJSON_AddStringToObject(j, "not_stored", why);
+    cJSON_AddStringToObject(j, SRT_RT_NOT_STORED, why);
 }
 
 #define UNROTATED "the calibrated inputs are unrotated; this artifact's are rotated (larosa)"
 
 /* What pack stores for each calibration method the file holds, in this order. */
 static const struct storer {
-    const char *calib; /* the calibration method (method.h) */
+    const char *calib; /* the calibration method (method.h), also its routing.<name> object */
     sc_status (*store)(rt *x, void *state, sc_err *err);
     const char *rotated;  /* why it is not stored on a folded LaRoSA artifact (NULL: it is) */
     const char *permuted; /* why it is not stored on a permuted one (NULL: it is) */
@@ -231,19 +233,19 @@ static const struct storer {
 
 sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *w, const uint32_t *perm_all,
                           const void *larosa, cJSON *r, sc_err *err) {
-    cJSON_AddStringToObject(r, "method", o->method ? o->method : "dense");
-    cJSON_AddNumberToObject(r, "density", o->density);
-    cJSON_AddStringToObject(r, "density_source", o->density_default ? "default" : "option");
+    cJSON_AddStringToObject(r, SRT_RT_METHOD, o->method ? o->method : srt_method_get(SRT_METHOD_DENSE)->name);
+    cJSON_AddNumberToObject(r, SRT_RT_DENSITY, o->density);
+    cJSON_AddStringToObject(r, SRT_RT_DENSITY_SOURCE, o->density_default ? "default" : "option");
     if (larosa) {
-        cJSON *lj = cJSON_AddObjectToObject(r, "larosa");
-        cJSON_AddNumberToObject(lj, "in", o->larosa_in > 0 ? o->larosa_in : SRT_LAROSA_IN);
-        cJSON_AddNumberToObject(lj, "h", o->larosa_h > 0 ? o->larosa_h : SRT_LAROSA_H);
-        cJSON_AddNumberToObject(lj, "damp", sc_larosa_damp(larosa));
+        cJSON *lj = cJSON_AddObjectToObject(r, SRT_RT_LAROSA);
+        cJSON_AddNumberToObject(lj, SRT_RT_LAROSA_IN, o->larosa_in > 0 ? o->larosa_in : SRT_LAROSA_IN);
+        cJSON_AddNumberToObject(lj, SRT_RT_LAROSA_H, o->larosa_h > 0 ? o->larosa_h : SRT_LAROSA_H);
+        cJSON_AddNumberToObject(lj, SRT_RT_LAROSA_DAMP, sc_larosa_damp(larosa));
     }
     const sc_calib *c = o->calib;
     if (!c) return SC_OK;
-    cJSON_AddStringToObject(r, "calibration_model_id", c->model_id);
-    cJSON_AddStringToObject(r, "calibration_data_id", c->data_id);
+    cJSON_AddStringToObject(r, SRT_RT_CALIB_MODEL_ID, c->model_id);
+    cJSON_AddStringToObject(r, SRT_RT_CALIB_DATA_ID, c->data_id);
     rt x = {m, o, w, perm_all, r, malloc((size_t)m->cfg.ffn_dim * sizeof(float))};
     if (!x.f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
     sc_status st = SC_OK;

@@ -46,7 +46,8 @@ static void tables(void) {
         const sc_route_method *rm = sc_route_method_find(mi->name);
         CHECK_MSG(rm && rm->runtime == id, "%s has no toolchain entry running it", mi->name);
     }
-    CHECK(!srt_method_get(-1) && !srt_method_get(SRT_METHOD_COUNT) && !srt_method_find("nope") && !srt_method_find(NULL));
+    CHECK(!srt_method_get(-1) && !srt_method_get(SRT_METHOD_COUNT));
+    CHECK(!srt_method_find("nope") && !srt_method_find(NULL));
     /* srt_method_names lists the table in id order */
     char want[512] = "";
     for (int id = 0; id < SRT_METHOD_COUNT; id++)
@@ -154,7 +155,8 @@ static void params(void) {
 }
 
 /* Packs an f32 artifact of m with calibration c (may be NULL) and opens it. */
-static srt_model *packed(const sc_model *m, const sc_tokenizer *tok, const sc_calib *c, const char *name, srt_ctx *ctx) {
+static srt_model *packed(const sc_model *m, const sc_tokenizer *tok, const sc_calib *c, const char *name,
+                         srt_ctx *ctx) {
     const char *p = sc_tmp_path(name);
     sc_pack_opts po = {.layout = "f32", .calib = c, .density = 1.0};
     sc_pack_result pr;
@@ -227,8 +229,8 @@ static void artifacts(void) {
     for (int id = 0; id < SRT_METHOD_COUNT; id++) {
         const srt_method_info *mi = srt_method_get(id);
         char cmd[8192];
-        snprintf(cmd, sizeof cmd, "%s run --artifact %s --tokens %s --score --method %s --density 0.5 2>&1", SC_CLI_PATH,
-                 sc_tmp_path("reg_plain.spk"), ids, mi->name);
+        snprintf(cmd, sizeof cmd, "%s run --artifact %s --tokens %s --score --method %s --density 0.5 2>&1",
+                 SC_CLI_PATH, sc_tmp_path("reg_plain.spk"), ids, mi->name);
         int rc = sc_run(cmd, out, sizeof out);
         if (mi->needs)
             CHECK_MSG(rc != 0 && strstr(out, mi->missing) && strstr(out, "cannot route with"), "%s: exit %d: %s",
