@@ -44,11 +44,15 @@ int cmd_compute(int argc, char **argv) {
     int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
     bool json = false, quiet = false, resume = false;
+    char names[256] = "", method_help[320]; /* the calibration methods' registry (method.h) */
+    for (const sc_method *const *me = sc_methods(); *me; me++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", (*me)->name);
+    snprintf(method_help, sizeof method_help, "methods: %s (comma-separated)", names);
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats, larosa, cett, clada, teal, cwic, coact (comma-separated)", 0, 0},
+        {"method", 0, SC_ARG_STR, &methods, "M[,M]", method_help, 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
         {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
         {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
@@ -98,7 +102,7 @@ int cmd_compute(int argc, char **argv) {
     snprintf(mbuf, sizeof mbuf, "%s", methods ? methods : "");
     for (char *p = strtok(mbuf, ","); p && !st; p = strtok(NULL, ",")) {
         if (co.n_methods == SC_MAX_METHODS || !sc_method_find(p))
-            st = sc_errf(&err, SC_EARG, "unknown method '%s' (claws, cats, larosa, cett, clada, teal, cwic, coact)", p);
+            st = sc_errf(&err, SC_EARG, "unknown method '%s' (%s)", p, names);
         else
             co.methods[co.n_methods++] = p;
     }
