@@ -24,12 +24,19 @@ size_t sc_cett_scratch_bytes(int64_t rows, int64_t D, int64_t F) {
     return (size_t)(2 * rows * w) * sizeof(float) + (size_t)rows * sizeof(double);
 }
 
-double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm, double t,
-                     void *scratch) {
+/* The scratch: hd and y [rows, max(F, D)] floats, then ynorm [rows] doubles. */
+static void scratch_parts(void *scratch, int64_t rows, int64_t D, int64_t F, float **hd, float **y, double **ynorm) {
     int64_t w = F > D ? F : D;
-    float *hd = scratch, *y = hd + rows * w;
-    double *ynorm = (double *)(y + rows * w);
-    /* full outputs y = h W_d^T: [rows, D] */
+    *hd = scratch;
+    *y = *hd + rows * w;
+    *ynorm = (double *)(*y + rows * w);
+}
+
+/* ||y_r|| of the full outputs y = h W_d^T [rows, D], which every threshold's CETT divides by. */
+static void full_norms(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, void *scratch) {
+    float *hd, *y;
+    double *ynorm;
+    scratch_parts(scratch, rows, D, F, &hd, &y, &ynorm);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)D, (blasint)F, 1.0f, h, (blasint)F, Wd,
                 (blasint)F, 0.0f, y, (blasint)D);
     for (int64_t r = 0; r < rows; r++) {
@@ -37,6 +44,14 @@ double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const f
         for (int64_t i = 0; i < D; i++) s += (double)y[r * D + i] * y[r * D + i];
         ynorm[r] = sqrt(s);
     }
+}
+
+/* CETT(t) given full_norms' ynorm in the scratch: one product per threshold. */
+static double truncated(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
+                        double t, void *scratch) {
+    float *hd, *y;
+    double *ynorm;
+    scratch_parts(scratch, rows, D, F, &hd, &y, &ynorm);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < F; j++) {
             float v = h[r * F + j];
@@ -54,6 +69,12 @@ double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const f
         used++;
     }
     return used ? sum / (double)used : 0.0;
+}
+
+double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm, double t,
+                     void *scratch) {
+    full_norms(h, rows, D, F, Wd, scratch);
+    return truncated(h, rows, D, F, Wd, wnorm, t, scratch);
 }
 
 sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
@@ -77,6 +98,7 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
     }
     double hi = sc_lc_quantile_sorted(v, m, 0.99);
     free(v);
+    full_norms(h, rows, D, F, Wd, scratch); /* once: they do not depend on the threshold */
     out->grid_lo = lo;
     out->grid_hi = hi;
     /* binary search for the largest index with CETT(grid[i]) <= target */
@@ -85,7 +107,7 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
     while (b - a > 1) {
         int64_t mid = a + (b - a) / 2;
         double t = lo + (hi - lo) * (double)mid / (double)(SC_CETT_GRID - 1);
-        double c = sc_cett_value(h, rows, D, F, Wd, wnorm, t, scratch);
+        double c = truncated(h, rows, D, F, Wd, wnorm, t, scratch);
         out->evaluations++;
         if (c <= target) {
             a = mid;
@@ -95,7 +117,7 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
         }
     }
     out->threshold = a < 0 ? 0.0 : lo + (hi - lo) * (double)a / (double)(SC_CETT_GRID - 1);
-    out->cett = a < 0 ? sc_cett_value(h, rows, D, F, Wd, wnorm, 0.0, scratch) : ca;
+    out->cett = a < 0 ? truncated(h, rows, D, F, Wd, wnorm, 0.0, scratch) : ca;
     int64_t dead = 0;
     for (int64_t i = 0; i < total; i++) dead += fabs((double)h[i]) * wnorm[i % F] <= out->threshold;
     out->sparsity = (double)dead / (double)total;
