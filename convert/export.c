@@ -20,6 +20,7 @@
 #include "pack_routing.h"
 #include "safetensors.h"
 #include "srt_container.h"
+#include "srt_schema.h"
 #include "teal.h"
 #include "torch_pt.h"
 
@@ -187,11 +188,12 @@ sc_status sc_export_calib(const sc_model *m, const sc_calib *c, const sc_export_
 /* ---- from an artifact ---- */
 
 static bool is_routing_section(const char *rest) {
-    static const char *const exact[] = {"claws_c", "cats_thresholds", "teal_thresholds", "teal_curve",
-                                        "cett_thresholds"};
+    static const char *const exact[] = {SRT_SEC_CLAWS_C, SRT_SEC_CATS_THRESHOLDS, SRT_SEC_TEAL_THRESHOLDS,
+                                        SRT_SEC_TEAL_CURVE, SRT_SEC_CETT_THRESHOLDS};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (!strcmp(rest, exact[i])) return true;
-    return sc_has_suffix(rest, ".cwic_theta") || sc_has_suffix(rest, ".cwic_mean") || sc_has_suffix(rest, ".cwic_std");
+    return sc_has_suffix(rest, "." SRT_SEC_CWIC_THETA) || sc_has_suffix(rest, "." SRT_SEC_CWIC_MEAN) ||
+           sc_has_suffix(rest, "." SRT_SEC_CWIC_STD);
 }
 
 /* A layer's permutation (new position i holds neuron perm[i]), checked to be one; NULL without. */
@@ -279,7 +281,7 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
         }
         const float *v = data;
         const char *rest = s->name + used;
-        if (!strcmp(rest, "claws_c") || !strcmp(rest, "cett_thresholds")) { /* per neuron: the model's order */
+        if (!strcmp(rest, SRT_SEC_CLAWS_C) || !strcmp(rest, SRT_SEC_CETT_THRESHOLDS)) { /* per neuron: the model's order */
             const uint32_t *perm;
             if (s->ndim != 1 || s->dims[0] != (uint64_t)F) {
                 st = sc_errf(err, SC_EFORMAT, "%s: section '%s' does not hold %lld values", path, s->name,
