@@ -22,6 +22,7 @@
 #include "lc_eval.h"
 #include "lc_util.h"
 #include "plan.h"
+#include "route_method.h"
 
 typedef struct ce_ctx {
     int64_t F, L, V;
@@ -86,12 +87,12 @@ static sc_status ce_window(void *user, sc_forward *f, const int32_t *ids, int64_
     return st;
 }
 
-sc_status sc_eval_cett(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o, const sc_live_obs *obs,
-                       sc_sparse_eval_result *out, sc_err *err) {
+sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                       const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
-    bool clada = strcmp(o->method, "clada") == 0;
-    const char *who = clada ? "clada" : "cett";
+    bool clada = rm->flags & SC_RM_CLADA;
+    const char *who = rm->name;
     if (!o->calib) return sc_errf(err, SC_EARG, "eval: method %s needs a calibration file (--calib)", who);
     const void *cs = sc_calib_state(o->calib, "cett"), *ls = sc_calib_state(o->calib, "clada");
     if (!cs) return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'cett' sample (compute --method cett%s)",

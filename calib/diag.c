@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "claws.h"
 #include "larosa.h"
 #include "larosa_rot.h"
 
@@ -236,19 +237,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
         return sc_errf(err, SC_ENOMEM, "out of memory for %lld tokens of statistics (lower --max-tokens)",
                        (long long)g.budget);
     }
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    if (!arr) {
-        dg_free(&g);
-        return sc_errf(err, SC_ENOMEM, "out of memory");
-    }
-    int na = sc_method_find("claws")->arrays((void *)cs, arr, SC_MAX_ARRAYS);
-    for (int k = 0; k < na; k++) {
-        long long layer;
-        char what[32];
-        if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) == 2 && layer >= 0 && layer < L && !strcmp(what, "c"))
-            g.cj[layer] = arr[k].data;
-    }
-    free(arr);
+    for (int64_t l = 0; l < L; l++) g.cj[l] = sc_claws_c(cs, l);
     for (int64_t l = 0; l < L; l++) {
         if (!sc_larosa_has(ls, l, SC_LAROSA_MLP, NULL) || !g.cj[l]) {
             dg_free(&g);

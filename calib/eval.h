@@ -9,6 +9,7 @@
 
 #include "data.h"
 #include "forward.h"
+#include "srt.h"
 
 typedef struct sc_ppl_result {
     double nll_sum;    /* sum of -log p over scored positions */
@@ -57,13 +58,10 @@ bool sc_window_next(int64_t n, int64_t win, int64_t *start, int64_t *len);
 /* A scorer's progress line after `seqs` sequences: tokens run and the perplexity so far. */
 void sc_eval_progress(sc_progress *pr, int64_t seqs, double tokens, double nll_sum, int64_t n_scored);
 
-/* The llama2.c sampler: temperature 0 is greedy argmax; otherwise softmax at
- * the temperature, then top-p (nucleus) sampling when 0 < top_p < 1, with
- * the xorshift64* generator seeded by seed. */
-typedef struct sc_sampler {
-    float temperature, top_p;
-    uint64_t state;
-} sc_sampler;
+/* The llama2.c sampler: the runtime's (srt_sampler, kernels/srt.h), so `run`,
+ * `generate` and programs decoding through libsparsert pick the same tokens
+ * for a seed. */
+typedef srt_sampler sc_sampler;
 
 void sc_sampler_init(sc_sampler *s, float temperature, float top_p, uint64_t seed);
 /* Samples from logits[n] (modified in place); scratch holds 2n floats.

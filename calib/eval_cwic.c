@@ -21,6 +21,7 @@
  * "layers.L.P.mean" and "layers.L.P.std" [in] (then the file's statistics
  * replace the calibration's), and __metadata__ "stripe_size". */
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +29,10 @@
 
 #include "cwic.h"
 #include "eval_input.h"
+#include "params.h"
+#include "route_method.h"
 #include "safetensors.h"
 #include "teal.h"
-
-bool sc_cwic_is_method(const char *name) { return !strcmp(name, "cwic"); }
 
 double sc_cwic_linear(float *y, const float *x, const float *W, const float *b, const float *mean,
                       const float *wmean, const float *tau, int64_t T, int64_t in, int64_t out, int64_t S,
@@ -240,14 +241,6 @@ static sc_status save_file(const char *path, const sc_config *cfg, const cw_mat 
     return st;
 }
 
-static double param_double(const char *params, const char *key, double def, bool *bad) {
-    char buf[64], *end;
-    if (!sc_kv_get(params, key, buf, sizeof buf)) return def;
-    double v = strtod(buf, &end);
-    if (end == buf || *end) *bad = true;
-    return v;
-}
-
 struct sc_cwic_plan {
     cw_mat *mats; /* [L, 7] (NULL theta: dense) */
     int64_t L, stripe;
@@ -283,21 +276,22 @@ sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *
     *plan = NULL;
     const sc_config *cfg = &m->cfg;
     int64_t L = cfg->n_layers;
-    bool bad = false;
     char tpath[1024] = "", xpath[1024] = "", stats[16] = "exact", dist[16] = "gauss";
-    bool have_t = sc_kv_get(params, "thresholds", tpath, sizeof tpath);
-    bool have_x = sc_kv_get(params, "export", xpath, sizeof xpath);
-    sc_kv_get(params, "stats", stats, sizeof stats);
-    sc_kv_get(params, "dist", dist, sizeof dist);
+    bool have_t = false, have_x = false;
+    double apr = density > 0 ? 1.0 / density : INFINITY, sd = 512;
+    const sc_param spec[] = {
+        {"thresholds", SC_PARAM_STR, 0, 0, NULL, tpath, sizeof tpath, &have_t},
+        {"export", SC_PARAM_STR, 0, 0, NULL, xpath, sizeof xpath, &have_x},
+        {"stats", SC_PARAM_STR, 0, 0, "exact,ema", stats, sizeof stats, NULL},
+        {"dist", SC_PARAM_STR, 0, 0, "gauss,laplace", dist, sizeof dist, NULL},
+        {"apr", SC_PARAM_NUM, 1, DBL_MAX, NULL, &apr, 0, NULL},
+        {"stripe", SC_PARAM_NUM, 1, 1e9, NULL, &sd, 0, NULL},
+    };
+    SC_TRY(sc_params_read(params, spec, (int)(sizeof spec / sizeof spec[0]), "cwic", err));
     bool laplace = !strcmp(dist, "laplace");
-    if (!laplace && strcmp(dist, "gauss")) return sc_errf(err, SC_EARG, "cwic: dist must be gauss or laplace, got '%s'", dist);
-    double apr = param_double(params, "apr", density > 0 ? 1.0 / density : INFINITY, &bad);
-    double sd = param_double(params, "stripe", 512, &bad);
-    if (bad || !(apr >= 1.0) || isinf(apr) || !(sd >= 1 && sd <= 1e9) || sd != floor(sd))
+    if (!(apr >= 1.0) || isinf(apr) || sd != floor(sd))
         return sc_errf(err, SC_EARG, "cwic parameters: apr must be a number >= 1 (or --density > 0), stripe a "
                                      "positive integer (got '%s')", params ? params : "");
-    if (strcmp(stats, "exact") && strcmp(stats, "ema"))
-        return sc_errf(err, SC_EARG, "cwic: stats must be exact or ema, got '%s'", stats);
     int64_t stripe = (int64_t)sd;
     void *state = calib ? sc_calib_state(calib, "cwic") : NULL;
     if (!state && !have_t)
@@ -382,8 +376,10 @@ done:
     return SC_OK;
 }
 
-sc_status sc_eval_cwic(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
-                       sc_sparse_eval_result *out, sc_err *err) {
+sc_status sc_eval_cwic(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                       const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
+    (void)rm;
+    (void)obs; /* no neuron router */
     memset(out, 0, sizeof *out);
     const sc_config *cfg = &m->cfg;
     int64_t L = cfg->n_layers;

@@ -2,19 +2,13 @@
  * linear layer's input through the forward pass's linear hook: TEAL
  * (eval_teal.c: "teal" uniform, "teal-greedy" from the stored allocation
  * curve) and CWIC stripes (eval_cwic.c: "cwic"). sc_eval_sparse dispatches
- * here; results fill the input-sparsity fields of sc_sparse_eval_result. */
+ * to sc_eval_teal and sc_eval_cwic through the routing registry
+ * (route_method.h); results fill the input-sparsity fields of
+ * sc_sparse_eval_result. */
 #ifndef SC_EVAL_INPUT_H
 #define SC_EVAL_INPUT_H
 
 #include "sparse_eval.h"
-
-bool sc_teal_is_method(const char *name);
-sc_status sc_eval_teal(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
-                       sc_sparse_eval_result *out, sc_err *err);
-
-bool sc_cwic_is_method(const char *name);
-sc_status sc_eval_cwic(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
-                       sc_sparse_eval_result *out, sc_err *err);
 
 /* Fills the input-sparsity fields (and density stats) from per-(layer,
  * projection) counts: sparsity of (l, p) = dropped / seen, in any unit. */

@@ -15,9 +15,8 @@
 
 #include "eval_input.h"
 #include "plan.h"
+#include "route_method.h"
 #include "teal.h"
-
-bool sc_teal_is_method(const char *name) { return !strcmp(name, "teal") || !strcmp(name, "teal-greedy"); }
 
 typedef struct teal_eval {
     sc_teal_mask mk;
@@ -65,11 +64,12 @@ void sc_input_result_fill(const sc_config *c, const double *dropped, const doubl
     out->stats.rows = out->ppl.n_tokens;
 }
 
-sc_status sc_eval_teal(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
-                       sc_sparse_eval_result *out, sc_err *err) {
+sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                       const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
+    (void)obs; /* no neuron router */
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
-    bool greedy = strcmp(o->method, "teal-greedy") == 0;
+    bool greedy = rm->flags & SC_RM_GREEDY;
     if (!o->calib) return sc_errf(err, SC_EARG, "method %s needs a calibration file (--calib)", o->method);
     void *state = sc_calib_state(o->calib, "teal");
     if (!state)

@@ -124,8 +124,10 @@ static void set_split(lr_ctx *x, double s, double cin, double ch) {
     x->K_h = srt_topk_count(1.0 - fmin(1.0, ch * s), x->F);
 }
 
-sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
-                         sc_sparse_eval_result *out, sc_err *err) {
+sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_dataset *d,
+                         const sc_sparse_eval_opts *o, const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
+    (void)rm;
+    (void)obs; /* h's top-K is LaRoSA's own, not a neuron router's */
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
     bool folded = false;
@@ -138,12 +140,15 @@ sc_status sc_eval_larosa(const sc_model *m, const sc_dataset *d, const sc_sparse
         return sc_errf(err, SC_EARG, "eval: method larosa needs a calibration file (--calib) or an artifact packed "
                                      "with --method larosa");
     if (!folded) SC_TRY(sc_larosa_state(o->calib, c->dim, "eval", &st8, err));
-    double cin, ch, grid, grid_seqs, step;
-    SC_TRY(sc_lc_param(o->params, "in", SRT_LAROSA_IN, 0, 10, &cin, "larosa", err));
-    SC_TRY(sc_lc_param(o->params, "h", SRT_LAROSA_H, 0, 10, &ch, "larosa", err));
-    SC_TRY(sc_lc_param(o->params, "grid", 0, 0, 1, &grid, "larosa", err));
-    SC_TRY(sc_lc_param(o->params, "grid_seqs", 16, 1, 1e9, &grid_seqs, "larosa", err));
-    SC_TRY(sc_lc_param(o->params, "grid_step", 0.05, 0.01, 1, &step, "larosa", err));
+    double cin = SRT_LAROSA_IN, ch = SRT_LAROSA_H, grid = 0, grid_seqs = 16, step = 0.05;
+    const sc_param spec[] = {
+        {"in", SC_PARAM_NUM, 0, 10, NULL, &cin, 0, NULL},
+        {"h", SC_PARAM_NUM, 0, 10, NULL, &ch, 0, NULL},
+        {"grid", SC_PARAM_NUM, 0, 1, NULL, &grid, 0, NULL},
+        {"grid_seqs", SC_PARAM_NUM, 1, 1e9, NULL, &grid_seqs, 0, NULL},
+        {"grid_step", SC_PARAM_NUM, 0.01, 1, NULL, &step, 0, NULL},
+    };
+    SC_TRY(sc_params_read(o->params, spec, 5, "larosa", err));
     int64_t D = c->dim, F = c->ffn_dim, L = c->n_layers, T = o->ctx;
     lr_ctx x = {D, F, L, D, F, NULL, NULL, folded, NULL, NULL, NULL, NULL};
     x.on = calloc((size_t)(2 * L), 1);

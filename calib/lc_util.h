@@ -1,5 +1,6 @@
 /* lc_util.h - small helpers shared by the LaRoSA, CETT and CLADA code:
- * "key=value,..." method parameters, and quantiles of a sample. */
+ * one-key reads of the method parameters (params.h), the --params keys of
+ * the routing methods, and quantiles of a sample. */
 #ifndef SC_LC_UTIL_H
 #define SC_LC_UTIL_H
 
@@ -7,19 +8,15 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "params.h"
 
-/* Looks up key in params ("k=v,k2=v2"; NULL or "" = none). Absent: *out =
- * def and SC_OK. Present: parsed as a finite number in [lo, hi], else
- * SC_EARG with a message naming `who` and the key. */
+/* One number key of params (params.h: the typed parser, SC_PARAM_NUM).
+ * Absent: *out = def and SC_OK. Present: parsed as a finite number in
+ * [lo, hi], else SC_EARG with a message naming `who` and the key. */
 sc_status sc_lc_param(const char *params, const char *key, double def, double lo, double hi, double *out,
                       const char *who, sc_err *err);
-/* true if the key is present (any value). */
+/* true if the key is present (any value): sc_params_has. */
 bool sc_lc_param_has(const char *params, const char *key);
-
-/* Checks that params is a list of key=value items whose keys are all in
- * `known` (comma-separated; "" accepts none) and appear once: a misspelt
- * key (tagret=0.5) is an error naming the known ones, never ignored. */
-sc_status sc_params_check(const char *params, const char *known, const char *who, sc_err *err);
 
 /* --params keys of the consumers outside the calibration methods (each
  * method lists its own: sc_method.param_keys). */

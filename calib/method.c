@@ -1,5 +1,6 @@
 /* method.c - the method registry and helpers shared by methods. */
 #include "method.h"
+#include "sample_store.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -31,9 +32,8 @@ sc_status sc_array_concat_resize(sc_array *a, int64_t rows, sc_err *err) {
     size_t esz = a->type == SC_ARR_F32 ? 4 : 8, cols = (size_t)(a->shape[1] ? a->shape[1] : 1), bytes;
     if (rows < 0 || !sc_mul_ok((size_t)rows, cols, &bytes) || !sc_mul_ok(bytes, esz, &bytes))
         return sc_errf(err, SC_ENOMEM, "array %s: %lld rows are too many", a->name, (long long)rows);
-    void *p = realloc(*a->concat_data, bytes ? bytes : 1);
-    if (!p) return sc_errf(err, SC_ENOMEM, "array %s: out of memory for %lld rows", a->name, (long long)rows);
-    *a->concat_data = p;
+    SC_TRY(sc_sample_resize(a->concat_data, bytes, a->name, err));
+    void *p = *a->concat_data;
     *a->concat_rows = rows;
     a->data = p;
     a->shape[0] = rows;

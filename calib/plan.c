@@ -6,7 +6,15 @@
 
 #include "cats.h"
 #include "lc_util.h"
+#include "params.h"
 #include "model.h"
+
+/* TEAL's calibration taps are the rows of the artifact's teal_thresholds table */
+_Static_assert(SC_TEAL_NTAPS == SRT_TEAL_NTAPS, "TEAL taps: calib/methods/teal.h and srt_schema.h disagree");
+
+void sc_plan_claws_layer(const double *c, int64_t F, float *out) {
+    for (int64_t j = 0; j < F; j++) out[j] = c ? (float)c[j] : 1.0f;
+}
 
 bool sc_plan_cats_table(const void *cats_state, int64_t layer, float out[SRT_THR_GRID]) {
     const int64_t *hist = sc_cats_hist(cats_state, layer);
@@ -43,11 +51,16 @@ sc_status sc_plan_cett_layer(const sc_model *m, const void *cett_state, int64_t 
 
 sc_status sc_plan_clada(const char *params, const void *clada_state, const char *who, sc_clada_plan *out,
                         sc_err *err) {
-    out->rule.tau_s = out->rule.tau_h = NAN;
-    SC_TRY(sc_lc_param(params, "lambda", SRT_CLADA_LAMBDA, -100, 100, &out->rule.lambda, who, err));
-    SC_TRY(sc_lc_param(params, "gamma", SRT_CLADA_GAMMA, -100, 100, &out->rule.gamma, who, err));
-    SC_TRY(sc_lc_param(params, "qs", SRT_CLADA_QS, 0, 1, &out->qs, who, err));
-    SC_TRY(sc_lc_param(params, "qh", SRT_CLADA_QH, 0, 1, &out->qh, who, err));
+    out->rule = (srt_clada){NAN, NAN, SRT_CLADA_LAMBDA, SRT_CLADA_GAMMA};
+    out->qs = SRT_CLADA_QS;
+    out->qh = SRT_CLADA_QH;
+    const sc_param spec[] = {
+        {"lambda", SC_PARAM_NUM, -100, 100, NULL, &out->rule.lambda, 0, NULL},
+        {"gamma", SC_PARAM_NUM, -100, 100, NULL, &out->rule.gamma, 0, NULL},
+        {"qs", SC_PARAM_NUM, 0, 1, NULL, &out->qs, 0, NULL},
+        {"qh", SC_PARAM_NUM, 0, 1, NULL, &out->qh, 0, NULL},
+    };
+    SC_TRY(sc_params_read(params, spec, 4, who, err));
     if (!clada_state) return SC_OK;
     const double *sig;
     int64_t rows = 0;

@@ -16,6 +16,12 @@
 #include "srt_route.h"
 #include "teal.h"
 
+/* claws: a layer's multipliers c_j [F] as the runtime stores and scores with
+ * them (f32): the one conversion of the calibration's doubles, which pack
+ * stores (convert/pack_routing.c) and eval's router uses (router.c). c NULL
+ * (a layer the calibration does not cover): every multiplier 1. */
+void sc_plan_claws_layer(const double *c, int64_t F, float *out);
+
 /* cats-threshold: the layer's |phi(u)| thresholds at the grid's sparsities
  * (srt_thr_grid) from the CATS histogram; false when the calibration does
  * not cover the layer. The threshold at any density is then

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan.h"
+
 struct sc_router {
     const sc_model *m;
     sc_router_spec spec;
@@ -67,9 +69,7 @@ sc_status sc_router_create(const sc_model *m, const sc_router_spec *spec, sc_rou
     r->layer_mean = calloc((size_t)L, sizeof(double));
     if (spec->kind == SRT_ROUTER_CLAWS) {
         r->cf = malloc((size_t)(L * F) * sizeof(float));
-        if (r->cf)
-            for (int64_t l = 0; l < L; l++)
-                for (int64_t j = 0; j < F; j++) r->cf[l * F + j] = spec->c[l] ? (float)spec->c[l][j] : 1.0f;
+        for (int64_t l = 0; r->cf && l < L; l++) sc_plan_claws_layer(spec->c[l], F, r->cf + l * F);
     }
     if (spec->kind == SRT_ROUTER_GRIFFIN) {
         r->gsum = calloc((size_t)(L * F), sizeof(double));

@@ -18,6 +18,10 @@
 /* compress: zstd level 0 (raw) .. 19. Streamed derived arrays (method.h) are
  * computed one at a time as they are written. */
 sc_status sc_calib_save(const sc_calib *c, const sc_model *m, const char *path, int compress, sc_err *err);
+/* The same, with progress lines on `progress` (NULL: none) while derived
+ * arrays that are computed during the write (method.h: streamed) are made. */
+sc_status sc_calib_save_progress(const sc_calib *c, const sc_model *m, const char *path, int compress, FILE *progress,
+                                 sc_err *err);
 /* Loads a file. m may be NULL (merge and inspect need no model); when given,
  * the file must have been computed on it (same identity). */
 sc_status sc_calib_load(const char *path, const sc_model *m, sc_calib **out, sc_err *err);

@@ -33,10 +33,11 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
         double d = srt_model_default_density(m);
         density = d > 0 && d <= 1 ? d : 1.0; /* the manifest's; an artifact without one is dense */
     }
-    if (!strcmp(method, "dense")) density = 1.0;
+    const srt_method_info *mi = srt_method_find(method);
+    if (mi && mi->density == SRT_DENSITY_NONE) density = 1.0;
     const char *missing = srt_model_method_missing(m, method);
     if (missing) return sc_errf(err, SC_EARG, "%s: cannot route with %s: %s", path, method, missing);
-    if (!strcmp(method, "cett") || !strcmp(method, "clada")) {
+    if (mi->density == SRT_DENSITY_FITTED) {
         /* the stored per-neuron thresholds keep one density (or meet a CETT target): that one runs, or none */
         double fitted = srt_model_cett_density(m);
         if (!out->density_default && !(fitted == density))
@@ -49,13 +50,18 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
                                  density, density);
         if (out->density_default) density = isnan(fitted) ? 1.0 : fitted;
     }
-    srt_status ks = srt_model_set_method(m, method, density);
+    srt_status ks = srt_model_set_method_id(m, mi->id, density);
     if (ks != SRT_OK)
         return sc_errf(err, SC_EARG, "%s: cannot route with %s at density %g (%s)", path, method, density,
                        srt_status_str(ks));
+    out->info = mi;
     snprintf(out->method, sizeof out->method, "%s", srt_model_method(m));
     out->density = density;
     return SC_OK;
+}
+
+bool sc_artifact_fixed_live(const sc_artifact_router *r) {
+    return r->info->density == SRT_DENSITY_NONE || r->info->density == SRT_DENSITY_TOPK;
 }
 
 void sc_score_result_free(sc_score_result *r) {
@@ -156,12 +162,12 @@ void sc_score_json(cJSON *j, const srt_model *m, const sc_artifact_router *r, co
     cJSON *pl = cJSON_AddArrayToObject(j, "density_per_layer");
     for (int64_t l = 0; l < s->n_layers; l++) cJSON_AddItemToArray(pl, cJSON_CreateNumber(s->layer_density[l]));
     cJSON_AddNumberToObject(j, "ffn_dim", (double)c->ffn_dim);
-    const char *name = r->method;
-    if (!strcmp(name, "dense") || !strcmp(name, "cats") || !strcmp(name, "claws"))
+    bool rotated = r->info->needs & SRT_DATA_ROTATIONS; /* larosa: live inputs and h */
+    if (sc_artifact_fixed_live(r) && !rotated)
         cJSON_AddNumberToObject(j, "live_neurons", (double)srt_model_live_count(m));
     int64_t k_in, k_h;
     srt_model_larosa_counts(m, &k_in, &k_h);
-    if (!strcmp(name, "larosa")) {
+    if (rotated) {
         cJSON_AddNumberToObject(j, "live_neurons", (double)k_h);
         cJSON_AddNumberToObject(j, "live_input_channels", (double)k_in);
         cJSON_AddNumberToObject(j, "dim", (double)c->dim);

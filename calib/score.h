@@ -19,6 +19,7 @@ sc_status sc_density_check(double density, const char *opt, sc_err *err);
 /* The router an artifact runs with, as chosen by sc_artifact_set_router. */
 typedef struct sc_artifact_router {
     char method[32];      /* the router's name (srt_model_method) */
+    const srt_method_info *info; /* its registry entry (srt_method.h) */
     double density;       /* the density it was set with (1 for dense) */
     bool method_default;  /* no method was asked for: the artifact's ("routing" in the manifest) */
     bool density_default; /* no density was asked for: the artifact's */
@@ -32,6 +33,9 @@ typedef struct sc_artifact_router {
  * (srt_model_method_missing). note_to may be NULL. */
 sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *method, double density, FILE *note_to,
                                  sc_artifact_router *out, sc_err *err);
+
+/* Whether r keeps the same number of live neurons on every token (dense and the top-K routers). */
+bool sc_artifact_fixed_live(const sc_artifact_router *r);
 
 typedef struct sc_score_result {
     double nll_sum;       /* sum of -log p over the scored positions */

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "claws.h"
 #include "plan.h"
-#include "eval_input.h"
-#include "lc_eval.h"
+#include "route_method.h"
 
 typedef struct griffin_ctx {
     sc_router *r;
@@ -34,52 +34,46 @@ sc_status sc_eval_sparse(const sc_model *m, const sc_dataset *d, const sc_sparse
 
 sc_status sc_eval_sparse_observe(const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
                                  const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
-    if (sc_teal_is_method(o->method)) return sc_eval_teal(m, d, o, out, err);
-    if (sc_cwic_is_method(o->method)) return sc_eval_cwic(m, d, o, out, err);
-    if (strcmp(o->method, "larosa") == 0) return sc_eval_larosa(m, d, o, out, err);
-    if (strcmp(o->method, "cett") == 0 || strcmp(o->method, "clada") == 0) return sc_eval_cett(m, d, o, obs, out, err);
+    const sc_route_method *rm = sc_route_method_find(o->method);
+    if (!rm) {
+        char names[512];
+        return sc_errf(err, SC_EARG, "eval: unknown method '%s' (%s)", o->method ? o->method : "",
+                       sc_route_method_names(names, sizeof names, false));
+    }
+    return rm->eval(rm, m, d, o, obs, out, err);
+}
+
+/* The neuron routers of sc_router (dense, cats, cats-threshold, claws, griffin, oracle). */
+sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                         const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
     memset(out, 0, sizeof *out);
     const sc_config *cfg = &m->cfg;
-    bool prefill = strcmp(o->method, "griffin-prefill") == 0;
-    int kind = prefill ? SRT_ROUTER_GRIFFIN : srt_router_from_name(o->method);
-    if (kind < 0)
-        return sc_errf(err, SC_EARG,
-                       "eval: unknown method '%s' (dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle)",
-                       o->method);
-    sc_router_spec spec = {(srt_router)kind, o->density, NULL, NULL, prefill, obs ? obs->fn : NULL, obs ? obs->user : NULL};
+    const srt_router kind = rm->router;
+    sc_router_spec spec = {kind, o->density, NULL, NULL, (rm->flags & SC_RM_PREFILL) != 0, obs ? obs->fn : NULL,
+                           obs ? obs->user : NULL};
     const double **c = NULL;
     float *thr = NULL;
     sc_status st = SC_OK;
-    if (kind == SRT_ROUTER_CLAWS || kind == SRT_ROUTER_CATS_THRESHOLD) {
-        const char *need = kind == SRT_ROUTER_CLAWS ? "claws" : "cats";
+    if (*rm->calib) { /* claws: the multipliers; cats-threshold: the CATS histograms */
+        const char *need = rm->calib;
         if (!o->calib) return sc_errf(err, SC_EARG, "eval: method %s needs a calibration file (--calib)", o->method);
         void *state = sc_calib_state(o->calib, need);
         if (!state)
             return sc_errf(err, SC_EARG, "eval: the calibration file holds no '%s' statistics (compute --method %s)",
                            need, need);
-        sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
         c = calloc((size_t)cfg->n_layers, sizeof *c);
         thr = calloc((size_t)cfg->n_layers, sizeof *thr);
-        if (!arr || !c || !thr) {
-            free(arr);
+        if (!c || !thr) {
             st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
             goto done;
         }
-        int n = sc_method_find(need)->arrays(state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n; k++) {
-            long long layer;
-            char what[32];
-            if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= cfg->n_layers)
-                continue;
-            if (kind == SRT_ROUTER_CLAWS && strcmp(what, "c") == 0) c[layer] = arr[k].data;
-        }
+        for (int64_t l = 0; kind == SRT_ROUTER_CLAWS && l < cfg->n_layers; l++) c[l] = sc_claws_c(state, l);
         /* cats-threshold: the table pack stores (sc_plan_cats_table), read as the runtime reads it */
         for (int64_t l = 0; kind == SRT_ROUTER_CATS_THRESHOLD && l < cfg->n_layers; l++) {
             float table[SRT_THR_GRID];
             thr[l] = sc_plan_cats_table(state, l, table) ? srt_table_threshold(table, 1.0 - o->density) : -1.0f;
             if (l < SC_MAX_LAYERS) out->lc.layer_threshold[l] = thr[l];
         }
-        free(arr);
         spec.c = c;
         spec.thresholds = thr;
         if (kind == SRT_ROUTER_CATS_THRESHOLD && o->density >= 1.0)
@@ -89,8 +83,8 @@ sc_status sc_eval_sparse_observe(const sc_model *m, const sc_dataset *d, const s
     if ((st = sc_router_create(m, &spec, &r, err))) goto done;
     sc_hooks hk = {sc_router_hook, r, sc_router_taps()};
     griffin_ctx g = {r};
-    sc_eval_opts eo = {o->ctx, &hk, kind == SRT_ROUTER_GRIFFIN ? griffin_window : NULL, &g,
-                       o->second_half || kind == SRT_ROUTER_GRIFFIN, o->progress};
+    bool prompt = rm->flags & SC_RM_PROMPT;
+    sc_eval_opts eo = {o->ctx, &hk, prompt ? griffin_window : NULL, &g, o->second_half || prompt, o->progress};
     st = sc_eval_run(m, d, &eo, &out->ppl, err);
     if (!st) {
         sc_router_get_stats(r, &out->stats);

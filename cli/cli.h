@@ -43,7 +43,8 @@ typedef struct cli_inputs {
      "tokenizer.json, tokenizer.model, llama2.c tokenizer.bin, .gguf or a dir; default: the model's", 0, 0}
 #define CLI_DATA_OPTS(in)                                                                                            \
     {"data", 'f', SC_ARG_STR, &(in).data_path, "TEXT",                                                                \
-     "text (documents split on blank lines) or JSONL with \"text\" or chat \"messages\"", 0, 0},                      \
+     "text (documents split at lines that are empty or only spaces/tabs; each document loses its leading and "  \
+     "trailing whitespace, nothing within it) or JSONL with \"text\" or chat \"messages\"", 0, 0},                      \
     {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS", "pre-tokenized file: one sequence of ids per line, used as given", 0, 0}, \
     {"sep", 0, SC_ARG_STR, &(in).separator, "STR", "document separator instead of blank lines (e.g. '<|endoftext|>')", 0, 0}, \
     {"max-docs", 0, SC_ARG_INT, &(in).max_docs, "N", "use at most N documents (after --seed shuffling and --skip-docs)", 0, 1e15}, \
@@ -144,5 +145,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

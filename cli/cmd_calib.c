@@ -8,8 +8,9 @@
 #include "cli.h"
 #include "lc_util.h"
 #include "cli_mpi.h"
+#include "sample_store.h"
 #include "scal.h"
-#include "eval_input.h"
+#include "route_method.h"
 #include "score.h"
 #include "sparse_eval.h"
 
@@ -39,15 +40,19 @@ static bool parse_shard(const char *s, int64_t *i, int64_t *n) {
 int cmd_compute(int argc, char **argv) {
     cli_inputs in = {0};
     const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
-               *params = NULL;
+               *params = NULL, *spill = NULL;
     int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
     bool json = false, quiet = false, resume = false;
+    char names[256] = "", method_help[320]; /* the calibration methods' registry (method.h) */
+    for (const sc_method *const *me = sc_methods(); *me; me++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", (*me)->name);
+    snprintf(method_help, sizeof method_help, "methods: %s (comma-separated)", names);
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        {"method", 0, SC_ARG_STR, &methods, "M[,M]", "methods: claws, cats, larosa, cett, clada, teal, cwic, coact (comma-separated)", 0, 0},
+        {"method", 0, SC_ARG_STR, &methods, "M[,M]", method_help, 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
         {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
         {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
@@ -59,6 +64,9 @@ int cmd_compute(int argc, char **argv) {
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
+        {"spill-dir", 0, SC_ARG_STR, &spill, "DIR",
+         "stored samples (cett, clada, teal, coact) of 32 MiB or more per layer live in an unlinked file here, not in "
+         "memory (default: $SPARSECAL_SPILL_DIR, else $TMPDIR, else /tmp; 'off': in memory)", 0, 0},
         {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N",
          "every N sequences save the accumulators to FILE.ckpt (MPI: FILE.ckpt.rankR); removed on success", 1, 1e15},
         {"resume", 0, SC_ARG_FLAG, &resume, NULL,
@@ -67,6 +75,7 @@ int cmd_compute(int argc, char **argv) {
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
+    double t_start = sc_now();
     cli_mpi mp;
     cli_mpi_start(&mp);
     cli_mpi_mute(&mp, true); /* every rank parses the same options: rank 0 speaks for all */
@@ -93,7 +102,7 @@ int cmd_compute(int argc, char **argv) {
     snprintf(mbuf, sizeof mbuf, "%s", methods ? methods : "");
     for (char *p = strtok(mbuf, ","); p && !st; p = strtok(NULL, ",")) {
         if (co.n_methods == SC_MAX_METHODS || !sc_method_find(p))
-            st = sc_errf(&err, SC_EARG, "unknown method '%s' (claws, cats, larosa, cett, clada, teal, cwic, coact)", p);
+            st = sc_errf(&err, SC_EARG, "unknown method '%s' (%s)", p, names);
         else
             co.methods[co.n_methods++] = p;
     }
@@ -135,6 +144,7 @@ int cmd_compute(int argc, char **argv) {
     co.seq_len = seq_len;
     co.max_seqs = seqs;
     co.params = params;
+    if (spill) sc_sample_spill(strcmp(spill, "off") ? spill : NULL, SC_SAMPLE_SPILL_MIN);
     co.progress = quiet || mp.rank > 0 ? NULL : stderr; /* progress of rank 0's share */
     /* checkpoints: one per process, beside the output (each rank its own share) */
     char ckpt[4096] = "";
@@ -162,7 +172,7 @@ int cmd_compute(int argc, char **argv) {
     /* rank 0 adds the other ranks' results in rank order, exactly as `merge` adds shard files */
     if (!st) st = cli_mpi_agree(&mp, "compute", cli_mpi_reduce(&mp, in.model, c, &err), &err);
     double seconds = mp.size > 1 ? sc_now() - t0 : c ? c->seconds : 0; /* MPI: wall clock (c->seconds sums the ranks') */
-    if (!st && mp.rank == 0) st = sc_calib_save(c, in.model, out, (int)compress, &err);
+    if (!st && mp.rank == 0) st = sc_calib_save_progress(c, in.model, out, (int)compress, co.progress, &err);
     st = cli_mpi_agree(&mp, "compute", st, &err);
     if (!st && (ckpt_every > 0 || co.resume_path)) remove(ckpt); /* the result is written: the checkpoint is spent */
     if (!st && mp.rank == 0 && json) {
@@ -171,17 +181,20 @@ int cmd_compute(int argc, char **argv) {
         cJSON_AddStringToObject(j, "methods", methods);
         cJSON_AddNumberToObject(j, "sequences", (double)c->n_seqs);
         cJSON_AddNumberToObject(j, "tokens", (double)c->n_tokens);
-        cJSON_AddNumberToObject(j, "seconds", seconds);
+        cJSON_AddNumberToObject(j, "seconds", sc_now() - t_start); /* the whole run: loading, passes, writing */
+        cJSON_AddNumberToObject(j, "pass_seconds", seconds);      /* the forward/backward passes (tokens_per_second) */
         cJSON_AddNumberToObject(j, "tokens_per_second", (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9));
         cJSON_AddNumberToObject(j, "processes", mp.size);
         cJSON_AddStringToObject(j, "model_id", c->model_id);
         cJSON_AddStringToObject(j, "data_id", c->data_id);
         cJSON_AddStringToObject(j, "shards", c->shards);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
+        cJSON_AddNumberToObject(j, "peak_spilled_bytes", (double)sc_sample_spilled_peak());
         cli_print_json(j);
     } else if (!st && mp.rank == 0 && !quiet) {
-        fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s)%s\n", out, (long long)c->n_seqs,
-                (long long)c->n_tokens, seconds, (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9),
+        fprintf(stderr, "wrote %s: %lld sequences, %lld tokens in %.1f s (%.0f tok/s; %.1f s in all)%s\n", out,
+                (long long)c->n_seqs, (long long)c->n_tokens, seconds,
+                (double)(c->n_tokens + c->n_seqs) / (seconds > 0 ? seconds : 1e-9), sc_now() - t_start,
                 mp.size > 1 ? " over MPI ranks" : "");
     }
     sc_calib_free(c);
@@ -245,10 +258,10 @@ int cmd_merge(int argc, char **argv) {
 }
 
 /* larosa / cett / clada: the split, thresholds and load signals (see docs/LAROSA_CETT.md) */
-static void add_lc_json(cJSON *j, const char *method, const sc_sparse_eval_result *r, int64_t n_layers) {
+static void add_lc_json(cJSON *j, const sc_route_method *rm, const sc_sparse_eval_result *r, int64_t n_layers) {
     const struct sc_lc_result *x = &r->lc;
-    cJSON *o = cJSON_AddObjectToObject(j, method);
-    if (strcmp(method, "larosa") == 0) {
+    cJSON *o = cJSON_AddObjectToObject(j, rm->name);
+    if (rm->flags & SC_RM_REPORT_LAROSA) {
         cJSON_AddNumberToObject(o, "split_in", x->split_in);
         cJSON_AddNumberToObject(o, "split_h", x->split_h);
         cJSON_AddNumberToObject(o, "in_density", x->in_density);
@@ -274,7 +287,7 @@ static void add_lc_json(cJSON *j, const char *method, const sc_sparse_eval_resul
         cJSON_AddItemToArray(s, isnan(x->layer_sample_sparsity[l]) ? cJSON_CreateNull()
                                                                    : cJSON_CreateNumber(x->layer_sample_sparsity[l]));
     }
-    if (strcmp(method, "clada") == 0) {
+    if (rm->flags & SC_RM_CLADA) {
         cJSON_AddNumberToObject(o, "tau_s", x->tau_s);
         cJSON_AddNumberToObject(o, "tau_h", x->tau_h);
         cJSON_AddNumberToObject(o, "lambda", x->lambda);
@@ -309,14 +322,31 @@ int cmd_eval(int argc, char **argv) {
     int64_t ctx = 0;
     bool json = false, quiet = false, second_half = false;
     const char *params = NULL;
+    char names[512], method_help[768], about[2048];
+    snprintf(method_help, sizeof method_help, "%s (default: dense; on an artifact its own router)",
+             sc_route_method_names(names, sizeof names, false));
+    snprintf(about, sizeof about,
+             "Perplexity with every token of every sequence sparsified in every layer's MLP by a router\n"
+             "(no dense prefix), with the achieved density and active MLP parameters per token.\n"
+             "griffin/griffin-prefill take the first half of each window as the prompt and score the\n"
+             "second half.\n"
+             "On a packed artifact (-m X.spk) the runtime decoder scores it, exactly as `run --score`:\n"
+             "the routers it has (%s) read the\n"
+             "routing data the artifact stores, a router it lacks data for is refused with the reason,\n"
+             "and without --method the artifact's router and density are used (and printed). Other\n"
+             "methods run the reference forward pass on the dequantised weights. --calib is checked\n"
+             "against the artifact's source model (source_model_id).\n"
+             "--density is the fraction of MLP neurons kept, in (0, 1], for every method: cett and clada\n"
+             "fit per-layer thresholds keeping it on the calibration sample (clada's load factor then\n"
+             "moves it); --params target=C fits them to a CETT target instead (default 0.2; not both).",
+             srt_method_names());
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters (cett/clada target=,lambda=,gamma=,qs=,qh=; larosa; cwic)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "dense, cats, cats-threshold, claws, griffin, griffin-prefill, oracle, larosa, "
-         "cett, clada, teal, teal-greedy, cwic (default: dense; on an artifact its own router)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token, in (0, 1] (default 1; on an "
          "artifact its own density)", 0, 0},
         {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
@@ -325,41 +355,24 @@ int cmd_eval(int argc, char **argv) {
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
-    int r = sc_parse_args("eval",
-                          "Perplexity with every token of every sequence sparsified in every layer's MLP by a router\n"
-                          "(no dense prefix), with the achieved density and active MLP parameters per token.\n"
-                          "griffin/griffin-prefill take the first half of each window as the prompt and score the\n"
-                          "second half.\n"
-                          "On a packed artifact (-m X.spk) the runtime decoder scores it, exactly as `run --score`:\n"
-                          "the routers it has (dense, cats, claws, larosa, cats-threshold, cett, clada, teal) read the\n"
-                          "routing data the artifact stores, a router it lacks data for is refused with the reason,\n"
-                          "and without --method the artifact's router and density are used (and printed). Other\n"
-                          "methods run the reference forward pass on the dequantised weights. --calib is checked\n"
-                          "against the artifact's source model (source_model_id).\n"
-                          "--density is the fraction of MLP neurons kept, in (0, 1], for every method: cett and clada\n"
-                          "fit per-layer thresholds keeping it on the calibration sample (clada's load factor then\n"
-                          "moves it); --params target=C fits them to a CETT target instead (default 0.2; not both).",
-                          opts, argc, argv, NULL, 0, NULL);
+    int r = sc_parse_args("eval", about, opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     {
         sc_err derr = {{0}};
         if (sc_density_check(density, "--density", &derr)) return cli_fail("eval", SC_EARG, &derr);
     }
     const char *asked = method;
-    if (!method) method = "dense";
-    bool lc_method = !strcmp(method, "larosa") || !strcmp(method, "cett") || !strcmp(method, "clada");
-    bool in_method = sc_teal_is_method(method) || sc_cwic_is_method(method);
-    if (!lc_method && !in_method && (!strcmp(method, "griffin-prefill") ? 0 : srt_router_from_name(method) < 0)) {
+    if (!method) method = srt_method_get(SRT_METHOD_DENSE)->name;
+    const sc_route_method *rm = sc_route_method_find(method);
+    if (!rm) {
         fprintf(stderr, "sparsecal eval: unknown method '%s'\n", method);
         return 2;
     }
+    const bool lc_method = rm->flags & (SC_RM_REPORT_LAROSA | SC_RM_REPORT_CETT),
+               in_method = rm->flags & SC_RM_REPORT_INPUT;
     {
-        const char *known = !strcmp(method, "larosa")                          ? SC_LAROSA_EVAL_KEYS
-                          : !strcmp(method, "cett") || !strcmp(method, "clada") ? SC_CETT_ROUTING_KEYS
-                          : sc_cwic_is_method(method)                          ? SC_CWIC_EVAL_KEYS
-                                                                               : "";
         sc_err perr = {{0}};
-        if (sc_params_check(params, known, "--params", &perr)) {
+        if (sc_params_check(params, rm->eval_keys, "--params", &perr)) {
             fprintf(stderr, "sparsecal eval: %s\n", perr.msg);
             return 2;
         }
@@ -369,7 +382,7 @@ int cmd_eval(int argc, char **argv) {
     sc_calib *c = NULL;
     sc_sparse_eval_result res;
     sc_status st = cli_load(&in, false, &err);
-    if (!st && !strcmp(in.model->format, "spk") && (!asked || srt_model_method_known(asked))) {
+    if (!st && !strcmp(in.model->format, "spk") && (!asked || rm->runtime >= 0)) {
         /* an artifact, with a router the runtime has: what run executes */
         if (params || second_half)
             st = sc_errf(&err, SC_EARG, "%s: the artifact's routing was fitted by pack (pack --params); eval on an "
@@ -385,7 +398,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "note: the runtime has no %s router: evaluating the reference forward pass on the artifact's "
                         "dequantised weights\n", method);
     /* cett and clada reach a --density through their own fit (sc_cett_goal_parse); the rest default to dense */
-    if (isnan(density) && strcmp(method, "cett") && strcmp(method, "clada")) density = 1.0;
+    if (isnan(density) && !(rm->flags & SC_RM_TARGET)) density = 1.0;
     if (!st && calib) st = sc_calib_open(calib, in.model, &c, &err);
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {
@@ -416,8 +429,8 @@ int cmd_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "active_mlp_params_per_token", s->active_mlp_params);
             cJSON_AddNumberToObject(j, "dense_mlp_params_per_token",
                                     3.0 * (double)in.model->cfg.dim * (double)in.model->cfg.ffn_dim * (double)in.model->cfg.n_layers);
-            cJSON_AddBoolToObject(j, "second_half_only", second_half || strncmp(method, "griffin", 7) == 0);
-            if (lc_method) add_lc_json(j, method, &res, in.model->cfg.n_layers);
+            cJSON_AddBoolToObject(j, "second_half_only", second_half || (rm->flags & SC_RM_PROMPT));
+            if (lc_method) add_lc_json(j, rm, &res, in.model->cfg.n_layers);
             if (in_method) add_input_json(j, &res, in.model->cfg.n_layers);
             cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
             cli_print_json(j);

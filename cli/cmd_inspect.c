@@ -109,6 +109,38 @@ static srt_ct_status section_stats(srt_container *c, size_t i, stats *out) {
     return SRT_CT_OK;
 }
 
+/* --values: a section's elements as a JSON array, row-major, each printed so it reads back exactly
+ * (integers whole, f64 in 17 significant digits, narrower floats in 9; a non-finite value is null). */
+static srt_ct_status print_values(srt_container *c, size_t i) {
+    const srt_ct_section *s = srt_container_section_at(c, i);
+    void *data = malloc(s->raw_size ? (size_t)s->raw_size : 1);
+    if (!data) return SRT_CT_ENOMEM;
+    srt_ct_status st = srt_container_read(c, i, data, s->raw_size);
+    if (st) {
+        free(data);
+        return st;
+    }
+    const uint8_t *p = data;
+    printf(",\"values\":[");
+    for (uint64_t k = 0; k < s->n_elements; k++) {
+        if (k) putchar(',');
+        if (s->dtype == SRT_CT_U64) {
+            printf("%" PRIu64, sc_le64(p + 8 * k));
+        } else if (s->dtype == SRT_CT_I64) {
+            printf("%" PRId64, (int64_t)sc_le64(p + 8 * k));
+        } else {
+            srt_ct_dtype t = s->dtype == SRT_CT_BYTES ? SRT_CT_U8 : s->dtype;
+            double v = element(t, p, k); /* exact for every remaining type */
+            if (t != SRT_CT_F16 && t != SRT_CT_BF16 && t != SRT_CT_F32 && t != SRT_CT_F64) printf("%.0f", v);
+            else if (!isfinite(v)) printf("null");
+            else printf(t == SRT_CT_F64 ? "%.17g" : "%.9g", v);
+        }
+    }
+    printf("]");
+    free(data);
+    return SRT_CT_OK;
+}
+
 /* ---- inspect ---- */
 
 static void print_text(srt_container *c, bool want_stats) {
@@ -164,7 +196,7 @@ static void print_text(srt_container *c, bool want_stats) {
     }
 }
 
-static void print_json(srt_container *c, bool want_stats) {
+static void print_json(srt_container *c, bool want_stats, bool want_values) {
     uint32_t vmaj, vmin;
     srt_container_version(c, &vmaj, &vmin);
     size_t n = srt_container_section_count(c);
@@ -201,16 +233,23 @@ static void print_json(srt_container *c, bool want_stats) {
                 printf("}");
             }
         }
+        if (want_values && print_values(c, i) != SRT_CT_OK) {
+            printf(",\"error\":");
+            put_json_str(srt_container_errmsg(c));
+        }
         printf("}");
     }
     printf("],\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64 "}\n", raw, stored);
 }
 
 int cmd_inspect(int argc, char **argv) {
-    bool json = false, want_stats = false;
+    bool json = false, want_stats = false, want_values = false;
     const sc_opt opts[] = {
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (the manifest embedded as JSON)", 0, 0},
         {"stats", 0, SC_ARG_FLAG, &want_stats, NULL, "min/max/mean/zeros of every numeric section (reads the data)",
+         0, 0},
+        {"values", 0, SC_ARG_FLAG, &want_values, NULL,
+         "with --json: every section's elements, row-major, as numbers that read back exactly (null: non-finite)",
          0, 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
     };
@@ -226,10 +265,14 @@ int cmd_inspect(int argc, char **argv) {
         return 2;
     }
     sc_err err = {{0}};
+    if (want_values && !json) {
+        sc_errf(&err, SC_EARG, "--values prints the elements into the --json output: add --json");
+        return cli_fail("inspect", SC_EARG, &err);
+    }
     srt_container *c = NULL;
     sc_status st = sc_container_open(pos[0], SRT_CT_ANY, &c, &err);
     if (st) return cli_fail("inspect", st, &err);
-    if (json) print_json(c, want_stats);
+    if (json) print_json(c, want_stats, want_values);
     else print_text(c, want_stats);
     srt_container_close(c);
     return 0;

@@ -10,12 +10,9 @@
 #include "lc_util.h"
 #include "lora.h"
 #include "pack.h"
+#include "route_method.h"
 #include "scal.h"
 #include "score.h"
-
-/* The density `pack --method M` packs without --density (said on stderr and in the manifest). */
-#define PACK_DEFAULT_DENSITY 0.5
-#define PACK_DEFAULT_DENSITY_STR "0.5"
 
 int cmd_pack(int argc, char **argv) {
     cli_inputs in = {0};
@@ -23,17 +20,23 @@ int cmd_pack(int argc, char **argv) {
     double density = NAN; /* not given */
     int64_t compress = 0;
     bool json = false, quiet = false, permute = false;
+    /* the routers an artifact runs (the registry's), and the density they pack with by default */
+    char names[512], method_help[768], density_help[512];
+    sc_route_method_names(names, sizeof names, true);
+    snprintf(method_help, sizeof method_help, "the artifact's default router: %s (larosa folds the calibration's "
+             "rotations into the weights)", names);
+    snprintf(density_help, sizeof density_help, "the router's default density, in (0, 1]: the fraction of MLP neurons "
+             "it keeps (default with --method M: %g, stated on stderr and in the manifest; without: 1). CETT's stored "
+             "thresholds are fitted to keep it on the calibration sample unless --params target= is given",
+             srt_method_get(SRT_METHOD_CATS)->default_density);
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M", "the artifact's default router: dense, cats, cats-threshold, claws, cett, clada, teal, larosa "
-                                                "(folds the calibration's rotations into the weights)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats=", 0, 0},
-        {"density", 0, SC_ARG_FLOAT, &density, "D", "the router's default density, in (0, 1]: the fraction of MLP neurons "
-         "it keeps (default with --method M: " PACK_DEFAULT_DENSITY_STR ", stated on stderr and in the manifest; without: 1). CETT's "
-         "stored thresholds are fitted to keep it on the calibration sample unless --params target= is given", 0, 0},
+        {"density", 0, SC_ARG_FLOAT, &density, "D", density_help, 0, 0},
         {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights first", 0, 0},
         {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that co-live neurons are adjacent (needs --calib with coact, else cats/claws activity)", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level per section; 0 = raw, mmap-able (default)", 0, 19},
@@ -51,12 +54,11 @@ int cmd_pack(int argc, char **argv) {
         fprintf(stderr, "sparsecal pack: no output file (-o FILE)\n");
         return 2;
     }
-    static const char *const routers[] = {"dense", "cats", "cats-threshold", "claws", "larosa", "cett", "clada", "teal"};
-    bool known = !method;
-    for (size_t i = 0; method && i < sizeof routers / sizeof routers[0]; i++) known = known || !strcmp(method, routers[i]);
-    if (!known) {
-        fprintf(stderr, "sparsecal pack: --method must be dense, cats, cats-threshold, claws, larosa, cett, clada or teal, "
-                        "got '%s'\n", method);
+    /* the default router must be one the runtime has */
+    const sc_route_method *rm = method ? sc_route_method_find(method) : NULL;
+    const srt_method_info *rt = rm ? srt_method_get(rm->runtime) : NULL;
+    if (method && !rt) {
+        fprintf(stderr, "sparsecal pack: --method must be one of %s, got '%s'\n", names, method);
         return 2;
     }
     {
@@ -65,13 +67,13 @@ int cmd_pack(int argc, char **argv) {
     }
     bool density_default = isnan(density);
     if (density_default) {
-        density = method && strcmp(method, "dense") ? PACK_DEFAULT_DENSITY : 1.0;
-        if (method && strcmp(method, "dense"))
+        density = rt ? rt->default_density : 1.0;
+        if (rt && rt->density != SRT_DENSITY_NONE)
             fprintf(stderr, "note: no --density: packing %s with the default density %g (routing.density_source "
                             "\"default\" in the manifest)\n", method, density);
     }
     sc_err err = {{0}};
-    if (method && (!strcmp(method, "cett") || !strcmp(method, "clada")) && !density_default) {
+    if (rm && (rm->flags & SC_RM_TARGET) && !density_default) {
         sc_cett_goal g; /* the default router's density and a CETT target are two answers to one question */
         if (sc_cett_goal_parse(params, density, method, &g, &err)) return cli_fail("pack", SC_EARG, &err);
     }
@@ -90,19 +92,16 @@ int cmd_pack(int argc, char **argv) {
         if (!st && !quiet)
             fprintf(stderr, "fused %d LoRA layers (r %d, scale %g) from %s\n", lr.fused, lr.rank, lr.scale, lora);
     }
-    /* the default router must find its data in the artifact */
-    const char *need = !method ? NULL
-                     : !strcmp(method, "claws") ? "claws"
-                     : !strcmp(method, "cats-threshold") ? "cats"
-                     : !strcmp(method, "clada") ? "clada"
-                     : !strcmp(method, "cett") ? "cett"
-                     : !strcmp(method, "teal") ? "teal" : NULL;
-    if (!st && need && !(c && sc_calib_state(c, need) && (strcmp(need, "clada") || sc_calib_state(c, "cett"))))
+    /* the default router must find its data in the artifact: the calibration must hold what it reads */
+    if (!st && rm && !sc_route_method_calibrated(rm, c)) {
+        char need[128];
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
-                     !strcmp(need, "clada") ? "cett and clada" : need);
+                     sc_route_method_needs(rm, need, sizeof need));
+    }
     double lin = SRT_LAROSA_IN, lh = SRT_LAROSA_H;
-    if (!st) st = sc_lc_param(params, "in", SRT_LAROSA_IN, 0, 10, &lin, "larosa", &err);
-    if (!st) st = sc_lc_param(params, "h", SRT_LAROSA_H, 0, 10, &lh, "larosa", &err);
+    const sc_param lspec[] = {{"in", SC_PARAM_NUM, 0, 10, NULL, &lin, 0, NULL},
+                              {"h", SC_PARAM_NUM, 0, 10, NULL, &lh, 0, NULL}};
+    if (!st) st = sc_params_read(params, lspec, 2, "larosa", &err);
     if (!st) {
         sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh, params,
                           density_default};

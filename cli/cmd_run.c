@@ -75,6 +75,10 @@ int cmd_run(int argc, char **argv) {
     double temperature = 1.0, top_p = 0.9, density = NAN; /* NAN: not given */
     uint64_t seed = 0;
     bool json = false, dense = false, ignore_eos = false, fallback = false, no_mmap = false, score = false;
+    char method_help[512];
+    snprintf(method_help, sizeof method_help,
+             "router: %s (default: the artifact's, from pack --method; refused with the reason when the artifact "
+             "lacks its data; a LaRoSA-folded artifact runs only larosa and dense)", srt_method_names());
     const sc_opt opts[] = {
         {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
         {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
@@ -84,10 +88,7 @@ int cmd_run(int argc, char **argv) {
         {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
         {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
         {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
-        {"method", 0, SC_ARG_STR, &method, "M",
-         "router: dense, cats, claws, larosa, cats-threshold, cett, clada, teal (default: the artifact's, from pack "
-         "--method; refused with the reason when the artifact lacks its data; a LaRoSA-folded artifact runs only "
-         "larosa and dense)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D",
          "fraction of MLP neurons kept per token, in (0, 1] (default: the artifact's, from pack --density)", 0, 0},
         {"score", 0, SC_ARG_FLAG, &score, NULL,
@@ -143,7 +144,7 @@ int cmd_run(int argc, char **argv) {
     if (no_mmap && srt_model_copy_weights(m) != SRT_OK)
         fprintf(stderr, "note: no memory to copy the weights into; reading them from the file mapping\n");
     const srt_model_config *c = srt_model_get_config(m);
-    if (dense) method = "dense";
+    if (dense) method = srt_method_get(SRT_METHOD_DENSE)->name;
     sc_artifact_router rt;
     if ((st = sc_artifact_set_router(m, path, method, density, stderr, &rt, &err))) goto done;
     method = rt.method;
@@ -173,7 +174,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     const char *mname = srt_model_method(m);
-    bool larosa = !strcmp(mname, "larosa");
+    bool larosa = rt.info->needs & SRT_DATA_ROTATIONS; /* live inputs and h rather than live neurons */
     srt_status ks;
     int64_t k_in, k_h;
     srt_model_larosa_counts(m, &k_in, &k_h);
@@ -233,7 +234,7 @@ int cmd_run(int argc, char **argv) {
     double t1 = sc_now();
     int64_t pos = n_prompt;
     enum { FB_STEPS = 4 };
-    const bool fb_on = fallback && strcmp(mname, "dense") != 0;
+    const bool fb_on = fallback && rt.info->id != SRT_METHOD_DENSE;
     double fb_ms[2] = {0, 0};
     bool fb_dense = false;
     while (st == SC_OK) {
@@ -253,14 +254,14 @@ int cmd_run(int argc, char **argv) {
         /* --fallback-dense: steps 1..2*FB_STEPS alternate routed / dense, then the faster one stays */
         int64_t k = pos - n_prompt;
         bool trial = fb_on && k < 2 * FB_STEPS;
-        if (trial) srt_model_set_method(m, k % 2 ? "dense" : method, density);
+        if (trial) srt_model_set_method_id(m, k % 2 ? SRT_METHOD_DENSE : rt.info->id, density);
         double ts = sc_now();
         ks = srt_model_step(m, next, pos, &logits);
         if (trial) {
             fb_ms[k % 2] += 1e3 * (sc_now() - ts) / FB_STEPS;
             if (k + 1 == 2 * FB_STEPS) {
                 fb_dense = fb_ms[1] < fb_ms[0];
-                srt_model_set_method(m, fb_dense ? "dense" : method, density);
+                srt_model_set_method_id(m, fb_dense ? SRT_METHOD_DENSE : rt.info->id, density);
                 fprintf(stderr, "note: %s %.3g: %.3f ms/step, dense %.3f ms/step: decoding %s from here on\n", mname,
                         density, fb_ms[0], fb_ms[1], fb_dense ? "dense" : "routed");
             }
@@ -284,7 +285,7 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "generated_tokens", (double)gen);
         cJSON_AddStringToObject(j, "method", mname);
         cJSON_AddNumberToObject(j, "density", density);
-        if (!strcmp(mname, "dense") || !strcmp(mname, "cats") || !strcmp(mname, "claws") || larosa)
+        if (sc_artifact_fixed_live(&rt))
             cJSON_AddNumberToObject(j, "live_neurons", (double)(larosa ? k_h : srt_model_live_count(m)));
         cJSON_AddNumberToObject(j, "rotated_inputs", (double)srt_model_rotated_inputs(m));
         if (fb_on && fb_ms[1] > 0) { /* --fallback-dense: the trial and its outcome */

@@ -7,42 +7,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "claws.h"
 #include "cli.h"
+#include "plan.h"
 #include "scal.h"
 #include "train.h"
 
 /* The CLAWS multipliers c_j of every layer from a calibration file, as the
- * runtime stores them (f32) [L, F]. */
+ * runtime stores them (sc_plan_claws_layer) [L, F]. */
 static sc_status claws_multipliers(const sc_model *m, const char *path, float **out, sc_err *err) {
     *out = NULL;
     sc_calib *c;
     SC_TRY(sc_calib_open(path, m, &c, err));
     int64_t L = m->cfg.n_layers, F = m->cfg.ffn_dim;
-    void *state = sc_calib_state(c, "claws");
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
+    const void *state = sc_calib_state(c, "claws");
     float *cf = malloc((size_t)(L * F) * sizeof *cf);
-    bool *have = calloc((size_t)L, sizeof *have);
     sc_status st = SC_OK;
     if (!state)
         st = sc_errf(err, SC_EARG, "%s holds no claws statistics (sparsecal compute --method claws)", path);
-    else if (!arr || !cf || !have)
+    else if (!cf)
         st = sc_errf(err, SC_ENOMEM, "out of memory");
-    int n = st ? 0 : sc_method_find("claws")->arrays(state, arr, SC_MAX_ARRAYS);
-    for (int k = 0; k < n; k++) {
-        long long layer;
-        char what[32];
-        if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= L || strcmp(what, "c"))
-            continue;
-        const double *cj = arr[k].data;
-        for (int64_t j = 0; j < F; j++) cf[layer * F + j] = (float)cj[j];
-        have[layer] = true;
-    }
-    for (int64_t l = 0; l < L && !st; l++)
-        if (!have[l])
+    for (int64_t l = 0; l < L && !st; l++) {
+        const double *cj = sc_claws_c(state, l);
+        if (!cj)
             st = sc_errf(err, SC_EARG, "%s has no CLAWS multipliers for layer %lld (calibrate every layer)", path,
                          (long long)l);
-    free(arr);
-    free(have);
+        else
+            sc_plan_claws_layer(cj, F, cf + l * F);
+    }
     sc_calib_free(c);
     if (st) {
         free(cf);

@@ -48,6 +48,7 @@ static const command commands[] = {
     {"eval", cmd_eval, "perplexity with MLP neurons routed by a method at a density"},
     {"train", cmd_train, "recovery training: a LoRA adapter on W_d under an annealed soft top-K mask (claws-lora, cats-lora)"},
     {"pack", cmd_pack, "quantise a model (+ routing parameters) into a packed artifact (.spk)"},
+    {"export", cmd_export, "routing data of a .scal or .spk as safetensors, and TEAL's per-layer files"},
     {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},
     {"bench", cmd_bench, "cold-cache dense and sparse GEMV kernels, MLP block, floor (the CLAWS paper App. E)"},
     {"bench-forward", cmd_bench_forward, "forward-pass throughput vs cblas_sgemm alone on the same shapes"},

@@ -11,8 +11,10 @@
 #include "larosa_rot.h"
 #include "pack_routing.h"
 #include "permute.h"
+#include "route_method.h"
 #include "srt.h"
 #include "srt_container.h"
+#include "srt_schema.h"
 #include "tok_serial.h"
 
 /* Which runtime layout each linear layer gets under an artifact layout. The
@@ -98,12 +100,12 @@ static bool grow(void **buf, size_t *cap, size_t need) {
 static void matrix_entry(packer *p, const char *name, const srt_layout_traits *tr, int64_t rows, int64_t cols,
                          int64_t rs, int64_t cs, int64_t g) {
     cJSON *t = cJSON_AddObjectToObject(p->tensors, name);
-    cJSON_AddStringToObject(t, "layout", tr->name);
-    cJSON_AddNumberToObject(t, "rows", (double)rows);
-    cJSON_AddNumberToObject(t, "cols", (double)cols);
-    cJSON_AddNumberToObject(t, "rows_stored", (double)rs);
-    cJSON_AddNumberToObject(t, "cols_stored", (double)cs);
-    cJSON_AddNumberToObject(t, "group", (double)g);
+    cJSON_AddStringToObject(t, SRT_TEN_LAYOUT, tr->name);
+    cJSON_AddNumberToObject(t, SRT_TEN_ROWS, (double)rows);
+    cJSON_AddNumberToObject(t, SRT_TEN_COLS, (double)cols);
+    cJSON_AddNumberToObject(t, SRT_TEN_ROWS_STORED, (double)rs);
+    cJSON_AddNumberToObject(t, SRT_TEN_COLS_STORED, (double)cs);
+    cJSON_AddNumberToObject(t, SRT_TEN_GROUP, (double)g);
     p->res->f32_bytes_in += (uint64_t)(rows * cols) * 4;
 }
 
@@ -144,36 +146,36 @@ static sc_status add_matrix(packer *p, const char *name, srt_layout l, const flo
 
 static cJSON *config_json(const sc_config *c) {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "family", sc_family_name(c->family));
-    cJSON_AddNumberToObject(j, "dim", (double)c->dim);
-    cJSON_AddNumberToObject(j, "ffn_dim", (double)c->ffn_dim);
-    cJSON_AddNumberToObject(j, "n_layers", (double)c->n_layers);
-    cJSON_AddNumberToObject(j, "n_heads", (double)c->n_heads);
-    cJSON_AddNumberToObject(j, "n_kv_heads", (double)c->n_kv_heads);
-    cJSON_AddNumberToObject(j, "head_dim", (double)c->head_dim);
-    cJSON_AddNumberToObject(j, "vocab_size", (double)c->vocab_size);
-    cJSON_AddNumberToObject(j, "max_seq_len", (double)c->max_seq_len);
-    cJSON_AddNumberToObject(j, "norm_eps", (double)c->norm_eps);
-    cJSON_AddNumberToObject(j, "rope_theta", (double)c->rope_theta);
-    cJSON_AddStringToObject(j, "rope", c->rope == SC_ROPE_INTERLEAVED ? "interleaved" : "half");
-    cJSON_AddNumberToObject(j, "rope_scaling", (double)c->rope_scaling);
-    cJSON_AddNumberToObject(j, "rope_factor", (double)c->rope_factor);
-    cJSON_AddNumberToObject(j, "rope_low_freq_factor", (double)c->rope_low_freq_factor);
-    cJSON_AddNumberToObject(j, "rope_high_freq_factor", (double)c->rope_high_freq_factor);
-    cJSON_AddNumberToObject(j, "rope_orig_ctx", (double)c->rope_orig_ctx);
-    cJSON_AddStringToObject(j, "activation", c->act == SC_ACT_SILU ? "silu" : "gelu_tanh");
-    cJSON_AddBoolToObject(j, "embed_scale", c->embed_scale);
-    cJSON_AddBoolToObject(j, "tied_classifier", c->tied_classifier);
-    cJSON_AddBoolToObject(j, "qkv_bias", c->qkv_bias);
-    cJSON_AddNumberToObject(j, "bos_id", c->bos_id);
-    cJSON_AddNumberToObject(j, "eos_id", c->eos_id);
+    cJSON_AddStringToObject(j, SRT_CFG_FAMILY, sc_family_name(c->family));
+    cJSON_AddNumberToObject(j, SRT_CFG_DIM, (double)c->dim);
+    cJSON_AddNumberToObject(j, SRT_CFG_FFN_DIM, (double)c->ffn_dim);
+    cJSON_AddNumberToObject(j, SRT_CFG_N_LAYERS, (double)c->n_layers);
+    cJSON_AddNumberToObject(j, SRT_CFG_N_HEADS, (double)c->n_heads);
+    cJSON_AddNumberToObject(j, SRT_CFG_N_KV_HEADS, (double)c->n_kv_heads);
+    cJSON_AddNumberToObject(j, SRT_CFG_HEAD_DIM, (double)c->head_dim);
+    cJSON_AddNumberToObject(j, SRT_CFG_VOCAB_SIZE, (double)c->vocab_size);
+    cJSON_AddNumberToObject(j, SRT_CFG_MAX_SEQ_LEN, (double)c->max_seq_len);
+    cJSON_AddNumberToObject(j, SRT_CFG_NORM_EPS, (double)c->norm_eps);
+    cJSON_AddNumberToObject(j, SRT_CFG_ROPE_THETA, (double)c->rope_theta);
+    cJSON_AddStringToObject(j, SRT_CFG_ROPE, c->rope == SC_ROPE_INTERLEAVED ? SRT_ROPE_INTERLEAVED : SRT_ROPE_HALF);
+    cJSON_AddNumberToObject(j, SRT_CFG_ROPE_SCALING, (double)c->rope_scaling);
+    cJSON_AddNumberToObject(j, SRT_CFG_ROPE_FACTOR, (double)c->rope_factor);
+    cJSON_AddNumberToObject(j, SRT_CFG_ROPE_LOW_FREQ_FACTOR, (double)c->rope_low_freq_factor);
+    cJSON_AddNumberToObject(j, SRT_CFG_ROPE_HIGH_FREQ_FACTOR, (double)c->rope_high_freq_factor);
+    cJSON_AddNumberToObject(j, SRT_CFG_ROPE_ORIG_CTX, (double)c->rope_orig_ctx);
+    cJSON_AddStringToObject(j, SRT_CFG_ACTIVATION, c->act == SC_ACT_SILU ? SRT_ACT_SILU : SRT_ACT_GELU_TANH);
+    cJSON_AddBoolToObject(j, SRT_CFG_EMBED_SCALE, c->embed_scale);
+    cJSON_AddBoolToObject(j, SRT_CFG_TIED_CLASSIFIER, c->tied_classifier);
+    cJSON_AddBoolToObject(j, SRT_CFG_QKV_BIAS, c->qkv_bias);
+    cJSON_AddNumberToObject(j, SRT_CFG_BOS_ID, c->bos_id);
+    cJSON_AddNumberToObject(j, SRT_CFG_EOS_ID, c->eos_id);
     return j;
 }
 
 /* The tokenizer's whole state as sections and the manifest's "tokenizer"
  * object (formats/tok_serial.c); every kind is embedded. */
 static sc_status add_tokenizer(packer *p, const sc_tokenizer *tok, cJSON *man, sc_err *err) {
-    cJSON *tj = cJSON_AddObjectToObject(man, "tokenizer");
+    cJSON *tj = cJSON_AddObjectToObject(man, SRT_MAN_TOKENIZER);
     sc_status st = tok ? sc_tok_serial_write(tok, p->w, p->o->compress, tj, err) : SC_EUNSUPPORTED;
     if (st != SC_EUNSUPPORTED) return st;
     cJSON_AddStringToObject(tj, "kind", "none"); /* nothing was written: say why */
@@ -255,9 +257,10 @@ static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb
     bool emb_lazy = !m->tok_emb, cls_lazy = !c->tied_classifier && !m->classifier;
     sc_status st = SC_OK;
     if (!emb_lazy)
-        st = emb_l == SRT_LAYOUT_F32 ? add_f32(p, "tok_emb", m->tok_emb, V * D, err)
-                                     : add_matrix(p, "tok_emb", emb_l, m->tok_emb, V, D, err);
-    if (!st && !c->tied_classifier && !cls_lazy) st = add_matrix(p, "classifier", cls_l, m->classifier, V, D, err);
+        st = emb_l == SRT_LAYOUT_F32 ? add_f32(p, SRT_SEC_TOK_EMB, m->tok_emb, V * D, err)
+                                     : add_matrix(p, SRT_SEC_TOK_EMB, emb_l, m->tok_emb, V, D, err);
+    if (!st && !c->tied_classifier && !cls_lazy)
+        st = add_matrix(p, SRT_SEC_CLASSIFIER, cls_l, m->classifier, V, D, err);
     if (st || (!emb_lazy && !cls_lazy)) return st;
     int64_t chunk = sc_model_classifier_chunk(m) / 32 * 32;
     if (chunk < 32) chunk = 32;
@@ -268,7 +271,7 @@ static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb
     for (int which = 0; which < 2 && !st; which++) {
         const bool cls = which == 1;
         if (!(cls ? cls_lazy : emb_lazy)) continue;
-        const char *name = cls ? "classifier" : "tok_emb";
+        const char *name = cls ? SRT_SEC_CLASSIFIER : SRT_SEC_TOK_EMB;
         const srt_layout l = cls ? cls_l : emb_l;
         const bool raw = !cls && l == SRT_LAYOUT_F32; /* the legacy f32 embedding section */
         const srt_layout_traits *tr = srt_layout_get(l);
@@ -343,20 +346,20 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     p.group = 64;
     if (srt_writer_create(path, SRT_CT_SPAK, &p.w, msg, sizeof msg)) return sc_errf(err, SC_EIO, "%s", msg);
     cJSON *man = cJSON_CreateObject();
-    cJSON_AddStringToObject(man, "format", "sparsecal-artifact");
-    cJSON_AddNumberToObject(man, "format_version", 1);
-    cJSON_AddStringToObject(man, "tool", "sparsecal " SC_VERSION);
-    cJSON_AddStringToObject(man, "layout", plan->name);
-    cJSON_AddItemToObject(man, "config", config_json(c));
+    cJSON_AddStringToObject(man, SRT_MAN_FORMAT, SRT_ART_FORMAT);
+    cJSON_AddNumberToObject(man, SRT_MAN_FORMAT_VERSION, SRT_ART_FORMAT_VERSION);
+    cJSON_AddStringToObject(man, SRT_MAN_TOOL, "sparsecal " SC_VERSION);
+    cJSON_AddStringToObject(man, SRT_MAN_LAYOUT, plan->name);
+    cJSON_AddItemToObject(man, SRT_MAN_CONFIG, config_json(c));
     char id[17];
     sc_status st = sc_model_identity(m, id, err);
-    cJSON_AddStringToObject(man, "source_model_id", id);
-    p.tensors = cJSON_AddObjectToObject(man, "tensors");
+    cJSON_AddStringToObject(man, SRT_MAN_SOURCE_MODEL_ID, id);
+    p.tensors = cJSON_AddObjectToObject(man, SRT_MAN_TENSORS);
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const bool four_bit = plan->emb == SRT_LAYOUT_KMI4R;
     const srt_layout emb_l = c->tied_classifier && four_bit ? SRT_LAYOUT_Q8_0 : fit(plan->emb, D);
     if (!st) st = add_vocab_matrices(&p, m, emb_l, fit(plan->classifier, D), err);
-    if (!st) st = add_f32(&p, "final_norm", m->final_norm, D, err);
+    if (!st) st = add_f32(&p, SRT_SEC_FINAL_NORM, m->final_norm, D, err);
     uint32_t *perm = NULL;
     float *pg = NULL, *pu = NULL, *pd = NULL;
     if (!st && o->permute) {
@@ -369,7 +372,8 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         if (!p.perm_all && !st) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the permutation");
     }
     fold_buf fb = {0};
-    if (!st && o->method && !strcmp(o->method, "larosa")) {
+    const sc_route_method *rm = o->method ? sc_route_method_find(o->method) : NULL;
+    if (!st && rm && (rm->flags & SC_RM_FOLD)) { /* larosa: the rotations go into the weights */
         if (!o->calib || !sc_calib_state(o->calib, "larosa"))
             st = sc_errf(err, SC_EARG, "pack --method larosa needs a calibration file with larosa statistics (--calib)");
         else
@@ -404,7 +408,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
                 for (int64_t i = 0; i < F; i++) pd[r * F + i] = L->wd[r * F + perm[i]];
             memcpy(p.perm_all + l * F, perm, (size_t)F * sizeof *perm);
             uint64_t dims[1] = {(uint64_t)F};
-            snprintf(nm, sizeof nm, "l%lld.perm", (long long)l);
+            snprintf(nm, sizeof nm, SRT_LAYER_SECTION, (long long)l, SRT_SEC_PERM);
             if (srt_writer_add(p.w, nm, SRT_CT_U32, 1, dims, perm, (size_t)F * sizeof *perm, o->compress)) {
                 st = wr_fail(&p, err);
                 break;
@@ -413,7 +417,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wu = pu;
             wd = pd;
         }
-#define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
+#define NAME(s) (snprintf(nm, sizeof nm, SRT_LAYER_SECTION, (long long)l, s), nm)
         bool folded;
         if ((st = fold_prepare(o->calib, p.larosa, l, SC_LAROSA_ATTN, L->attn_norm, D, &fb, &folded, err))) break;
         if (folded) { /* q, k, v read z = R n(x) */
@@ -425,7 +429,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wv = fb.wv;
             an = fb.ones;
             n_folded++;
-            if ((st = add_matrix(&p, NAME("attn_rot"), plan->rot, fb.R, D, D, err))) break;
+            if ((st = add_matrix(&p, NAME(SRT_SEC_ATTN_ROT), plan->rot, fb.R, D, D, err))) break;
         }
         if ((st = fold_prepare(o->calib, p.larosa, l, SC_LAROSA_MLP, L->ffn_norm, D, &fb, &folded, err))) break;
         if (folded) { /* gate and up */
@@ -435,20 +439,21 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             wu = fb.wu;
             fn = fb.ones;
             n_folded++;
-            if ((st = add_matrix(&p, NAME("mlp_rot"), plan->rot, fb.R, D, D, err))) break;
+            if ((st = add_matrix(&p, NAME(SRT_SEC_MLP_ROT), plan->rot, fb.R, D, D, err))) break;
         }
-        if ((st = add_f32(&p, NAME("attn_norm"), an, D, err)) ||
-            (st = add_f32(&p, NAME("ffn_norm"), fn, D, err)) ||
-            (st = add_matrix(&p, NAME("wq"), fit(plan->attn, D), wq, qd, D, err)) ||
-            (st = add_matrix(&p, NAME("wk"), fit(plan->attn, D), wk, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME("wv"), fit(plan->attn, D), wv, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME("wo"), fit(plan->attn, qd), L->wo, D, qd, err)) ||
-            (st = add_matrix(&p, NAME("wg"), fit(plan->gate, D), wg, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wu"), fit(plan->up, D), wu, F, D, err)) ||
-            (st = add_matrix(&p, NAME("wd"), fit(plan->down, F), wd, D, F, err)))
+        if ((st = add_f32(&p, NAME(SRT_SEC_ATTN_NORM), an, D, err)) ||
+            (st = add_f32(&p, NAME(SRT_SEC_FFN_NORM), fn, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WQ), fit(plan->attn, D), wq, qd, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WK), fit(plan->attn, D), wk, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WV), fit(plan->attn, D), wv, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WO), fit(plan->attn, qd), L->wo, D, qd, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WG), fit(plan->gate, D), wg, F, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WU), fit(plan->up, D), wu, F, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WD), fit(plan->down, F), wd, D, F, err)))
             break;
-        if (c->qkv_bias && ((st = add_f32(&p, NAME("bq"), L->bq, qd, err)) || (st = add_f32(&p, NAME("bk"), L->bk, kvd, err)) ||
-                            (st = add_f32(&p, NAME("bv"), L->bv, kvd, err))))
+        if (c->qkv_bias && ((st = add_f32(&p, NAME(SRT_SEC_BQ), L->bq, qd, err)) ||
+                            (st = add_f32(&p, NAME(SRT_SEC_BK), L->bk, kvd, err)) ||
+                            (st = add_f32(&p, NAME(SRT_SEC_BV), L->bv, kvd, err))))
             break;
 #undef NAME
         sc_progress_update(&pr, l + 1, (double)res->f32_bytes_in / 1e6, NULL);
@@ -457,14 +462,15 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     fold_free(&fb);
     if (!st && p.larosa && n_folded == 0)
         st = sc_errf(err, SC_EARG, "pack --method larosa: the calibration holds no rotation for any layer of this model");
-    cJSON_AddNumberToObject(man, "larosa_folded_inputs", (double)n_folded);
+    cJSON_AddNumberToObject(man, SRT_MAN_LAROSA_FOLDED, (double)n_folded);
     free(perm);
     free(pg);
     free(pu);
     free(pd);
-    cJSON_AddBoolToObject(man, "permuted", o->permute);
-    if (perm_how) cJSON_AddStringToObject(man, "permutation", perm_how); /* "coact" or "activity" (last layer's) */
-    if (!st) st = sc_pack_routing(m, o, p.w, p.perm_all, p.larosa, cJSON_AddObjectToObject(man, "routing"), err);
+    cJSON_AddBoolToObject(man, SRT_MAN_PERMUTED, o->permute);
+    if (perm_how) /* "coact" or "activity" (last layer's) */
+        cJSON_AddStringToObject(man, SRT_MAN_PERMUTATION, perm_how);
+    if (!st) st = sc_pack_routing(m, o, p.w, p.perm_all, p.larosa, cJSON_AddObjectToObject(man, SRT_MAN_ROUTING), err);
     if (!st) st = add_tokenizer(&p, tok, man, err);
     char *text = st ? NULL : sc_json_print(man, false);
     if (!st && (!text || srt_writer_set_manifest(p.w, text, strlen(text)) || srt_writer_finish(p.w)))

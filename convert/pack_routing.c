@@ -29,60 +29,78 @@
 #include <string.h>
 
 #include "cett.h"
+#include "claws.h"
 #include "cwic.h"
 #include "larosa.h"
 #include "lc_util.h"
 #include "method.h"
 #include "plan.h"
+#include "srt_method.h"
+#include "srt_schema.h"
 #include "teal.h"
 
 typedef struct rt {
     const sc_model *m;
     const sc_pack_opts *o;
-    srt_writer *w;
+    sc_routing_put sink;
+    void *user;
     const uint32_t *perm_all;
     cJSON *r;
+    float *f; /* [ffn_dim] scratch */
 } rt;
 
 static sc_status put(rt *x, const char *name, const float *v, int64_t rows, int64_t cols, sc_err *err) {
+    return x->sink(x->user, name, v, rows, cols, err);
+}
+
+/* pack's sink: a section of the artifact being written */
+typedef struct section_sink {
+    srt_writer *w;
+    int compress;
+} section_sink;
+
+static sc_status put_section(void *user, const char *name, const float *v, int64_t rows, int64_t cols, sc_err *err) {
+    const section_sink *s = user;
     uint64_t dims[2] = {(uint64_t)rows, (uint64_t)cols};
-    if (srt_writer_add(x->w, name, SRT_CT_F32, cols ? 2 : 1, dims, v, (size_t)(rows * (cols ? cols : 1)) * sizeof(float),
-                       x->o->compress))
-        return sc_errf(err, SC_EIO, "%s", srt_writer_errmsg(x->w));
+    if (srt_writer_add(s->w, name, SRT_CT_F32, cols ? 2 : 1, dims, v, (size_t)(rows * (cols ? cols : 1)) * sizeof(float),
+                       s->compress))
+        return sc_errf(err, SC_EIO, "%s", srt_writer_errmsg(s->w));
     return SC_OK;
 }
 
 /* out[i] = v[perm[i]] for the layer's permutation (identity without one). */
-static void permuted(const rt *x, int64_t layer, const double *v, float *out) {
+static void permuted(const rt *x, int64_t layer, const float *v, float *out) {
     int64_t F = x->m->cfg.ffn_dim;
     const uint32_t *pm = x->perm_all ? x->perm_all + layer * F : NULL;
-    for (int64_t j = 0; j < F; j++) out[j] = (float)v[pm ? pm[j] : (uint32_t)j];
+    for (int64_t j = 0; j < F; j++) out[j] = v[pm ? pm[j] : (uint32_t)j];
 }
 
-static sc_status claws_cats(rt *x, const sc_calib *c, float *f, sc_err *err) {
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    if (!arr) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
-    sc_status st = SC_OK;
-    for (int i = 0; i < c->n_entries && !st; i++) {
-        const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n && !st; k++) {
-            long long layer;
-            char what[32], name[96];
-            if (sscanf(arr[k].name, "layer%lld.%31s", &layer, what) != 2 || layer < 0 || layer >= x->m->cfg.n_layers) continue;
-            if (!strcmp(me->name, "claws") && !strcmp(what, "c")) {
-                permuted(x, layer, arr[k].data, f);
-                snprintf(name, sizeof name, "l%lld.claws_c", layer);
-                st = put(x, name, f, x->m->cfg.ffn_dim, 0, err);
-            } else if (!strcmp(me->name, "cats") && !strcmp(what, "hist")) {
-                float t[SRT_THR_GRID];
-                if (!sc_plan_cats_table(c->entries[i].state, layer, t)) continue;
-                snprintf(name, sizeof name, "l%lld.cats_thresholds", layer);
-                st = put(x, name, t, SRT_THR_GRID, 0, err);
-            }
-        }
+static sc_status claws(rt *x, void *state, sc_err *err) {
+    int64_t F = x->m->cfg.ffn_dim;
+    float *c = malloc((size_t)F * sizeof *c);
+    sc_status st = c ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
+        const double *cj = sc_claws_c(state, l);
+        if (!cj) continue;
+        sc_plan_claws_layer(cj, F, c); /* the multipliers eval's router scores with */
+        permuted(x, l, c, x->f);
+        char name[64];
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CLAWS_C);
+        st = put(x, name, x->f, F, 0, err);
     }
-    free(arr);
+    free(c);
+    return st;
+}
+
+static sc_status cats(rt *x, void *state, sc_err *err) {
+    sc_status st = SC_OK;
+    for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
+        float t[SRT_THR_GRID];
+        if (!sc_plan_cats_table(state, l, t)) continue;
+        char name[64];
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CATS_THRESHOLDS);
+        st = put(x, name, t, SRT_THR_GRID, 0, err);
+    }
     return st;
 }
 
@@ -95,7 +113,7 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
         float t[SC_TEAL_NTAPS * SRT_THR_GRID];
         if (!sc_plan_teal_table(state, l, cum, t)) continue;
         char name[64];
-        snprintf(name, sizeof name, "l%lld.teal_thresholds", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_TEAL_THRESHOLDS);
         if ((st = put(x, name, t, SC_TEAL_NTAPS, SRT_THR_GRID, err))) break;
         stored++;
         int64_t rows = 0;
@@ -108,21 +126,23 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
         }
         curve = g;
         for (int64_t i = 0; i < rows * SC_TEAL_CURVE_COLS; i++) curve[i] = (float)cv[i];
-        snprintf(name, sizeof name, "l%lld.teal_curve", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_TEAL_CURVE);
         st = put(x, name, curve, rows, SC_TEAL_CURVE_COLS, err);
     }
     if (!st) {
-        cJSON *tj = cJSON_AddObjectToObject(x->r, "teal");
-        cJSON_AddNumberToObject(tj, "layers", (double)stored);
-        cJSON_AddStringToObject(tj, "taps", "attn_in,attn_ctx,mlp_in,h");
-        cJSON_AddStringToObject(tj, "sparsities", "0.05:0.95:0.05");
+        cJSON *tj = cJSON_AddObjectToObject(x->r, SRT_RT_TEAL);
+        cJSON_AddNumberToObject(tj, SRT_RT_TEAL_LAYERS, (double)stored);
+        cJSON_AddStringToObject(tj, SRT_RT_TEAL_TAPS, SRT_TEAL_TAP_NAMES);
+        cJSON_AddStringToObject(tj, SRT_RT_TEAL_SPARSITIES, SRT_THR_GRID_DESC);
     }
     free(cum);
     free(curve);
     return st;
 }
 
-static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *err) {
+static sc_status cett(rt *x, void *cs, sc_err *err) {
+    const void *ls = sc_calib_state(x->o->calib, "clada"); /* CLADA's signals, stored with cett's thresholds */
+    float *f = x->f;
     const sc_config *c = &x->m->cfg;
     int64_t F = c->ffn_dim, L = c->n_layers;
     sc_cett_goal goal;
@@ -136,11 +156,11 @@ static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *e
     double *wn = malloc((size_t)F * sizeof *wn);
     float *thr = malloc((size_t)F * sizeof *thr);
     sc_status st = wn && thr ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
-    cJSON *cj = cJSON_AddObjectToObject(x->r, "cett"), *tl = cJSON_AddArrayToObject(cj, "thresholds");
+    cJSON *cj = cJSON_AddObjectToObject(x->r, SRT_RT_CETT), *tl = cJSON_AddArrayToObject(cj, SRT_RT_CETT_THRESHOLDS);
     if (by_density)
-        cJSON_AddNumberToObject(cj, "density", goal.density);
+        cJSON_AddNumberToObject(cj, SRT_RT_CETT_DENSITY, goal.density);
     else
-        cJSON_AddNumberToObject(cj, "target", goal.target);
+        cJSON_AddNumberToObject(cj, SRT_RT_CETT_TARGET, goal.target);
     for (int64_t l = 0; l < L && !st; l++) {
         sc_cett_fit fit;
         bool fitted;
@@ -152,25 +172,27 @@ static sc_status cett(rt *x, const void *cs, const void *ls, float *f, sc_err *e
         const uint32_t *pm = x->perm_all ? x->perm_all + l * F : NULL;
         for (int64_t j = 0; j < F; j++) f[j] = thr[pm ? pm[j] : (uint32_t)j];
         char name[64];
-        snprintf(name, sizeof name, "l%lld.cett_thresholds", (long long)l);
+        snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CETT_THRESHOLDS);
         st = put(x, name, f, F, 0, err);
         cJSON_AddItemToArray(tl, cJSON_CreateNumber(fit.threshold));
     }
     if (!st && sig_rows > 0) {
-        cJSON *lj = cJSON_AddObjectToObject(x->r, "clada");
-        cJSON_AddNumberToObject(lj, "tau_s", cp.rule.tau_s);
-        cJSON_AddNumberToObject(lj, "tau_h", cp.rule.tau_h);
-        cJSON_AddNumberToObject(lj, "lambda", cp.rule.lambda);
-        cJSON_AddNumberToObject(lj, "gamma", cp.rule.gamma);
-        cJSON_AddNumberToObject(lj, "qs", cp.qs);
-        cJSON_AddNumberToObject(lj, "qh", cp.qh);
+        cJSON *lj = cJSON_AddObjectToObject(x->r, SRT_RT_CLADA);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_TAU_S, cp.rule.tau_s);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_TAU_H, cp.rule.tau_h);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_LAMBDA, cp.rule.lambda);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_GAMMA, cp.rule.gamma);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QS, cp.qs);
+        cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QH, cp.qh);
     }
     free(wn);
     free(thr);
     return st;
 }
 
-static sc_status cwic(rt *x, const sc_calib *c, sc_err *err) {
+static sc_status cwic(rt *x, void *state, sc_err *err) {
+    (void)state; /* sc_cwic_prepare finds it in the calibration */
+    const sc_calib *c = x->o->calib;
     sc_cwic_plan *pl;
     /* the artifact's density sets the APR (1 / density) unless params give apr= or thresholds= */
     SC_TRY(sc_cwic_prepare(x->m, c, x->o->params, x->o->density, &pl, err));
@@ -182,19 +204,19 @@ static sc_status cwic(rt *x, const sc_calib *c, sc_err *err) {
             if (!sc_cwic_plan_matrix(pl, l, p, &mx)) continue;
             char name[96];
             const char *pn = sc_linear_name((sc_linear)p);
-            snprintf(name, sizeof name, "l%lld.%s.cwic_theta", (long long)l, pn);
+            snprintf(name, sizeof name, SRT_PROJ_SECTION, (long long)l, pn, SRT_SEC_CWIC_THETA);
             if ((st = put(x, name, mx.theta, mx.ns, mx.in, err))) break;
-            snprintf(name, sizeof name, "l%lld.%s.cwic_mean", (long long)l, pn);
+            snprintf(name, sizeof name, SRT_PROJ_SECTION, (long long)l, pn, SRT_SEC_CWIC_MEAN);
             if ((st = put(x, name, mx.mean, mx.in, 0, err))) break;
-            snprintf(name, sizeof name, "l%lld.%s.cwic_std", (long long)l, pn);
+            snprintf(name, sizeof name, SRT_PROJ_SECTION, (long long)l, pn, SRT_SEC_CWIC_STD);
             st = put(x, name, mx.std, mx.in, 0, err);
             stored++;
         }
     if (!st) {
-        cJSON *cj = cJSON_AddObjectToObject(x->r, "cwic");
-        cJSON_AddNumberToObject(cj, "stripe", (double)sc_cwic_plan_stripe(pl));
-        cJSON_AddNumberToObject(cj, "apr", sc_cwic_plan_apr(pl));
-        cJSON_AddNumberToObject(cj, "matrices", (double)stored);
+        cJSON *cj = cJSON_AddObjectToObject(x->r, SRT_RT_CWIC);
+        cJSON_AddNumberToObject(cj, SRT_RT_CWIC_STRIPE, (double)sc_cwic_plan_stripe(pl));
+        cJSON_AddNumberToObject(cj, SRT_RT_CWIC_APR, sc_cwic_plan_apr(pl));
+        cJSON_AddNumberToObject(cj, SRT_RT_CWIC_MATRICES, (double)stored);
     }
     sc_cwic_plan_free(pl);
     return st;
@@ -202,45 +224,60 @@ static sc_status cwic(rt *x, const sc_calib *c, sc_err *err) {
 
 static void skipped(cJSON *r, const char *method, const char *why) {
     cJSON *j = cJSON_AddObjectToObject(r, method);
-    cJSON_AddStringToObject(j, "not_stored", why);
+    cJSON_AddStringToObject(j, SRT_RT_NOT_STORED, why);
 }
+
+#define UNROTATED "the calibrated inputs are unrotated; this artifact's are rotated (larosa)"
+
+/* What pack stores for each calibration method the file holds, in this order. */
+static const struct storer {
+    const char *calib; /* the calibration method (method.h), also its routing.<name> object */
+    sc_status (*store)(rt *x, void *state, sc_err *err);
+    const char *rotated;  /* why it is not stored on a folded LaRoSA artifact (NULL: it is) */
+    const char *permuted; /* why it is not stored on a permuted one (NULL: it is) */
+} storers[] = {
+    {"claws", claws, NULL, NULL},
+    {"cats", cats, NULL, NULL},
+    {"teal", teal, UNROTATED, NULL},
+    {"cett", cett, NULL, NULL},
+    {"cwic", cwic, UNROTATED, "stripes are row groups of the original neuron order; pack without --permute"},
+};
 
 sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *w, const uint32_t *perm_all,
                           const void *larosa, cJSON *r, sc_err *err) {
-    cJSON_AddStringToObject(r, "method", o->method ? o->method : "dense");
-    cJSON_AddNumberToObject(r, "density", o->density);
-    cJSON_AddStringToObject(r, "density_source", o->density_default ? "default" : "option");
+    section_sink s = {w, o->compress};
+    return sc_routing_arrays(m, o, put_section, &s, perm_all, larosa, r, err);
+}
+
+sc_status sc_routing_arrays(const sc_model *m, const sc_pack_opts *o, sc_routing_put sink, void *user,
+                            const uint32_t *perm_all, const void *larosa, cJSON *r, sc_err *err) {
+    cJSON_AddStringToObject(r, SRT_RT_METHOD, o->method ? o->method : srt_method_get(SRT_METHOD_DENSE)->name);
+    cJSON_AddNumberToObject(r, SRT_RT_DENSITY, o->density);
+    cJSON_AddStringToObject(r, SRT_RT_DENSITY_SOURCE, o->density_default ? "default" : "option");
     if (larosa) {
-        cJSON *lj = cJSON_AddObjectToObject(r, "larosa");
-        cJSON_AddNumberToObject(lj, "in", o->larosa_in > 0 ? o->larosa_in : SRT_LAROSA_IN);
-        cJSON_AddNumberToObject(lj, "h", o->larosa_h > 0 ? o->larosa_h : SRT_LAROSA_H);
-        cJSON_AddNumberToObject(lj, "damp", sc_larosa_damp(larosa));
+        cJSON *lj = cJSON_AddObjectToObject(r, SRT_RT_LAROSA);
+        cJSON_AddNumberToObject(lj, SRT_RT_LAROSA_IN, o->larosa_in > 0 ? o->larosa_in : SRT_LAROSA_IN);
+        cJSON_AddNumberToObject(lj, SRT_RT_LAROSA_H, o->larosa_h > 0 ? o->larosa_h : SRT_LAROSA_H);
+        cJSON_AddNumberToObject(lj, SRT_RT_LAROSA_DAMP, sc_larosa_damp(larosa));
     }
     const sc_calib *c = o->calib;
     if (!c) return SC_OK;
-    cJSON_AddStringToObject(r, "calibration_model_id", c->model_id);
-    cJSON_AddStringToObject(r, "calibration_data_id", c->data_id);
-    rt x = {m, o, w, perm_all, r};
-    float *f = malloc((size_t)m->cfg.ffn_dim * sizeof *f);
-    if (!f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
-    sc_status st = claws_cats(&x, c, f, err);
-    void *ts = sc_calib_state(c, "teal");
-    if (!st && ts) {
-        if (larosa)
-            skipped(r, "teal", "the calibrated inputs are unrotated; this artifact's are rotated (larosa)");
+    cJSON_AddStringToObject(r, SRT_RT_CALIB_MODEL_ID, c->model_id);
+    cJSON_AddStringToObject(r, SRT_RT_CALIB_DATA_ID, c->data_id);
+    rt x = {m, o, sink, user, perm_all, r, malloc((size_t)m->cfg.ffn_dim * sizeof(float))};
+    if (!x.f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    sc_status st = SC_OK;
+    for (size_t i = 0; i < sizeof storers / sizeof storers[0] && !st; i++) {
+        const struct storer *s = &storers[i];
+        void *state = sc_calib_state(c, s->calib);
+        if (!state) continue;
+        if (larosa && s->rotated)
+            skipped(r, s->calib, s->rotated);
+        else if (perm_all && s->permuted)
+            skipped(r, s->calib, s->permuted);
         else
-            st = teal(&x, ts, err);
+            st = s->store(&x, state, err);
     }
-    const void *cs = sc_calib_state(c, "cett");
-    if (!st && cs) st = cett(&x, cs, sc_calib_state(c, "clada"), f, err);
-    if (!st && sc_calib_state(c, "cwic")) {
-        if (larosa)
-            skipped(r, "cwic", "the calibrated inputs are unrotated; this artifact's are rotated (larosa)");
-        else if (perm_all)
-            skipped(r, "cwic", "stripes are row groups of the original neuron order; pack without --permute");
-        else
-            st = cwic(&x, c, err);
-    }
-    free(f);
+    free(x.f);
     return st;
 }

@@ -15,4 +15,11 @@
 sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *w, const uint32_t *perm_all,
                           const void *larosa, cJSON *r, sc_err *err);
 
+/* The same arrays handed to put (name as the section's, v [rows, cols], cols 0 for a vector) instead of
+ * written: what `sparsecal export` writes as safetensors. */
+typedef sc_status (*sc_routing_put)(void *user, const char *name, const float *v, int64_t rows, int64_t cols,
+                                    sc_err *err);
+sc_status sc_routing_arrays(const sc_model *m, const sc_pack_opts *o, sc_routing_put put, void *user,
+                            const uint32_t *perm_all, const void *larosa, cJSON *r, sc_err *err);
+
 #endif

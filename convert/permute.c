@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cats.h"
+#include "claws.h"
 #include "coact.h"
 #include "method.h"
 
@@ -16,20 +18,13 @@ static int cmp_activity(const void *a, const void *b) {
 
 static sc_status activity_order(const sc_calib *c, int64_t layer, int64_t F, uint32_t *perm, sc_err *err) {
     const double *key = NULL;
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    if (!arr) return sc_errf(err, SC_ENOMEM, "out of memory");
-    char want_cats[64], want_claws[64];
-    snprintf(want_cats, sizeof want_cats, "layer%lld.activity", (long long)layer);
-    snprintf(want_claws, sizeof want_claws, "layer%lld.den", (long long)layer);
+    /* the first of the file's methods that measured the layer's activity sum |phi(u_j)| */
+    const sc_method *cats = sc_method_find("cats"), *claws = sc_method_find("claws");
     for (int i = 0; c && i < c->n_entries && !key; i++) {
         const sc_method *me = c->entries[i].method;
-        int n = me->arrays(c->entries[i].state, arr, SC_MAX_ARRAYS);
-        for (int k = 0; k < n && !key; k++)
-            if ((!strcmp(me->name, "cats") && !strcmp(arr[k].name, want_cats)) ||
-                (!strcmp(me->name, "claws") && !strcmp(arr[k].name, want_claws)))
-                key = arr[k].data;
+        void *state = c->entries[i].state;
+        key = me == cats ? sc_cats_activity(state, layer) : me == claws ? sc_claws_den(state, layer) : NULL;
     }
-    free(arr);
     if (!key)
         return sc_errf(err, SC_EARG, "--permute: the calibration holds no co-activation sample or neuron activity "
                                      "for layer %lld (compute --method coact, cats or claws on all layers)", (long long)layer);

@@ -13,6 +13,7 @@
 #include "srt.h"
 #include "filekind.h"
 #include "srt_container.h"
+#include "srt_schema.h"
 #include "tok_serial.h"
 #include "tokenizer.h"
 
@@ -78,11 +79,11 @@ static bool unpack_rows(const void *ctx, int64_t r0, int64_t n, float *dst) {
 /* Registers a matrix section [rows, cols] for unpacking on use. */
 static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols, const float **out, sc_err *err) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->tensors, name);
-    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(t, "layout");
-    int64_t rs = jint(t, "rows_stored"), cs = jint(t, "cols_stored"), g = jint(t, "group");
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(t, SRT_TEN_LAYOUT);
+    int64_t rs = jint(t, SRT_TEN_ROWS_STORED), cs = jint(t, SRT_TEN_COLS_STORED), g = jint(t, SRT_TEN_GROUP);
     srt_layout l;
-    if (!cJSON_IsString(lay) || srt_layout_parse(lay->valuestring, &l) != SRT_OK || jint(t, "rows") != rows ||
-        jint(t, "cols") != cols || rs < rows || cs < cols || rs > rows + 4096 || cs > cols + 4096 || g < 0)
+    if (!cJSON_IsString(lay) || srt_layout_parse(lay->valuestring, &l) != SRT_OK || jint(t, SRT_TEN_ROWS) != rows ||
+        jint(t, SRT_TEN_COLS) != cols || rs < rows || cs < cols || rs > rows + 4096 || cs > cols + 4096 || g < 0)
         return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': missing or inconsistent entry in the manifest", r->path, name);
     const void *data;
     uint64_t size;
@@ -120,11 +121,13 @@ sc_status sc_artifact_load_tokenizer(const char *path, sc_tokenizer **out, sc_er
     size_t mlen;
     const char *mt = srt_container_manifest_text(r.ct, &mlen);
     cJSON *man = cJSON_ParseWithLength(mt, mlen);
-    int64_t vocab = jint(cJSON_GetObjectItemCaseSensitive(man, "config"), "vocab_size");
-    sc_status st = vocab > 0 ? read_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), vocab, out, err)
-                             : sc_errf(err, SC_EFORMAT, "%s: manifest: config.vocab_size is missing", path);
+    int64_t vocab = jint(cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_CONFIG), SRT_CFG_VOCAB_SIZE);
+    sc_status st = vocab > 0
+                       ? read_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TOKENIZER), vocab, out, err)
+                       : sc_errf(err, SC_EFORMAT, "%s: manifest: config.vocab_size is missing", path);
     if (!st && !*out) {
-        const cJSON *note = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), "note");
+        const cJSON *note =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TOKENIZER), "note");
         st = sc_errf(err, SC_EFORMAT, "%s: the artifact embeds no tokenizer%s%.300s%s; give one with -t", path,
                      cJSON_IsString(note) ? " (" : "", cJSON_IsString(note) ? note->valuestring : "",
                      cJSON_IsString(note) ? ")" : "");
@@ -135,38 +138,39 @@ sc_status sc_artifact_load_tokenizer(const char *path, sc_tokenizer **out, sc_er
 }
 
 static bool parse_config(const cJSON *j, sc_config *c) {
-    const cJSON *fam = cJSON_GetObjectItemCaseSensitive(j, "family"), *rope = cJSON_GetObjectItemCaseSensitive(j, "rope"),
-                *act = cJSON_GetObjectItemCaseSensitive(j, "activation");
+    const cJSON *fam = cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_FAMILY),
+                *rope = cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_ROPE),
+                *act = cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_ACTIVATION);
     if (!cJSON_IsString(fam) || !cJSON_IsString(rope) || !cJSON_IsString(act)) return false;
     c->family = !strcmp(fam->valuestring, "mistral") ? SC_FAMILY_MISTRAL
               : !strcmp(fam->valuestring, "qwen2")   ? SC_FAMILY_QWEN2
               : !strcmp(fam->valuestring, "gemma")   ? SC_FAMILY_GEMMA
                                                      : SC_FAMILY_LLAMA;
-    c->dim = jint(j, "dim");
-    c->ffn_dim = jint(j, "ffn_dim");
-    c->n_layers = jint(j, "n_layers");
-    c->n_heads = jint(j, "n_heads");
-    c->n_kv_heads = jint(j, "n_kv_heads");
-    c->head_dim = jint(j, "head_dim");
-    c->vocab_size = jint(j, "vocab_size");
-    c->max_seq_len = jint(j, "max_seq_len");
+    c->dim = jint(j, SRT_CFG_DIM);
+    c->ffn_dim = jint(j, SRT_CFG_FFN_DIM);
+    c->n_layers = jint(j, SRT_CFG_N_LAYERS);
+    c->n_heads = jint(j, SRT_CFG_N_HEADS);
+    c->n_kv_heads = jint(j, SRT_CFG_N_KV_HEADS);
+    c->head_dim = jint(j, SRT_CFG_HEAD_DIM);
+    c->vocab_size = jint(j, SRT_CFG_VOCAB_SIZE);
+    c->max_seq_len = jint(j, SRT_CFG_MAX_SEQ_LEN);
     const cJSON *v;
 #define FLT(k, f) ((v = cJSON_GetObjectItemCaseSensitive(j, k)) && cJSON_IsNumber(v) ? (c->f = (float)v->valuedouble, 1) : 0)
-    if (!FLT("norm_eps", norm_eps) || !FLT("rope_theta", rope_theta)) return false;
-    FLT("rope_factor", rope_factor);
-    FLT("rope_low_freq_factor", rope_low_freq_factor);
-    FLT("rope_high_freq_factor", rope_high_freq_factor);
+    if (!FLT(SRT_CFG_NORM_EPS, norm_eps) || !FLT(SRT_CFG_ROPE_THETA, rope_theta)) return false;
+    FLT(SRT_CFG_ROPE_FACTOR, rope_factor);
+    FLT(SRT_CFG_ROPE_LOW_FREQ_FACTOR, rope_low_freq_factor);
+    FLT(SRT_CFG_ROPE_HIGH_FREQ_FACTOR, rope_high_freq_factor);
 #undef FLT
-    int64_t rsc = jint(j, "rope_scaling");
+    int64_t rsc = jint(j, SRT_CFG_ROPE_SCALING);
     if (rsc < 0 || rsc > SC_ROPE_SCALING_LLAMA3) return false;
     c->rope_scaling = (sc_rope_scaling)rsc;
-    c->rope_orig_ctx = jint(j, "rope_orig_ctx"); /* ranges: sc_config_validate, the runtime's own rules */
-    c->rope = strcmp(rope->valuestring, "interleaved") == 0 ? SC_ROPE_INTERLEAVED : SC_ROPE_HALF;
-    c->act = strcmp(act->valuestring, "silu") == 0 ? SC_ACT_SILU : SC_ACT_GELU_TANH;
-    c->embed_scale = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "embed_scale"));
-    c->tied_classifier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tied_classifier"));
-    c->qkv_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "qkv_bias"));
-    int64_t bos = jint(j, "bos_id"), eos = jint(j, "eos_id");
+    c->rope_orig_ctx = jint(j, SRT_CFG_ROPE_ORIG_CTX); /* ranges: sc_config_validate, the runtime's own rules */
+    c->rope = strcmp(rope->valuestring, SRT_ROPE_INTERLEAVED) == 0 ? SC_ROPE_INTERLEAVED : SC_ROPE_HALF;
+    c->act = strcmp(act->valuestring, SRT_ACT_SILU) == 0 ? SC_ACT_SILU : SC_ACT_GELU_TANH;
+    c->embed_scale = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_EMBED_SCALE));
+    c->tied_classifier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_TIED_CLASSIFIER));
+    c->qkv_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_QKV_BIAS));
+    int64_t bos = jint(j, SRT_CFG_BOS_ID), eos = jint(j, SRT_CFG_EOS_ID);
     if (bos > INT32_MAX || eos > INT32_MAX) return false;
     c->bos_id = (int32_t)bos;
     c->eos_id = (int32_t)eos;
@@ -182,8 +186,8 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     const char *mt = srt_container_manifest_text(r.ct, &mlen);
     cJSON *man = cJSON_ParseWithLength(mt, mlen);
     sc_status st = SC_OK;
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(man, "format");
-    r.tensors = cJSON_GetObjectItemCaseSensitive(man, "tensors");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_FORMAT);
+    r.tensors = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TENSORS);
     r.m = sc_model_new(path, "spk");
     if (!r.m) {
         st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
@@ -195,15 +199,16 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     if ((st = sc_model_keep(r.m, ct, close_container, err))) goto done;
     r.ct = ct;
     sc_config *c = &r.m->cfg;
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "sparsecal-artifact") || jint(man, "format_version") != 1 ||
-        !cJSON_IsObject(r.tensors) || !parse_config(cJSON_GetObjectItemCaseSensitive(man, "config"), c)) {
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, SRT_ART_FORMAT) ||
+        jint(man, SRT_MAN_FORMAT_VERSION) != SRT_ART_FORMAT_VERSION || !cJSON_IsObject(r.tensors) ||
+        !parse_config(cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_CONFIG), c)) {
         st = sc_errf(err, SC_EFORMAT, "%s: the manifest is not a valid sparsecal artifact manifest", path);
         goto done;
     }
     if ((st = sc_config_validate(c, path, err))) goto done;
-    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(man, "layout");
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_LAYOUT);
     snprintf(r.m->src_dtype, sizeof r.m->src_dtype, "%s", cJSON_IsString(lay) ? lay->valuestring : "?");
-    const cJSON *src = cJSON_GetObjectItemCaseSensitive(man, "source_model_id");
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_SOURCE_MODEL_ID);
     if (cJSON_IsString(src) && strlen(src->valuestring) == 16)
         snprintf(r.m->source_id, sizeof r.m->source_id, "%s", src->valuestring);
     r.m->layers = calloc((size_t)c->n_layers, sizeof *r.m->layers);
@@ -213,37 +218,43 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     }
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     /* the embedding is a packed matrix, or (f32 plan, older artifacts) an f32 section */
-    if ((st = cJSON_GetObjectItemCaseSensitive(r.tensors, "tok_emb")
-                  ? get_matrix(&r, "tok_emb", c->vocab_size, D, &r.m->tok_emb, err)
-                  : get_f32(&r, "tok_emb", c->vocab_size * D, &r.m->tok_emb, err)) ||
-        (st = get_f32(&r, "final_norm", D, &r.m->final_norm, err)))
+    if ((st = cJSON_GetObjectItemCaseSensitive(r.tensors, SRT_SEC_TOK_EMB)
+                  ? get_matrix(&r, SRT_SEC_TOK_EMB, c->vocab_size, D, &r.m->tok_emb, err)
+                  : get_f32(&r, SRT_SEC_TOK_EMB, c->vocab_size * D, &r.m->tok_emb, err)) ||
+        (st = get_f32(&r, SRT_SEC_FINAL_NORM, D, &r.m->final_norm, err)))
         goto done;
     if (c->tied_classifier)
         r.m->classifier = r.m->tok_emb;
-    else if ((st = get_matrix(&r, "classifier", c->vocab_size, D, &r.m->classifier, err)))
+    else if ((st = get_matrix(&r, SRT_SEC_CLASSIFIER, c->vocab_size, D, &r.m->classifier, err)))
         goto done;
     for (int64_t l = 0; l < c->n_layers && !st; l++) {
         sc_layer *L = &r.m->layers[l];
         char nm[64];
-#define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
-        if ((st = get_f32(&r, NAME("attn_norm"), D, &L->attn_norm, err)) ||
-            (st = get_f32(&r, NAME("ffn_norm"), D, &L->ffn_norm, err)) ||
-            (st = get_matrix(&r, NAME("wq"), qd, D, &L->wq, err)) || (st = get_matrix(&r, NAME("wk"), kvd, D, &L->wk, err)) ||
-            (st = get_matrix(&r, NAME("wv"), kvd, D, &L->wv, err)) || (st = get_matrix(&r, NAME("wo"), D, qd, &L->wo, err)) ||
-            (st = get_matrix(&r, NAME("wg"), F, D, &L->wg, err)) || (st = get_matrix(&r, NAME("wu"), F, D, &L->wu, err)) ||
-            (st = get_matrix(&r, NAME("wd"), D, F, &L->wd, err)))
+#define NAME(s) (snprintf(nm, sizeof nm, SRT_LAYER_SECTION, (long long)l, s), nm)
+        if ((st = get_f32(&r, NAME(SRT_SEC_ATTN_NORM), D, &L->attn_norm, err)) ||
+            (st = get_f32(&r, NAME(SRT_SEC_FFN_NORM), D, &L->ffn_norm, err)) ||
+            (st = get_matrix(&r, NAME(SRT_SEC_WQ), qd, D, &L->wq, err)) ||
+            (st = get_matrix(&r, NAME(SRT_SEC_WK), kvd, D, &L->wk, err)) ||
+            (st = get_matrix(&r, NAME(SRT_SEC_WV), kvd, D, &L->wv, err)) ||
+            (st = get_matrix(&r, NAME(SRT_SEC_WO), D, qd, &L->wo, err)) ||
+            (st = get_matrix(&r, NAME(SRT_SEC_WG), F, D, &L->wg, err)) ||
+            (st = get_matrix(&r, NAME(SRT_SEC_WU), F, D, &L->wu, err)) ||
+            (st = get_matrix(&r, NAME(SRT_SEC_WD), D, F, &L->wd, err)))
             break;
-        if (c->qkv_bias && ((st = get_f32(&r, NAME("bq"), qd, &L->bq, err)) || (st = get_f32(&r, NAME("bk"), kvd, &L->bk, err)) ||
-                            (st = get_f32(&r, NAME("bv"), kvd, &L->bv, err))))
+        if (c->qkv_bias && ((st = get_f32(&r, NAME(SRT_SEC_BQ), qd, &L->bq, err)) ||
+                            (st = get_f32(&r, NAME(SRT_SEC_BK), kvd, &L->bk, err)) ||
+                            (st = get_f32(&r, NAME(SRT_SEC_BV), kvd, &L->bv, err))))
             break;
         /* folded LaRoSA rotations (optional, per block input) */
-        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME("attn_rot")) && (st = get_matrix(&r, nm, D, D, &L->attn_rot, err)))
+        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME(SRT_SEC_ATTN_ROT)) &&
+            (st = get_matrix(&r, nm, D, D, &L->attn_rot, err)))
             break;
-        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME("mlp_rot")) && (st = get_matrix(&r, nm, D, D, &L->mlp_rot, err)))
+        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME(SRT_SEC_MLP_ROT)) &&
+            (st = get_matrix(&r, nm, D, D, &L->mlp_rot, err)))
             break;
 #undef NAME
     }
-    if (!st) st = load_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, "tokenizer"), err);
+    if (!st) st = load_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TOKENIZER), err);
     if (!st) st = sc_model_check_complete(r.m, err);
 done:
     cJSON_Delete(man);

@@ -3,18 +3,17 @@
 #include <string.h>
 
 #include "common.h"
+#include "gguf_quant.h"
+
+_Static_assert(SC_DT_COUNT == 11, "a new dtype needs its name below");
 
 const char *sc_dtype_name(sc_dtype t) {
-    switch (t) {
-    case SC_DT_F32: return "F32";
-    case SC_DT_F16: return "F16";
-    case SC_DT_BF16: return "BF16";
-    case SC_DT_Q8_0: return "Q8_0";
-    default: return "?";
-    }
+    static const char *const names[SC_DT_COUNT] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1",
+                                                   "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"};
+    return (unsigned)t < SC_DT_COUNT ? names[t] : "?";
 }
 
-size_t sc_dtype_block(sc_dtype t) { return t == SC_DT_Q8_0 ? 32 : 1; }
+size_t sc_dtype_block(sc_dtype t) { return sc_quant_block(t) ? sc_quant_block(t) : 1; }
 
 size_t sc_dtype_bytes(sc_dtype t, size_t n) {
     size_t out;
@@ -22,10 +21,9 @@ size_t sc_dtype_bytes(sc_dtype t, size_t n) {
     case SC_DT_F32: return sc_mul_ok(n, 4, &out) ? out : 0;
     case SC_DT_F16:
     case SC_DT_BF16: return sc_mul_ok(n, 2, &out) ? out : 0;
-    case SC_DT_Q8_0:
-        if (n % 32) return 0;
-        return sc_mul_ok(n / 32, 34, &out) ? out : 0;
-    default: return 0;
+    default:
+        if (!sc_quant_block(t) || n % sc_quant_block(t)) return 0;
+        return sc_mul_ok(n / sc_quant_block(t), sc_quant_block_bytes(t), &out) ? out : 0;
     }
 }
 
@@ -109,13 +107,6 @@ void sc_convert_to_f32(sc_dtype t, const uint8_t *src, size_t n, float *dst) {
     case SC_DT_BF16:
         for (size_t i = 0; i < n; i++) dst[i] = sc_bf16_to_f32(sc_le16(src + 2 * i));
         break;
-    case SC_DT_Q8_0:
-        for (size_t b = 0; b < n / 32; b++) {
-            const uint8_t *blk = src + 34 * b;
-            float d = sc_f16_to_f32(sc_le16(blk));
-            for (size_t j = 0; j < 32; j++) dst[32 * b + j] = d * (float)(int8_t)blk[2 + j];
-        }
-        break;
-    default: break;
+    default: sc_dequant(t, src, n, dst); break;
     }
 }

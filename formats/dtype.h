@@ -10,6 +10,14 @@ typedef enum sc_dtype {
     SC_DT_F16,
     SC_DT_BF16,
     SC_DT_Q8_0, /* GGML: blocks of 32 int8 with one fp16 scale first (34 bytes) */
+    /* GGML's other block types read from GGUF files (layouts: gguf_quant.h) */
+    SC_DT_Q4_0,
+    SC_DT_Q4_1,
+    SC_DT_Q5_0,
+    SC_DT_Q5_1,
+    SC_DT_Q4_K,
+    SC_DT_Q5_K,
+    SC_DT_Q6_K,
     SC_DT_COUNT
 } sc_dtype;
 
@@ -18,7 +26,7 @@ const char *sc_dtype_name(sc_dtype t);
 /* Bytes used by n elements of type t (n must be a multiple of the block size
  * for block types). Returns 0 on overflow or a bad block multiple. */
 size_t sc_dtype_bytes(sc_dtype t, size_t n);
-/* Elements per block (1 for scalar types, 32 for q8_0). */
+/* Elements per block (1 for scalar types, 32 or 256 for GGML's block types). */
 size_t sc_dtype_block(sc_dtype t);
 
 float sc_f16_to_f32(uint16_t h);

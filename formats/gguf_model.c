@@ -419,7 +419,8 @@ static sc_status load_tensor(builder *b, const char *name, int64_t ne0, int64_t 
     sc_dtype dt;
     if (!sc_gguf_ggml_dtype(t->ggml_type, &dt))
         return sc_errf(b->err, SC_EUNSUPPORTED,
-                       "%s: tensor '%s' has ggml type %s (%u), which is not supported (F32, F16, BF16, Q8_0)", b->path,
+                       "%s: tensor '%s' has ggml type %s (%u), which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+                       "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", b->path,
                        name, sc_gguf_ggml_type_name(t->ggml_type), t->ggml_type);
     return sc_model_set_weight(b->m, out, t->data, dt, (size_t)t->n_elems, b->err);
 }

@@ -244,4 +244,20 @@ void srt_activate(const srt_ctx *ctx, float *a, const float *u, int64_t n, bool 
 void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
                         int64_t n, int64_t stride, int64_t hd, float scale);
 
+/* ---- sampling ------------------------------------------------------------ */
+
+/* The token sampler of llama2.c's run.c: temperature 0 is greedy argmax (ties to the lower id); otherwise
+ * softmax of logits / temperature, then top-p (nucleus) sampling when 0 < top_p < 1, drawing from the
+ * xorshift64* generator seeded by seed (0 takes a fixed non-zero seed). `sparsecal run` and `generate`
+ * sample with it, so a program passing the same seed picks the same tokens. */
+typedef struct srt_sampler {
+    float temperature, top_p;
+    uint64_t state;
+} srt_sampler;
+
+void srt_sampler_init(srt_sampler *s, float temperature, float top_p, uint64_t seed);
+/* Samples from logits[n] (overwritten); scratch holds 2n floats (8-byte aligned). Returns -1 when a logit is
+ * NaN or inf, or n is not in [1, 2^31). */
+int32_t srt_sampler_sample(srt_sampler *s, float *logits, int64_t n, float *scratch);
+
 #endif

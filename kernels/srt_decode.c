@@ -185,7 +185,7 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     stale(m);
     int64_t n_in;
     TRY(rotate_input(m, &L->attn_rot, &n_in));
-    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * 4 + 0]);
+    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_ATTN_IN]);
     TRY(mv_in(m, &L->wq, m->xn, n_in, m->q));
     TRY(mv_in(m, &L->wk, m->xn, n_in, m->kt));
     TRY(mv_in(m, &L->wv, m->xn, n_in, m->vt));
@@ -194,7 +194,8 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     attention_core(m, l, pos);
     double t2 = now();
     stale(m);
-    int64_t n_ctx = m->mode == SRT_MODE_TEAL ? teal_mask(m, m->att, qd, m->thr_l[l * 4 + 1]) : -1;
+    int64_t n_ctx =
+        m->mode == SRT_MODE_TEAL ? teal_mask(m, m->att, qd, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_ATTN_CTX]) : -1;
     TRY(mv_in(m, &L->wo, m->att, n_ctx, m->tmp));
     for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
     double t3 = now();
@@ -217,7 +218,7 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
             *live = m->K_h;
         }
     } else if (m->mode == SRT_MODE_TEAL) {
-        int64_t k = teal_mask(m, m->h, F, m->thr_l[l * 4 + 3]);
+        int64_t k = teal_mask(m, m->h, F, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_H]);
         *live = k < 0 ? F : k;
     } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_thr) {
         int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_thr, m->factor, F);
@@ -240,7 +241,7 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     stale(m);
     int64_t n_in;
     TRY(rotate_input(m, &L->mlp_rot, &n_in));
-    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * 4 + 2]);
+    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_MLP_IN]);
     TRY(mv_in(m, &L->wg, m->xn, n_in, m->u));
     return mlp_tail(m, l, n_in, t0);
 }

@@ -32,41 +32,43 @@ static bool parse_config(const srt_json *j, srt_model_config *c, const char **ba
         c->f = srt_json_int(v_, INT64_MIN);                                                               \
         if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
     } while (0)
-    if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = "config", false;
+    if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = SRT_MAN_CONFIG, false;
     /* types and presence here; ranges below, in the one validation the toolchain shares (srt_config.c) */
-    NEED_INT(dim, "dim", 1, SRT_MAX_DIM);
-    NEED_INT(ffn_dim, "ffn_dim", 1, SRT_MAX_FFN);
-    NEED_INT(n_layers, "n_layers", 1, SRT_MAX_LAYERS);
-    NEED_INT(n_heads, "n_heads", 1, SRT_MAX_HEADS);
-    NEED_INT(n_kv_heads, "n_kv_heads", 1, SRT_MAX_HEADS);
-    NEED_INT(head_dim, "head_dim", 2, 4096);
-    NEED_INT(vocab_size, "vocab_size", 1, SRT_MAX_VOCAB);
-    NEED_INT(max_seq_len, "max_seq_len", 1, SRT_MAX_SEQ);
+    NEED_INT(dim, SRT_CFG_DIM, 1, SRT_MAX_DIM);
+    NEED_INT(ffn_dim, SRT_CFG_FFN_DIM, 1, SRT_MAX_FFN);
+    NEED_INT(n_layers, SRT_CFG_N_LAYERS, 1, SRT_MAX_LAYERS);
+    NEED_INT(n_heads, SRT_CFG_N_HEADS, 1, SRT_MAX_HEADS);
+    NEED_INT(n_kv_heads, SRT_CFG_N_KV_HEADS, 1, SRT_MAX_HEADS);
+    NEED_INT(head_dim, SRT_CFG_HEAD_DIM, 2, 4096);
+    NEED_INT(vocab_size, SRT_CFG_VOCAB_SIZE, 1, SRT_MAX_VOCAB);
+    NEED_INT(max_seq_len, SRT_CFG_MAX_SEQ_LEN, 1, SRT_MAX_SEQ);
 #undef NEED_INT
     const srt_json *v;
-    if (!(v = srt_json_get(j, "norm_eps")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
-        return *bad = "norm_eps", false;
+    if (!(v = srt_json_get(j, SRT_CFG_NORM_EPS)) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
+        return *bad = SRT_CFG_NORM_EPS, false;
     c->norm_eps = (float)srt_json_num(v, 0);
-    if (!(v = srt_json_get(j, "rope_theta")) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
-        return *bad = "rope_theta", false;
+    if (!(v = srt_json_get(j, SRT_CFG_ROPE_THETA)) ||
+        !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
+        return *bad = SRT_CFG_ROPE_THETA, false;
     c->rope_theta = (float)srt_json_num(v, 0);
-    const char *rope = srt_json_str(srt_json_get(j, "rope"), NULL), *act = srt_json_str(srt_json_get(j, "activation"), NULL);
-    if (!rope || (strcmp(rope, "interleaved") && strcmp(rope, "half"))) return *bad = "rope", false;
-    if (!act || (strcmp(act, "silu") && strcmp(act, "gelu_tanh"))) return *bad = "activation", false;
-    c->rope_half = strcmp(rope, "half") == 0;
-    c->gelu = strcmp(act, "gelu_tanh") == 0;
-    int64_t scaling = jint(j, "rope_scaling", 0);
-    if (scaling < 0 || scaling > 2) return *bad = "rope_scaling", false;
+    const char *rope = srt_json_str(srt_json_get(j, SRT_CFG_ROPE), NULL),
+               *act = srt_json_str(srt_json_get(j, SRT_CFG_ACTIVATION), NULL);
+    if (!rope || (strcmp(rope, SRT_ROPE_INTERLEAVED) && strcmp(rope, SRT_ROPE_HALF))) return *bad = SRT_CFG_ROPE, false;
+    if (!act || (strcmp(act, SRT_ACT_SILU) && strcmp(act, SRT_ACT_GELU_TANH))) return *bad = SRT_CFG_ACTIVATION, false;
+    c->rope_half = strcmp(rope, SRT_ROPE_HALF) == 0;
+    c->gelu = strcmp(act, SRT_ACT_GELU_TANH) == 0;
+    int64_t scaling = jint(j, SRT_CFG_ROPE_SCALING, 0);
+    if (scaling < 0 || scaling > 2) return *bad = SRT_CFG_ROPE_SCALING, false;
     c->rope_scaling = (int)scaling;
-    c->rope_factor = (float)srt_json_num(srt_json_get(j, "rope_factor"), 1.0);
-    c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_low_freq_factor"), 1.0);
-    c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, "rope_high_freq_factor"), 4.0);
-    c->rope_orig_ctx = jint(j, "rope_orig_ctx", 0);
-    c->embed_scale = srt_json_bool(srt_json_get(j, "embed_scale"), false);
-    c->tied_classifier = srt_json_bool(srt_json_get(j, "tied_classifier"), false);
-    c->qkv_bias = srt_json_bool(srt_json_get(j, "qkv_bias"), false);
-    int64_t bos = jint(j, "bos_id", -1), eos = jint(j, "eos_id", -1);
-    if (bos < -1 || bos > INT32_MAX || eos < -1 || eos > INT32_MAX) return *bad = "bos_id", false;
+    c->rope_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_FACTOR), 1.0);
+    c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_LOW_FREQ_FACTOR), 1.0);
+    c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_HIGH_FREQ_FACTOR), 4.0);
+    c->rope_orig_ctx = jint(j, SRT_CFG_ROPE_ORIG_CTX, 0);
+    c->embed_scale = srt_json_bool(srt_json_get(j, SRT_CFG_EMBED_SCALE), false);
+    c->tied_classifier = srt_json_bool(srt_json_get(j, SRT_CFG_TIED_CLASSIFIER), false);
+    c->qkv_bias = srt_json_bool(srt_json_get(j, SRT_CFG_QKV_BIAS), false);
+    int64_t bos = jint(j, SRT_CFG_BOS_ID, -1), eos = jint(j, SRT_CFG_EOS_ID, -1);
+    if (bos < -1 || bos > INT32_MAX || eos < -1 || eos > INT32_MAX) return *bad = SRT_CFG_BOS_ID, false;
     c->bos_id = (int32_t)bos;
     c->eos_id = (int32_t)eos;
     return true;
@@ -87,9 +89,9 @@ static srt_ct_status get_f32(srt_model *m, const char *name, int64_t n, const fl
 static srt_ct_status get_matrix(srt_model *m, const char *name, int64_t rows, int64_t cols, srt_weight *w, char *err,
                                 size_t cap) {
     const srt_json *t = srt_json_get(m->tensors, name);
-    const char *lay = srt_json_str(srt_json_get(t, "layout"), NULL);
-    int64_t r = jint(t, "rows", -1), c = jint(t, "cols", -1), rs = jint(t, "rows_stored", -1),
-            cs = jint(t, "cols_stored", -1), g = jint(t, "group", -1);
+    const char *lay = srt_json_str(srt_json_get(t, SRT_TEN_LAYOUT), NULL);
+    int64_t r = jint(t, SRT_TEN_ROWS, -1), c = jint(t, SRT_TEN_COLS, -1), rs = jint(t, SRT_TEN_ROWS_STORED, -1),
+            cs = jint(t, SRT_TEN_COLS_STORED, -1), g = jint(t, SRT_TEN_GROUP, -1);
     srt_layout l;
     if (!t) return fail(err, cap, SRT_CT_EFORMAT, "%s: manifest: tensors.%s is missing", m->path, name);
     if (!lay || srt_layout_parse(lay, &l) != SRT_OK)
@@ -205,19 +207,19 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     srt_ct_status st = srt_container_open(path, SRT_CT_SPAK, &m->ct, err, err_cap);
     if (st) goto bad;
     const srt_json *man = srt_container_manifest(m->ct);
-    const char *fmt = srt_json_str(srt_json_get(man, "format"), NULL);
-    if (!fmt || strcmp(fmt, "sparsecal-artifact") != 0 || jint(man, "format_version", -1) != 1) {
+    const char *fmt = srt_json_str(srt_json_get(man, SRT_MAN_FORMAT), NULL);
+    if (!fmt || strcmp(fmt, SRT_ART_FORMAT) != 0 || jint(man, SRT_MAN_FORMAT_VERSION, -1) != SRT_ART_FORMAT_VERSION) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: not a sparsecal artifact (format/format_version)", path);
         goto bad;
     }
-    m->tensors = srt_json_get(man, "tensors");
+    m->tensors = srt_json_get(man, SRT_MAN_TENSORS);
     if (!srt_json_is(m->tensors, SRT_JSON_OBJECT)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: 'tensors' is missing", path);
         goto bad;
     }
     const char *bad_field = "";
     srt_model_config *c = &m->cfg;
-    if (!parse_config(srt_json_get(man, "config"), c, &bad_field)) {
+    if (!parse_config(srt_json_get(man, SRT_MAN_CONFIG), c, &bad_field)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config.%s is missing or invalid", path, bad_field);
         goto bad;
     }
@@ -226,27 +228,27 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config: %s", path, why);
         goto bad;
     }
-    const srt_json *routing = srt_json_get(man, "routing");
-    m->def_method = srt_json_str(srt_json_get(routing, "method"), "dense");
-    m->def_density = srt_json_num(srt_json_get(routing, "density"), 1.0);
-    const srt_json *cl = srt_json_get(routing, "clada");
+    const srt_json *routing = srt_json_get(man, SRT_MAN_ROUTING);
+    m->def_method = srt_json_str(srt_json_get(routing, SRT_RT_METHOD), srt_method_get(SRT_METHOD_DENSE)->name);
+    m->def_density = srt_json_num(srt_json_get(routing, SRT_RT_DENSITY), 1.0);
+    const srt_json *cl = srt_json_get(routing, SRT_RT_CLADA);
     if (cl) {
         srt_clada *k = &m->clada;
-        k->tau_s = srt_json_num(srt_json_get(cl, "tau_s"), NAN);
-        k->tau_h = srt_json_num(srt_json_get(cl, "tau_h"), NAN);
-        k->lambda = srt_json_num(srt_json_get(cl, "lambda"), NAN);
-        k->gamma = srt_json_num(srt_json_get(cl, "gamma"), NAN);
+        k->tau_s = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_TAU_S), NAN);
+        k->tau_h = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_TAU_H), NAN);
+        k->lambda = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_LAMBDA), NAN);
+        k->gamma = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_GAMMA), NAN);
         m->has_clada = isfinite(k->tau_s) && isfinite(k->tau_h) && isfinite(k->lambda) && isfinite(k->gamma);
     }
-    const srt_json *cdj = srt_json_get(srt_json_get(routing, "cett"), "density");
+    const srt_json *cdj = srt_json_get(srt_json_get(routing, SRT_RT_CETT), SRT_RT_CETT_DENSITY);
     m->cett_density = cdj ? srt_json_num(cdj, -1.0) : NAN;
     if (cdj && !(m->cett_density > 0.0 && m->cett_density <= 1.0)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.cett.density is not in (0, 1]", path);
         goto bad;
     }
-    const srt_json *lrj = srt_json_get(routing, "larosa");
-    m->lr_in = srt_json_num(srt_json_get(lrj, "in"), SRT_LAROSA_IN);
-    m->lr_h = srt_json_num(srt_json_get(lrj, "h"), SRT_LAROSA_H);
+    const srt_json *lrj = srt_json_get(routing, SRT_RT_LAROSA);
+    m->lr_in = srt_json_num(srt_json_get(lrj, SRT_RT_LAROSA_IN), SRT_LAROSA_IN);
+    m->lr_h = srt_json_num(srt_json_get(lrj, SRT_RT_LAROSA_H), SRT_LAROSA_H);
     if (!(m->lr_in >= 0.0 && m->lr_in <= 10.0) || !(m->lr_h >= 0.0 && m->lr_h <= 10.0)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.larosa split is out of range", path);
         goto bad;
@@ -266,8 +268,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->vmax = D > F ? D : F;
     if (qd > m->vmax) m->vmax = qd;
     /* the embedding: a packed matrix of a row layout, or (f32 plan, older artifacts) an f32 section */
-    if (srt_json_get(m->tensors, "tok_emb")) {
-        if ((st = get_matrix(m, "tok_emb", V, D, &m->emb, err, err_cap))) goto bad;
+    if (srt_json_get(m->tensors, SRT_SEC_TOK_EMB)) {
+        if ((st = get_matrix(m, SRT_SEC_TOK_EMB, V, D, &m->emb, err, err_cap))) goto bad;
         if (m->emb.m.layout != SRT_LAYOUT_F32 && m->emb.m.layout != SRT_LAYOUT_Q8_0 &&
             m->emb.m.layout != SRT_LAYOUT_Q4_0 && m->emb.m.layout != SRT_LAYOUT_KMI4R) {
             st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: tensors.tok_emb: layout %s has no row lookup", path,
@@ -276,7 +278,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         }
     } else {
         const float *te;
-        if ((st = get_f32(m, "tok_emb", V * D, &te, err, err_cap))) goto bad;
+        if ((st = get_f32(m, SRT_SEC_TOK_EMB, V * D, &te, err, err_cap))) goto bad;
         srt_matrix mat = {SRT_LAYOUT_F32, V, D, 0, te, (size_t)(V * D) * 4};
         if (srt_matrix_check(&mat) != SRT_OK) {
             st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: section 'tok_emb' is not 64-byte aligned", path);
@@ -284,58 +286,62 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         }
         m->emb = (srt_weight){mat, V, D, srt_layout_get(SRT_LAYOUT_F32)};
     }
-    if ((st = get_f32(m, "final_norm", D, &m->final_norm, err, err_cap))) goto bad;
+    if ((st = get_f32(m, SRT_SEC_FINAL_NORM, D, &m->final_norm, err, err_cap))) goto bad;
     if (c->tied_classifier)
         m->classifier = m->emb;
-    else if ((st = get_matrix(m, "classifier", V, D, &m->classifier, err, err_cap)))
+    else if ((st = get_matrix(m, SRT_SEC_CLASSIFIER, V, D, &m->classifier, err, err_cap)))
         goto bad;
     int n_claws = 0;
     for (int64_t l = 0; l < L; l++) {
         srt_layer_w *Lw = &m->layers[l];
         char nm[64];
-#define NAME(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)l, s), nm)
-        if ((st = get_f32(m, NAME("attn_norm"), D, &Lw->attn_norm, err, err_cap)) ||
-            (st = get_f32(m, NAME("ffn_norm"), D, &Lw->ffn_norm, err, err_cap)) ||
-            (st = get_matrix(m, NAME("wq"), qd, D, &Lw->wq, err, err_cap)) ||
-            (st = get_matrix(m, NAME("wk"), kvd, D, &Lw->wk, err, err_cap)) ||
-            (st = get_matrix(m, NAME("wv"), kvd, D, &Lw->wv, err, err_cap)) ||
-            (st = get_matrix(m, NAME("wo"), D, qd, &Lw->wo, err, err_cap)) ||
-            (st = get_matrix(m, NAME("wg"), F, D, &Lw->wg, err, err_cap)) ||
-            (st = get_matrix(m, NAME("wu"), F, D, &Lw->wu, err, err_cap)) ||
-            (st = get_matrix(m, NAME("wd"), D, F, &Lw->wd, err, err_cap)))
+#define NAME(s) (snprintf(nm, sizeof nm, SRT_LAYER_SECTION, (long long)l, s), nm)
+        if ((st = get_f32(m, NAME(SRT_SEC_ATTN_NORM), D, &Lw->attn_norm, err, err_cap)) ||
+            (st = get_f32(m, NAME(SRT_SEC_FFN_NORM), D, &Lw->ffn_norm, err, err_cap)) ||
+            (st = get_matrix(m, NAME(SRT_SEC_WQ), qd, D, &Lw->wq, err, err_cap)) ||
+            (st = get_matrix(m, NAME(SRT_SEC_WK), kvd, D, &Lw->wk, err, err_cap)) ||
+            (st = get_matrix(m, NAME(SRT_SEC_WV), kvd, D, &Lw->wv, err, err_cap)) ||
+            (st = get_matrix(m, NAME(SRT_SEC_WO), D, qd, &Lw->wo, err, err_cap)) ||
+            (st = get_matrix(m, NAME(SRT_SEC_WG), F, D, &Lw->wg, err, err_cap)) ||
+            (st = get_matrix(m, NAME(SRT_SEC_WU), F, D, &Lw->wu, err, err_cap)) ||
+            (st = get_matrix(m, NAME(SRT_SEC_WD), D, F, &Lw->wd, err, err_cap)))
             goto bad;
-        if (c->qkv_bias && ((st = get_f32(m, NAME("bq"), qd, &Lw->bq, err, err_cap)) ||
-                            (st = get_f32(m, NAME("bk"), kvd, &Lw->bk, err, err_cap)) ||
-                            (st = get_f32(m, NAME("bv"), kvd, &Lw->bv, err, err_cap))))
+        if (c->qkv_bias && ((st = get_f32(m, NAME(SRT_SEC_BQ), qd, &Lw->bq, err, err_cap)) ||
+                            (st = get_f32(m, NAME(SRT_SEC_BK), kvd, &Lw->bk, err, err_cap)) ||
+                            (st = get_f32(m, NAME(SRT_SEC_BV), kvd, &Lw->bv, err, err_cap))))
             goto bad;
-        if (srt_json_get(m->tensors, NAME("attn_rot"))) {
+        if (srt_json_get(m->tensors, NAME(SRT_SEC_ATTN_ROT))) {
             if ((st = get_matrix(m, nm, D, D, &Lw->attn_rot, err, err_cap))) goto bad;
             m->n_rot++;
         }
-        if (srt_json_get(m->tensors, NAME("mlp_rot"))) {
+        if (srt_json_get(m->tensors, NAME(SRT_SEC_MLP_ROT))) {
             if ((st = get_matrix(m, nm, D, D, &Lw->mlp_rot, err, err_cap))) goto bad;
             m->n_rot++;
         }
         /* stored routing data (convert/pack_routing.c) */
-        if (srt_container_find(m->ct, NAME("cats_thresholds")) >= 0) {
+        if (srt_container_find(m->ct, NAME(SRT_SEC_CATS_THRESHOLDS)) >= 0) {
             if ((st = get_f32(m, nm, SRT_THR_GRID, &Lw->cats_thr, err, err_cap))) goto bad;
             m->n_cats_thr++;
         }
-        if (srt_container_find(m->ct, NAME("cett_thresholds")) >= 0) {
+        if (srt_container_find(m->ct, NAME(SRT_SEC_CETT_THRESHOLDS)) >= 0) {
             if ((st = get_f32(m, nm, F, &Lw->cett_thr, err, err_cap))) goto bad;
             m->n_cett_thr++;
         }
-        if (srt_container_find(m->ct, NAME("teal_thresholds")) >= 0) {
-            if ((st = get_f32(m, nm, 4 * SRT_THR_GRID, &Lw->teal_thr, err, err_cap))) goto bad;
+        if (srt_container_find(m->ct, NAME(SRT_SEC_TEAL_THRESHOLDS)) >= 0) {
+            if ((st = get_f32(m, nm, SRT_TEAL_NTAPS * SRT_THR_GRID, &Lw->teal_thr, err, err_cap))) goto bad;
             m->n_teal_thr++;
         }
-        if (srt_container_find(m->ct, NAME("claws_c")) >= 0) {
+        if (srt_container_find(m->ct, NAME(SRT_SEC_CLAWS_C)) >= 0) {
             if ((st = get_f32(m, nm, F, &Lw->claws_c, err, err_cap))) goto bad;
             n_claws++;
         }
 #undef NAME
     }
     m->has_claws = n_claws == L;
+    /* what the routers find (srt_method.h: every layer or some layer) */
+    m->have = (m->n_rot ? SRT_DATA_ROTATIONS : 0u) | (m->has_claws ? SRT_DATA_CLAWS : 0u) |
+              (m->n_cats_thr == L ? SRT_DATA_CATS_TABLE : 0u) | (m->n_teal_thr ? SRT_DATA_TEAL_TABLE : 0u) |
+              (m->n_cett_thr ? SRT_DATA_CETT : 0u) | (m->has_clada ? SRT_DATA_CLADA : 0u);
     /* buffers: every vector is vmax floats (the largest stored dimension),
      * so padded inputs read zeros and padded outputs have room */
     int64_t vm = (m->vmax + 63) / 64 * 64;
@@ -374,11 +380,12 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory for the key/value cache", path);
         goto bad;
     }
-    m->thr_l = malloc((size_t)(L * 4) * sizeof *m->thr_l);
+    m->thr_l = malloc((size_t)(L * SRT_TEAL_NTAPS) * sizeof *m->thr_l); /* cats-threshold [L], teal [L, taps] */
     if (!m->thr_l) {
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
         goto bad;
     }
+    m->method = SRT_METHOD_DENSE;
     m->router = SRT_ROUTER_DENSE;
     m->K = F;
     m->K_in = D;
@@ -435,65 +442,45 @@ uint64_t srt_model_weight_bytes(const srt_model *m) { return m->weight_bytes; }
 int64_t srt_model_live_count(const srt_model *m) { return m->K; }
 
 const char *srt_model_tensor_layout(const srt_model *m, const char *name) {
-    return srt_json_str(srt_json_get(srt_json_get(m->tensors, name), "layout"), NULL);
+    return srt_json_str(srt_json_get(srt_json_get(m->tensors, name), SRT_TEN_LAYOUT), NULL);
 }
 
-static const char *const method_names[] = {"dense", "cats", "claws", "larosa", "cats-threshold", "cett", "clada", "teal"};
+bool srt_model_method_known(const char *name) { return srt_method_find(name) != NULL; }
 
-bool srt_model_method_known(const char *name) {
-    for (size_t i = 0; name && i < sizeof method_names / sizeof method_names[0]; i++)
-        if (!strcmp(name, method_names[i])) return true;
-    return false;
-}
+unsigned srt_model_data(const srt_model *m) { return m ? m->have : 0u; }
 
-/* The one rule of what each router needs from the artifact (srt_model.h). */
+/* The one rule of what each router needs from the artifact: the registry's (srt_method.h). */
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
-    int64_t L = m->cfg.n_layers;
-    if (!srt_model_method_known(name))
-        return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
-    if (!strcmp(name, "dense")) return NULL;
-    if (!strcmp(name, "larosa"))
-        return m->n_rot ? NULL : "larosa needs folded rotations (lN.attn_rot, lN.mlp_rot): pack with --method larosa";
-    /* every router but LaRoSA's was calibrated on the unrotated model: its scores, thresholds and multipliers do
-     * not describe a folded artifact's rotated inputs, and nothing records that they still fit the neurons */
-    if (m->n_rot) return "the artifact's rotations are folded (packed with --method larosa): only larosa and dense route it";
-    if (!strcmp(name, "claws") && !m->has_claws)
-        return "claws needs CLAWS multipliers lN.claws_c in every layer: pack with --calib holding claws";
-    if (!strcmp(name, "cats-threshold") && m->n_cats_thr != L)
-        return "cats-threshold needs lN.cats_thresholds in every layer: pack with --calib holding cats";
-    if (!strcmp(name, "teal") && m->n_teal_thr == 0)
-        return "teal needs lN.teal_thresholds: pack with --calib holding teal";
-    if (!strcmp(name, "cett") && m->n_cett_thr == 0)
-        return "cett needs lN.cett_thresholds: pack with --calib holding cett";
-    if (!strcmp(name, "clada") && (m->n_cett_thr == 0 || !m->has_clada))
-        return "clada needs lN.cett_thresholds and routing.clada: pack with --calib holding cett,clada";
-    return NULL;
+    const srt_method_info *mi = srt_method_find(name);
+    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
+    return srt_method_refusal(mi, m->have);
 }
 
-srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
-    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
-    if (kind != SRT_ROUTER_DENSE && kind != SRT_ROUTER_CATS && kind != SRT_ROUTER_CLAWS) return SRT_ENOTSUP;
-    if (srt_model_method_missing(m, srt_router_name(kind))) return SRT_ENOTSUP;
-    m->router = kind;
-    m->K = kind == SRT_ROUTER_DENSE ? m->cfg.ffn_dim : srt_topk_count(density, m->cfg.ffn_dim);
+/* Neuron routers and LaRoSA off: every neuron, every input. */
+static void route_off(srt_model *m) {
+    m->method = SRT_METHOD_DENSE;
+    m->router = SRT_ROUTER_DENSE;
+    m->K = m->cfg.ffn_dim;
     m->larosa = false;
     m->mode = SRT_MODE_NONE;
     m->K_in = m->cfg.dim;
     m->K_h = m->cfg.ffn_dim;
-    return SRT_OK;
+    m->factor = 1.0f;
+}
+
+srt_status srt_model_set_router(srt_model *m, srt_router kind, double density) {
+    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
+    srt_method_id id = kind == SRT_ROUTER_DENSE ? SRT_METHOD_DENSE
+                     : kind == SRT_ROUTER_CATS  ? SRT_METHOD_CATS
+                     : kind == SRT_ROUTER_CLAWS ? SRT_METHOD_CLAWS
+                                                : SRT_METHOD_COUNT;
+    if (id == SRT_METHOD_COUNT) return SRT_ENOTSUP;
+    return srt_model_set_method_id(m, id, density);
 }
 
 srt_status srt_model_set_larosa(srt_model *m, double density) {
-    if (!m || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
-    if (m->n_rot == 0) return SRT_ENOTSUP;
-    m->router = SRT_ROUTER_DENSE;
-    m->K = m->cfg.ffn_dim;
-    m->larosa = true;
-    m->mode = SRT_MODE_NONE;
-    m->K_in = srt_larosa_keep(m->lr_in, density, m->cfg.dim);
-    m->K_h = srt_larosa_keep(m->lr_h, density, m->cfg.ffn_dim);
-    return SRT_OK;
+    return srt_model_set_method_id(m, SRT_METHOD_LAROSA, density);
 }
 
 int64_t srt_model_rotated_inputs(const srt_model *m) { return m->n_rot; }
@@ -514,7 +501,7 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
 float srt_model_threshold(const srt_model *m, int64_t layer, int tap) {
     if (!m || layer < 0 || layer >= m->cfg.n_layers) return NAN;
     if (m->mode == SRT_MODE_CATS_THR && tap == 0) return m->thr_l[layer];
-    if (m->mode == SRT_MODE_TEAL && tap >= 0 && tap < 4) return m->thr_l[layer * 4 + tap];
+    if (m->mode == SRT_MODE_TEAL && tap >= 0 && tap < SRT_TEAL_NTAPS) return m->thr_l[layer * SRT_TEAL_NTAPS + tap];
     return NAN;
 }
 
@@ -523,35 +510,48 @@ void srt_model_reset_timing(srt_model *m) { memset(&m->tm, 0, sizeof m->tm); }
 
 srt_status srt_model_set_method(srt_model *m, const char *name, double density) {
     if (!m || !name || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
-    int64_t L = m->cfg.n_layers;
-    if (!strcmp(name, "larosa")) return srt_model_set_larosa(m, density);
-    if (!strcmp(name, "dense")) return srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
-    if (!strcmp(name, "cats")) return srt_model_set_router(m, SRT_ROUTER_CATS, density);
-    if (!strcmp(name, "claws")) return srt_model_set_router(m, SRT_ROUTER_CLAWS, density);
-    int mode = !strcmp(name, "cats-threshold") ? SRT_MODE_CATS_THR
-             : !strcmp(name, "cett")           ? SRT_MODE_CETT
-             : !strcmp(name, "clada")          ? SRT_MODE_CLADA
-             : !strcmp(name, "teal")           ? SRT_MODE_TEAL
-                                               : SRT_MODE_NONE;
-    if (mode == SRT_MODE_NONE) return SRT_EINVAL;
-    if (srt_model_method_missing(m, name)) return SRT_ENOTSUP;
-    srt_status st = srt_model_set_router(m, SRT_ROUTER_DENSE, 1.0);
-    if (st != SRT_OK) return st;
-    double s = 1.0 - density;
-    for (int64_t l = 0; l < L; l++) {
-        const srt_layer_w *Lw = &m->layers[l];
-        if (mode == SRT_MODE_CATS_THR) m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(Lw->cats_thr, s);
-        for (int tap = 0; mode == SRT_MODE_TEAL && tap < 4; tap++)
-            m->thr_l[l * 4 + tap] = Lw->teal_thr ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s) : -1.0f;
+    const srt_method_info *mi = srt_method_find(name);
+    return mi ? srt_model_set_method_id(m, mi->id, density) : SRT_EINVAL;
+}
+
+srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density) {
+    const srt_method_info *mi = srt_method_get((int)id);
+    if (!m || !mi || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
+    if (srt_method_refusal(mi, m->have)) return SRT_ENOTSUP;
+    const srt_model_config *c = &m->cfg;
+    route_off(m);
+    m->method = id;
+    switch (id) {
+    case SRT_METHOD_DENSE: break;
+    case SRT_METHOD_CATS:
+    case SRT_METHOD_CLAWS:
+        m->router = id == SRT_METHOD_CATS ? SRT_ROUTER_CATS : SRT_ROUTER_CLAWS;
+        m->K = srt_topk_count(density, c->ffn_dim);
+        break;
+    case SRT_METHOD_LAROSA:
+        m->larosa = true;
+        m->K_in = srt_larosa_keep(m->lr_in, density, c->dim);
+        m->K_h = srt_larosa_keep(m->lr_h, density, c->ffn_dim);
+        break;
+    case SRT_METHOD_CETT: m->mode = SRT_MODE_CETT; break;
+    case SRT_METHOD_CLADA: m->mode = SRT_MODE_CLADA; break;
+    case SRT_METHOD_CATS_THRESHOLD:
+    case SRT_METHOD_TEAL: {
+        double s = 1.0 - density;
+        bool teal = id == SRT_METHOD_TEAL;
+        m->mode = teal ? SRT_MODE_TEAL : SRT_MODE_CATS_THR;
+        for (int64_t l = 0; l < c->n_layers; l++) {
+            const srt_layer_w *Lw = &m->layers[l];
+            if (!teal) m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(Lw->cats_thr, s);
+            for (int tap = 0; teal && tap < SRT_TEAL_NTAPS; tap++)
+                m->thr_l[l * SRT_TEAL_NTAPS + tap] =
+                    Lw->teal_thr ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s) : -1.0f;
+        }
+        break;
     }
-    m->mode = mode;
-    m->factor = 1.0f;
+    default: return SRT_EINVAL;
+    }
     return SRT_OK;
 }
 
-const char *srt_model_method(const srt_model *m) {
-    static const char *const names[] = {"", "cats-threshold", "cett", "clada", "teal"};
-    if (m->larosa) return "larosa";
-    if (m->mode != SRT_MODE_NONE) return names[m->mode];
-    return srt_router_name(m->router);
-}
+const char *srt_model_method(const srt_model *m) { return srt_method_get((int)m->method)->name; }

@@ -19,6 +19,7 @@
 
 #include "srt.h"
 #include "srt_container.h"
+#include "srt_method.h"
 #include "srt_route.h"
 
 typedef struct srt_model_config {
@@ -139,12 +140,16 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
  * for an unknown name or a density outside (0, 1]. */
 srt_status srt_model_set_method(srt_model *m, const char *name, double density);
+/* The same by registry id (srt_method.h); SRT_EINVAL for an id outside it. */
+srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density);
+/* The routing data the artifact holds: srt_data bits (srt_method.h). */
+unsigned srt_model_data(const srt_model *m);
 /* NULL when the artifact holds what router `name` needs, else one line naming
  * what is missing (and how to pack it). On an artifact with folded LaRoSA
  * rotations only dense and larosa route: every other router was calibrated on
  * the unrotated model. The rule srt_model_set_method and set_router apply. */
 const char *srt_model_method_missing(const srt_model *m, const char *name);
-/* Whether the runtime has a router of that name (those srt_model_set_method takes). */
+/* Whether the runtime has a router of that name (those srt_model_set_method takes: the registry's). */
 bool srt_model_method_known(const char *name);
 const char *srt_model_method(const srt_model *m); /* the current router's name */
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */

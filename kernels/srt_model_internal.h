@@ -17,9 +17,9 @@ typedef struct srt_weight {
 
 typedef struct srt_layer_w {
     const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *claws_c;
-    const float *cats_thr; /* [19] |phi(u)| thresholds at sparsity 0.05..0.95 (NULL: none) */
+    const float *cats_thr; /* [SRT_THR_GRID] |phi(u)| thresholds at sparsity 0.05..0.95 (NULL: none) */
     const float *cett_thr; /* [ffn_dim] per-neuron |h_j| thresholds (NULL: dense layer under cett) */
-    const float *teal_thr; /* [4, 19] per tapped input (attn_in, attn_ctx, mlp_in, h) */
+    const float *teal_thr; /* [SRT_TEAL_NTAPS, SRT_THR_GRID] per tapped input (srt_schema.h) */
     srt_weight wq, wk, wv, wo, wg, wu, wd;
     srt_weight attn_rot, mlp_rot; /* folded LaRoSA rotations R [dim, dim] (tr NULL: none) */
 } srt_layer_w;
@@ -33,6 +33,7 @@ struct srt_model {
     const char *def_method;
     double def_density;
     bool has_claws;
+    unsigned have;          /* srt_data bits: the routing data the artifact holds (srt_model_data) */
     int64_t n_rot;          /* block inputs with a folded rotation */
     double lr_in, lr_h;     /* LaRoSA split recorded at pack time */
     int64_t max_ctx, vmax, vcap; /* max_ctx: positions the buffers below hold now (srt_model_reserve) */
@@ -45,13 +46,14 @@ struct srt_model {
     srt_layer_w *layers;
     uint64_t weight_bytes;
     /* routing */
+    srt_method_id method;   /* the router (srt_method.h); router, larosa and mode below say how it runs */
     srt_router router;
     int64_t K;
     bool larosa;            /* rotated-input top-K instead of a neuron router */
     int64_t K_in, K_h;
     /* threshold routers (srt_model_set_method) */
     int mode;               /* SRT_MODE_* (srt_decode.c) */
-    float *thr_l;           /* [n_layers]: cats-threshold per layer; teal [n_layers, 4] */
+    float *thr_l;           /* [n_layers]: cats-threshold per layer; teal [n_layers, SRT_TEAL_NTAPS] */
     int n_cats_thr, n_cett_thr, n_teal_thr; /* layers holding each */
     bool has_clada;
     double cett_density;    /* routing.cett.density: the density lN.cett_thresholds keep (NAN: fitted to a target) */

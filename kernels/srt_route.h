@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "srt_schema.h"
+
 typedef struct srt_kernels srt_kernels;
 
 typedef enum srt_router {
@@ -46,8 +48,8 @@ void srt_score_gate(float *out, const float *a, const float *c, int64_t n);
  * on the source model and run on an artifact decide alike. */
 
 /* Threshold tables (CATS |phi(u)|, TEAL |x| per tapped input) hold the
- * threshold at sparsity 0.05, 0.10, ..., 0.95: entry i at srt_thr_grid(i). */
-#define SRT_THR_GRID 19
+ * threshold at sparsity 0.05, 0.10, ..., 0.95: entry i (of SRT_THR_GRID,
+ * srt_schema.h) at srt_thr_grid(i). */
 double srt_thr_grid(int i);
 /* The threshold at sparsity s from a table: the entry itself on the grid,
  * geometric interpolation between entries (linear when one is 0), linear from

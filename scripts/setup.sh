@@ -11,6 +11,8 @@ PKGS=(build-essential cmake pkg-config libcjson-dev libopenblas-dev liblapacke-d
 PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gnuplot-nox)
 # OpenMPI: `mpirun -n N sparsecal compute` (optional at build time; CMake finds it).
 PKGS+=(libopenmpi-dev openmpi-bin)
+# the Python module (python/sparsecal: ctypes over libsparsert) and its tests
+PKGS+=(python3 python3-numpy)
 # the libFuzzer harnesses (tests/fuzz, scripts/fuzz.sh) build with clang and its fuzzer runtime
 PKGS+=(clang libclang-rt-14-dev)
 missing=()

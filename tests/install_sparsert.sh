@@ -18,7 +18,7 @@ S=$P/bin/sparsecal
 [ -x "$S" ] || fail "no sparsecal in $P/bin"
 pc=$(find "$P" -name sparsert.pc)
 [ -n "$pc" ] || fail "no sparsert.pc installed"
-for h in srt.h srt_model.h srt_route.h srt_container.h srt_json.h; do
+for h in srt.h srt_model.h srt_route.h srt_container.h srt_json.h srt_method.h srt_schema.h; do
   [ -f "$P/include/sparsert/$h" ] || fail "public header $h not installed"
   # each public header compiles on its own
   echo "#include \"$h\"" | "$CC" -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$P/include/sparsert" -x c - \

@@ -27,7 +27,7 @@ typedef struct tiny_opts {
     const char *tok_model;  /* default "llama"; "none": no tokenizer keys */
     const char *skip;       /* tensor to leave out */
     const char *bad_shape;  /* tensor written with ne[0] halved */
-    const char *q4_0;       /* tensor written as Q4_0 */
+    const char *iq4_nl;     /* tensor written as IQ4_NL (a type sparsecal does not read) */
     uint32_t align_kv;      /* general.alignment value to write (0: none) */
     void (*extra)(gguf_writer *w); /* adds or changes anything before writing */
 } tiny_opts;
@@ -51,7 +51,7 @@ static void add_tensor(gguf_writer *w, const tiny_opts *o, const char *name, uin
                        uint32_t type) {
     if (o->skip && strcmp(o->skip, name) == 0) return;
     if (o->bad_shape && strcmp(o->bad_shape, name) == 0) ne0 /= 2;
-    if (o->q4_0 && strcmp(o->q4_0, name) == 0) type = 2;
+    if (o->iq4_nl && strcmp(o->iq4_nl, name) == 0) type = 20;
     uint64_t ne[2] = {ne0, ne1};
     size_t n = (size_t)(ne0 * (ne1 ? ne1 : 1));
     float *x = malloc(n * sizeof *x);
@@ -63,7 +63,7 @@ static void add_tensor(gguf_writer *w, const tiny_opts *o, const char *name, uin
     case 1: gw_encode_f16(x, n, (uint16_t *)(void *)buf), nb = n * 2; break;
     case 30: gw_encode_bf16(x, n, (uint16_t *)(void *)buf), nb = n * 2; break;
     case 8: gw_encode_q8_0(x, n, buf), nb = n / 32 * 34; break;
-    case 2: memset(buf, 0, n), nb = n / 32 * 18; break;
+    case 20: memset(buf, 0, n), nb = n / 32 * 18; break;
     }
     gw_tensor(w, name, ne1 ? 2 : 1, ne, type, buf, nb);
     free(x);
@@ -708,7 +708,7 @@ static void test_hostile_crafted(void) {
     o = (tiny_opts){.extra = h_type4}, fail_tiny("type4", &o, SC_EFORMAT, "unknown ggml type 4");
     o = (tiny_opts){.extra = h_q4k_block}, fail_tiny("q4k_block", &o, SC_EFORMAT, "block size");
     o = (tiny_opts){.extra = h_dup_tensor}, fail_tiny("dup_tensor", &o, SC_EFORMAT, "duplicate tensor");
-    o = (tiny_opts){.q4_0 = "blk.0.attn_q.weight"}, fail_tiny("q4_0", &o, SC_EUNSUPPORTED, "'blk.0.attn_q.weight' has ggml type Q4_0");
+    o = (tiny_opts){.iq4_nl = "blk.0.attn_q.weight"}, fail_tiny("iq4_nl", &o, SC_EUNSUPPORTED, "'blk.0.attn_q.weight' has ggml type IQ4_NL");
     o = (tiny_opts){.skip = "blk.1.ffn_down.weight"}, fail_tiny("missing", &o, SC_EFORMAT, "blk.1.ffn_down.weight");
     o = (tiny_opts){.skip = "token_embd.weight"}, fail_tiny("missing_embd", &o, SC_EFORMAT, "token_embd.weight");
     o = (tiny_opts){.skip = "output_norm.weight"}, fail_tiny("missing_norm", &o, SC_EFORMAT, "output_norm.weight");

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "claws.h"
 #include "data.h"
 #include "model.h"
+#include "plan.h"
 #include "safetensors.h"
 #include "scal.h"
 #include "testing.h"
@@ -60,30 +62,23 @@ static bool read_adapter(const sc_model *m, const char *dir, sc_lora_params *p) 
     return ok;
 }
 
-/* CLAWS multipliers [L, F] of a calibration file, as f32 */
+/* CLAWS multipliers [L, F] of a calibration file, as f32 (the runtime's conversion) */
 static float *read_c(const sc_model *m, const char *path) {
     sc_err err;
     sc_calib *c;
     if (sc_calib_open(path, m, &c, &err)) return NULL;
     int64_t L = m->cfg.n_layers, F = m->cfg.ffn_dim;
     float *cf = malloc((size_t)(L * F) * sizeof *cf);
-    sc_array *arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
-    int n = sc_method_find("claws")->arrays(sc_calib_state(c, "claws"), arr, SC_MAX_ARRAYS);
-    int found = 0;
-    for (int k = 0; k < n; k++) {
-        long long l;
-        char what[32];
-        if (sscanf(arr[k].name, "layer%lld.%31s", &l, what) == 2 && !strcmp(what, "c") && l >= 0 && l < L) {
-            for (int64_t j = 0; j < F; j++) cf[l * F + j] = (float)((const double *)arr[k].data)[j];
-            found++;
+    for (int64_t l = 0; l < L && cf; l++) {
+        const double *cj = sc_claws_c(sc_calib_state(c, "claws"), l);
+        if (!cj) {
+            free(cf);
+            cf = NULL;
+        } else {
+            sc_plan_claws_layer(cj, F, cf + l * F);
         }
     }
-    free(arr);
     sc_calib_free(c);
-    if (found != L) {
-        free(cf);
-        return NULL;
-    }
     return cf;
 }
 

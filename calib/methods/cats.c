@@ -8,6 +8,7 @@
 
 #include "cats.h"
 #include "method.h"
+#include "srt_route.h" /* the threshold grid */
 
 #define LO 1e-7
 #define HI 1e4
@@ -42,7 +43,7 @@ float sc_cats_threshold(const int64_t *hist, double sparsity) {
 typedef struct cats {
     int64_t L0, L1, F;
     int64_t *hist; /* [layers, NB] */
-    double *thr;   /* [layers, 19] thresholds at sparsity 0.05 .. 0.95 (derived, for inspection) */
+    double *thr;   /* [layers, SRT_THR_GRID] thresholds at the grid's sparsities (derived, for inspection) */
     double *act;   /* [layers, F] sum of |phi(u_j)| per neuron (activity, for neuron permutation) */
 } cats;
 
@@ -62,7 +63,7 @@ static sc_status cats_create(const sc_model *m, const sc_method_opts *o, void **
     s->L1 = o->layer_end;
     s->F = m->cfg.ffn_dim;
     s->hist = calloc((size_t)((s->L1 - s->L0) * SC_CATS_NB), sizeof *s->hist);
-    s->thr = calloc((size_t)((s->L1 - s->L0) * 19), sizeof *s->thr);
+    s->thr = calloc((size_t)((s->L1 - s->L0) * SRT_THR_GRID), sizeof *s->thr);
     s->act = calloc((size_t)((s->L1 - s->L0) * s->F), sizeof *s->act);
     if (!s->hist || !s->thr || !s->act) {
         cats_free(s);
@@ -89,7 +90,8 @@ static sc_status cats_observe(void *p, const sc_tap_event *ev, int64_t n_scored,
 static sc_status cats_finalize(void *p, sc_err *err) {
     cats *s = p;
     for (int64_t l = 0; l < s->L1 - s->L0; l++)
-        for (int k = 0; k < 19; k++) s->thr[l * 19 + k] = sc_cats_threshold(s->hist + l * SC_CATS_NB, 0.05 * (k + 1));
+        for (int k = 0; k < SRT_THR_GRID; k++)
+            s->thr[l * SRT_THR_GRID + k] = sc_cats_threshold(s->hist + l * SC_CATS_NB, srt_thr_grid(k));
     return SC_OK;
 }
 
@@ -121,6 +123,12 @@ const int64_t *sc_cats_hist(const void *state, int64_t layer) {
     return s->hist + (layer - s->L0) * SC_CATS_NB;
 }
 
+const double *sc_cats_activity(const void *state, int64_t layer) {
+    const cats *s = state;
+    if (!s || layer < s->L0 || layer >= s->L1) return NULL;
+    return s->act + (layer - s->L0) * s->F;
+}
+
 static int cats_arrays(void *p, sc_array *out, int cap) {
     cats *s = p;
     int n = 0;
@@ -136,9 +144,9 @@ static int cats_arrays(void *p, sc_array *out, int cap) {
         snprintf(a->name, sizeof a->name, "layer%lld.thresholds", (long long)(s->L0 + l));
         a->kind = SC_ARR_DERIVED;
         a->type = SC_ARR_F64;
-        a->shape[0] = 19;
+        a->shape[0] = SRT_THR_GRID;
         a->shape[1] = 0;
-        a->data = s->thr + l * 19;
+        a->data = s->thr + l * SRT_THR_GRID;
         a = &out[n++];
         snprintf(a->name, sizeof a->name, "layer%lld.activity", (long long)(s->L0 + l));
         a->kind = SC_ARR_SUM;

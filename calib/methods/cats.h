@@ -14,5 +14,7 @@ float sc_cats_threshold(const int64_t *hist, double sparsity);
 /* The histogram of layer `layer` (absolute) in a cats state, NULL if the
  * state does not cover it. */
 const int64_t *sc_cats_hist(const void *state, int64_t layer);
+/* The layer's activity sums sum |phi(u_j)| [ffn_dim] (neuron permutation), NULL likewise. */
+const double *sc_cats_activity(const void *state, int64_t layer);
 
 #endif

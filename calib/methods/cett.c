@@ -17,18 +17,26 @@
 
 #include "forward.h"
 #include "lc_util.h"
+#include "sample_store.h"
 
 size_t sc_cett_scratch_bytes(int64_t rows, int64_t D, int64_t F) {
     int64_t w = F > D ? F : D;
     return (size_t)(2 * rows * w) * sizeof(float) + (size_t)rows * sizeof(double);
 }
 
-double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm, double t,
-                     void *scratch) {
+/* The scratch: hd and y [rows, max(F, D)] floats, then ynorm [rows] doubles. */
+static void scratch_parts(void *scratch, int64_t rows, int64_t D, int64_t F, float **hd, float **y, double **ynorm) {
     int64_t w = F > D ? F : D;
-    float *hd = scratch, *y = hd + rows * w;
-    double *ynorm = (double *)(y + rows * w);
-    /* full outputs y = h W_d^T: [rows, D] */
+    *hd = scratch;
+    *y = *hd + rows * w;
+    *ynorm = (double *)(*y + rows * w);
+}
+
+/* ||y_r|| of the full outputs y = h W_d^T [rows, D], which every threshold's CETT divides by. */
+static void full_norms(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, void *scratch) {
+    float *hd, *y;
+    double *ynorm;
+    scratch_parts(scratch, rows, D, F, &hd, &y, &ynorm);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)D, (blasint)F, 1.0f, h, (blasint)F, Wd,
                 (blasint)F, 0.0f, y, (blasint)D);
     for (int64_t r = 0; r < rows; r++) {
@@ -36,6 +44,14 @@ double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const f
         for (int64_t i = 0; i < D; i++) s += (double)y[r * D + i] * y[r * D + i];
         ynorm[r] = sqrt(s);
     }
+}
+
+/* CETT(t) given full_norms' ynorm in the scratch: one product per threshold. */
+static double truncated(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
+                        double t, void *scratch) {
+    float *hd, *y;
+    double *ynorm;
+    scratch_parts(scratch, rows, D, F, &hd, &y, &ynorm);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < F; j++) {
             float v = h[r * F + j];
@@ -53,6 +69,12 @@ double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const f
         used++;
     }
     return used ? sum / (double)used : 0.0;
+}
+
+double sc_cett_value(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm, double t,
+                     void *scratch) {
+    full_norms(h, rows, D, F, Wd, scratch);
+    return truncated(h, rows, D, F, Wd, wnorm, t, scratch);
 }
 
 sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
@@ -76,6 +98,7 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
     }
     double hi = sc_lc_quantile_sorted(v, m, 0.99);
     free(v);
+    full_norms(h, rows, D, F, Wd, scratch); /* once: they do not depend on the threshold */
     out->grid_lo = lo;
     out->grid_hi = hi;
     /* binary search for the largest index with CETT(grid[i]) <= target */
@@ -84,7 +107,7 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
     while (b - a > 1) {
         int64_t mid = a + (b - a) / 2;
         double t = lo + (hi - lo) * (double)mid / (double)(SC_CETT_GRID - 1);
-        double c = sc_cett_value(h, rows, D, F, Wd, wnorm, t, scratch);
+        double c = truncated(h, rows, D, F, Wd, wnorm, t, scratch);
         out->evaluations++;
         if (c <= target) {
             a = mid;
@@ -94,7 +117,7 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
         }
     }
     out->threshold = a < 0 ? 0.0 : lo + (hi - lo) * (double)a / (double)(SC_CETT_GRID - 1);
-    out->cett = a < 0 ? sc_cett_value(h, rows, D, F, Wd, wnorm, 0.0, scratch) : ca;
+    out->cett = a < 0 ? truncated(h, rows, D, F, Wd, wnorm, 0.0, scratch) : ca;
     int64_t dead = 0;
     for (int64_t i = 0; i < total; i++) dead += fabs((double)h[i]) * wnorm[i % F] <= out->threshold;
     out->sparsity = (double)dead / (double)total;
@@ -163,7 +186,7 @@ typedef struct cett {
 static void cett_free(void *p) {
     cett *s = p;
     if (!s) return;
-    for (int64_t l = 0; s->h && l < s->L1 - s->L0; l++) free(s->h[l]);
+    for (int64_t l = 0; s->h && l < s->L1 - s->L0; l++) sc_sample_free(s->h[l]);
     free(s->h);
     free(s->rows);
     free(s->seen);
@@ -206,10 +229,8 @@ static sc_status cett_observe(void *p, const sc_tap_event *ev, int64_t n_scored,
     for (int64_t t = 0; t < n_scored; t++) take += (s->seen[l] + t) % s->stride == 0;
     if (take > s->cap - s->rows[l]) take = s->cap - s->rows[l];
     if (take > 0) {
-        void *grown = realloc(s->h[l], (size_t)((s->rows[l] + take) * F) * sizeof(float));
-        if (!grown) return sc_errf(err, SC_ENOMEM, "cett: out of memory for the sample");
-        s->h[l] = grown;
-        float *p2 = grown;
+        SC_TRY(sc_sample_resize(&s->h[l], (size_t)((s->rows[l] + take) * F) * sizeof(float), "cett: the h sample", err));
+        float *p2 = s->h[l];
         for (int64_t t = 0, k = 0; t < n_scored && k < take; t++)
             if ((s->seen[l] + t) % s->stride == 0)
                 memcpy(p2 + (s->rows[l] + k++) * F, ev->data + t * F, (size_t)F * sizeof(float));
@@ -309,7 +330,7 @@ typedef struct clada {
 static void clada_free(void *p) {
     clada *s = p;
     if (!s) return;
-    free(s->sig);
+    sc_sample_free(s->sig);
     free(s);
 }
 
@@ -328,10 +349,8 @@ static sc_status clada_observe(void *p, const sc_tap_event *ev, int64_t n_scored
     if (ev->is_grad || ev->tap != SC_TAP_LOGITS || !ev->ids) return SC_OK;
     int64_t take = n_scored < s->cap - s->rows ? n_scored : s->cap - s->rows;
     if (take <= 0) return SC_OK;
-    void *grown = realloc(s->sig, (size_t)((s->rows + take) * 2) * sizeof(double));
-    if (!grown) return sc_errf(err, SC_ENOMEM, "clada: out of memory for the signal sample");
-    s->sig = grown;
-    double *q = grown;
+    SC_TRY(sc_sample_resize(&s->sig, (size_t)((s->rows + take) * 2) * sizeof(double), "clada: the signal sample", err));
+    double *q = s->sig;
     for (int64_t t = 0; t < take; t++) /* logits at t predict token t + 1 */
         sc_clada_signals(ev->data + t * ev->width, ev->width, ev->ids[t + 1], &q[(s->rows + t) * 2],
                          &q[(s->rows + t) * 2 + 1]);

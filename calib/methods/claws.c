@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "claws.h"
 #include "method.h"
 
 typedef struct claws {
@@ -91,6 +92,16 @@ static sc_status claws_finalize(void *p, sc_err *err) {
     for (int64_t l = 0; l < s->L1 - s->L0; l++)
         for (int64_t j = 0; j < s->F; j++) s->c[l][j] = s->den[l][j] > 0 ? s->num[l][j] / s->den[l][j] : 0.0;
     return SC_OK;
+}
+
+const double *sc_claws_c(const void *state, int64_t layer) {
+    const claws *s = state;
+    return s && layer >= s->L0 && layer < s->L1 ? s->c[layer - s->L0] : NULL;
+}
+
+const double *sc_claws_den(const void *state, int64_t layer) {
+    const claws *s = state;
+    return s && layer >= s->L0 && layer < s->L1 ? s->den[layer - s->L0] : NULL;
 }
 
 static int claws_arrays(void *p, sc_array *out, int cap) {

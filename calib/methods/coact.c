@@ -16,6 +16,7 @@
 #include "coact.h"
 #include "lc_util.h"
 #include "method.h"
+#include "sample_store.h"
 #include "srt_route.h"
 
 typedef struct coact {
@@ -30,7 +31,7 @@ typedef struct coact {
 static void coact_free(void *p) {
     coact *s = p;
     if (!s) return;
-    for (int64_t l = 0; s->bits && l < s->L1 - s->L0; l++) free(s->bits[l]);
+    for (int64_t l = 0; s->bits && l < s->L1 - s->L0; l++) sc_sample_free(s->bits[l]);
     free(s->bits);
     free(s->rows);
     free(s->seen);
@@ -74,10 +75,9 @@ static sc_status coact_observe(void *p, const sc_tap_event *ev, int64_t n_scored
     for (int64_t t = 0; t < n_scored; t++) take += (s->seen[l] + t) % s->stride == 0;
     if (take > s->cap - s->rows[l]) take = s->cap - s->rows[l];
     if (take > 0) {
-        void *grown = realloc(s->bits[l], (size_t)((s->rows[l] + take) * W) * sizeof(uint64_t));
-        if (!grown) return sc_errf(err, SC_ENOMEM, "coact: out of memory for the sample");
-        s->bits[l] = grown;
-        uint64_t *b = grown;
+        SC_TRY(sc_sample_resize(&s->bits[l], (size_t)((s->rows[l] + take) * W) * sizeof(uint64_t), "coact: the sample",
+                                err));
+        uint64_t *b = s->bits[l];
         for (int64_t t = 0, k = 0; t < n_scored && k < take; t++) {
             if ((s->seen[l] + t) % s->stride != 0) continue;
             uint64_t *row = b + (s->rows[l] + k++) * W;

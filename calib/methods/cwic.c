@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "method.h"
-#include "teal.h" /* sc_kv_get */
+#include "params.h"
 
 static const sc_tap cwic_taps[SC_CWIC_NTAPS] = {SC_TAP_ATTN_IN, SC_TAP_ATTN_CTX, SC_TAP_MLP_IN, SC_TAP_H};
 static const char *cwic_tap_names[SC_CWIC_NTAPS] = {"attn_in", "attn_ctx", "mlp_in", "h"};
@@ -37,13 +37,9 @@ static void cwic_free(void *p) {
 
 static sc_status cwic_create(const sc_model *m, const sc_method_opts *o, void **out, sc_err *err) {
     double beta = 0.99;
-    char buf[64];
-    if (sc_kv_get(o->params, "cwic_beta", buf, sizeof buf)) {
-        char *end;
-        beta = strtod(buf, &end);
-        if (end == buf || *end || !(beta >= 0.0 && beta < 1.0))
-            return sc_errf(err, SC_EARG, "cwic: parameter cwic_beta=%s is not in [0, 1)", buf);
-    }
+    const sc_param spec = {"cwic_beta", SC_PARAM_NUM, 0, 1, NULL, &beta, 0, NULL};
+    SC_TRY(sc_params_read(o->params, &spec, 1, "cwic", err));
+    if (!(beta < 1.0)) return sc_errf(err, SC_EARG, "cwic: parameter cwic_beta=%g is not in [0, 1)", beta);
     cwic *s = calloc(1, sizeof *s);
     if (!s) return sc_errf(err, SC_ENOMEM, "cwic: out of memory");
     s->L0 = o->layer_begin;

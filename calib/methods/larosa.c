@@ -163,12 +163,14 @@ sc_status sc_larosa_eigen(const double *Hp, int64_t count, int64_t D, double dam
 
 static sc_status larosa_create(const sc_model *m, const sc_method_opts *o, void **out, sc_err *err) {
     *out = NULL;
-    const char *which = "both";
-    if (o->params && strstr(o->params, "inputs=attn")) which = "attn";
-    if (o->params && strstr(o->params, "inputs=mlp")) which = "mlp";
-    double damp, max_mib;
-    SC_TRY(sc_lc_param(o->params, "damp", 0.01, 0.0, 1e6, &damp, "larosa", err));
-    SC_TRY(sc_lc_param(o->params, "max_mib", 0.0, 0.0, 1e12, &max_mib, "larosa", err));
+    char which[8] = "both";
+    double damp = 0.01, max_mib = 0.0;
+    const sc_param spec[] = {
+        {"inputs", SC_PARAM_STR, 0, 0, "both,attn,mlp", which, sizeof which, NULL},
+        {"damp", SC_PARAM_NUM, 0.0, 1e6, NULL, &damp, 0, NULL},
+        {"max_mib", SC_PARAM_NUM, 0.0, 1e12, NULL, &max_mib, 0, NULL},
+    };
+    SC_TRY(sc_params_read(o->params, spec, 3, "larosa", err));
     int64_t D = m->cfg.dim, nl = o->layer_end - o->layer_begin, P = sc_larosa_packed(D);
     bool use[2] = {strcmp(which, "mlp") != 0, strcmp(which, "attn") != 0};
     double mib = (double)nl * (use[0] + use[1]) * 8.0 * (double)P / 1048576.0;

@@ -21,6 +21,7 @@
 
 #include "method.h"
 #include "ops.h"
+#include "sample_store.h"
 
 static const sc_tap teal_taps[SC_TEAL_NTAPS] = {SC_TAP_ATTN_IN, SC_TAP_ATTN_CTX, SC_TAP_MLP_IN, SC_TAP_H};
 
@@ -173,10 +174,10 @@ static sc_status param_int(const char *params, const char *key, int64_t def, int
 static void teal_free(void *p) {
     teal *s = p;
     if (!s) return;
-    for (int64_t l = 0; s->smp && l < s->L1 - s->L0; l++) free(s->smp[l]);
+    for (int64_t l = 0; s->smp && l < s->L1 - s->L0; l++) sc_sample_free(s->smp[l]);
     free(s->smp);
     free(s->smp_rows);
-    free(s->keys);
+    sc_sample_free(s->keys);
     free(s->hist);
     free(s->curve);
     free(s->rows);
@@ -208,12 +209,19 @@ static sc_status teal_create(const sc_model *m, const sc_method_opts *o, void **
     /* while computing, room for K sequences of len rows (loading resizes through the engine) */
     double bytes = (double)nl * (double)K * (double)len * (double)s->D * 4.0;
     bool ok = s->hist && s->curve && s->rows && s->fp && s->smp && s->smp_rows && bytes < 64e9;
-    if (ok) ok = (s->keys = malloc((size_t)K * 2 * sizeof(int64_t))) != NULL;
-    for (int64_t l = 0; ok && l < nl; l++) ok = (s->smp[l] = malloc((size_t)(K * len * s->D) * sizeof(float))) != NULL;
     if (!ok) {
         teal_free(s);
         return sc_errf(err, SC_ENOMEM, "teal: out of memory (the greedy sample needs %.0f MB; lower teal_seqs or teal_len)",
                        bytes / 1e6);
+    }
+    /* the sample's blocks spill to disk when large (sample_store.h) */
+    sc_status st = sc_sample_resize((void **)&s->keys, (size_t)K * 2 * sizeof(int64_t), "teal: the sample keys", err);
+    for (int64_t l = 0; !st && l < nl; l++)
+        st = sc_sample_resize((void **)&s->smp[l], (size_t)(K * len * s->D) * sizeof(float), "teal: the greedy sample",
+                              err);
+    if (st) {
+        teal_free(s);
+        return st;
     }
     *out = s;
     return SC_OK;
@@ -451,14 +459,10 @@ static sc_status teal_resume(void *p, sc_err *err) {
     if (s->n_keys > s->K)
         return sc_errf(err, SC_EARG, "teal: a merged sample of %lld sequences cannot be resumed (teal_seqs=%lld)",
                        (long long)s->n_keys, (long long)s->K);
-    int64_t *keys = realloc(s->keys, (size_t)s->K * 2 * sizeof(int64_t));
-    if (!keys) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
-    s->keys = keys;
-    for (int64_t l = 0; l < s->L1 - s->L0; l++) {
-        float *x = realloc(s->smp[l], (size_t)(s->K * s->len * s->D) * sizeof(float));
-        if (!x) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
-        s->smp[l] = x;
-    }
+    SC_TRY(sc_sample_resize((void **)&s->keys, (size_t)s->K * 2 * sizeof(int64_t), "teal: the sample keys", err));
+    for (int64_t l = 0; l < s->L1 - s->L0; l++)
+        SC_TRY(sc_sample_resize((void **)&s->smp[l], (size_t)(s->K * s->len * s->D) * sizeof(float),
+                                "teal: the greedy sample", err));
     return SC_OK;
 }
 
