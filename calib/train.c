@@ -4,12 +4,33 @@
 #define _POSIX_C_SOURCE 200809L
 #define XXH_INLINE_ALL
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "engine.h"
 #include "train.h"
+
+static const sc_train_method trainers[] = {
+    {"claws-lora", "claws", true},
+    {"cats-lora", "cats", false},
+};
+
+const sc_train_method *sc_train_method_find(const char *name) {
+    for (size_t i = 0; name && i < sizeof trainers / sizeof trainers[0]; i++)
+        if (strcmp(trainers[i].name, name) == 0) return &trainers[i];
+    return NULL;
+}
+
+const char *sc_train_method_names(void) {
+    static char names[128];
+    if (!names[0])
+        for (size_t i = 0, n = sizeof trainers / sizeof trainers[0]; i < n; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? (i + 1 < n ? ", " : " or ") : "",
+                     trainers[i].name);
+    return names;
+}
 
 void sc_train_opts_default(sc_train_opts *o) {
     memset(o, 0, sizeof *o);

@@ -143,6 +143,18 @@ sc_status sc_lora_student_nll(sc_lora_student *s, const int32_t *ids, int64_t n,
 
 /* ---- the training loop ---------------------------------------------------------- */
 
+/* The trainers, found by name (`train --method`): each ranks the neurons with
+ * a runtime router's score, which also routes the recovered model. */
+typedef struct sc_train_method {
+    const char *name;   /* "claws-lora" */
+    const char *router; /* the router the fused artifact runs ("claws") */
+    bool multipliers;   /* scores |phi(u_j)| c_j with a calibration's CLAWS c_j (--calib), else |phi(u_j)| */
+} sc_train_method;
+/* NULL for an unknown name. */
+const sc_train_method *sc_train_method_find(const char *name);
+/* "claws-lora or cats-lora" */
+const char *sc_train_method_names(void);
+
 typedef struct sc_train_opts {
     const char *method;   /* "claws-lora" or "cats-lora": which score ranks the neurons (recorded) */
     const float *c;       /* [L, F] multipliers for claws-lora; NULL for cats-lora */

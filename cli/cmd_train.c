@@ -132,14 +132,15 @@ int cmd_train(int argc, char **argv) {
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
     sc_status st = SC_OK;
+    const sc_train_method *tm = sc_train_method_find(method);
     if (!method || !out)
-        st = sc_errf(&err, SC_EARG, "%s", !method ? "no method given (--method claws-lora or cats-lora)" : "no output directory (-o DIR)");
-    else if (strcmp(method, "claws-lora") != 0 && strcmp(method, "cats-lora") != 0)
-        st = sc_errf(&err, SC_EARG, "--method must be claws-lora or cats-lora, got '%s'", method);
-    else if (!strcmp(method, "claws-lora") && !calib)
-        st = sc_errf(&err, SC_EARG, "claws-lora needs the CLAWS multipliers: --calib FILE (sparsecal compute --method claws)");
-    else if (!strcmp(method, "cats-lora") && calib)
-        st = sc_errf(&err, SC_EARG, "cats-lora scores |phi(u)| alone and reads no --calib");
+        st = sc_errf(&err, SC_EARG, "no %s", !method ? "method given (--method claws-lora or cats-lora)" : "output directory (-o DIR)");
+    else if (!tm)
+        st = sc_errf(&err, SC_EARG, "--method must be %s, got '%s'", sc_train_method_names(), method);
+    else if (tm->multipliers && !calib)
+        st = sc_errf(&err, SC_EARG, "%s needs the CLAWS multipliers: --calib FILE (sparsecal compute --method claws)", tm->name);
+    else if (!tm->multipliers && calib)
+        st = sc_errf(&err, SC_EARG, "%s scores |phi(u)| alone and reads no --calib", tm->name);
     else if (!(o.density > 0.0 && o.density <= 1.0))
         st = sc_errf(&err, SC_EARG, "--density %g is not in (0, 1]", o.density);
     else if (o.alpha < 0.0 || !isfinite(o.alpha))
