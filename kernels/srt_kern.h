@@ -85,13 +85,15 @@ typedef struct srt_axpy_job {
     int64_t n_idx;
 } srt_axpy_job;
 
-/* zigzag / stripe: one row-block. y_rb[0..R) = sum over the channels
- * c_p = idx ? idx[first + p] : first + p, p < n, of x_c * W[block rows, c]
- * (overwrites y_rb). */
+/* zigzag / stripe: groups [g0, g1) (32 rows each; g0 a multiple of 8) of
+ * one row-block. y_rb[32 g0 .. 32 g1) = sum over the channels
+ * c_p = idx ? idx[first + p] : first + p, p < n, of x_c * W[rows, c] with
+ * c's values quantised per 32-channel block (ref_zigzag; overwrites). */
 typedef struct srt_zz_job {
     const uint8_t *w; /* the row-block's bytes */
     int64_t cols, R;
     const float *x;
+    int64_t g0, g1;
 } srt_zz_job;
 
 /* ---- the kernel table ---------------------------------------------------- */

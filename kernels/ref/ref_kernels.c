@@ -6,7 +6,8 @@
  *     int4) and the activation's int8 values;
  *   kmi4: y[o] = sum_kb (s[o,kb] * d_h[kb]) * sum_{j live in kb} (q[o,j] - 8) a_j;
  *   q4_0t axpy: y[o] = sum_{j live} (h_j * d[j, o/32]) * (q[j,o] - 8);
- *   zigzag: y[o] = sum_{i live} (x_i * s[o/32, i]) * (q[o,i] - 8). */
+ *   zigzag: y[o] = sum over 32-channel blocks b of d_b * sum_{i live in b} c_i (q[o,i] - 8),
+ *     with c_i = x_i * s[o/32, i] quantised per (block, group) to int8 (d_b its scale). */
 #include <math.h>
 
 #include "srt_ops.h"
@@ -209,21 +210,39 @@ static void ref_kmi4(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
 
 /* ---- zigzag / stripe -------------------------------------------------------- */
 
+/* The live channels are taken one 32-channel block at a time (a run of list
+ * positions with equal idx / 32): per group g, c_i = x_i * s[g, i] over the
+ * run is quantised as one activation block (srt_act_q8_block: d = amax/127,
+ * q = rint(c / d)), and y[32g + r] += d * (exact int32 sum of q_i (q[r,i] - 8)). */
 static void ref_zigzag(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
     const int64_t R = j->R, G = R / SRT_QK;
     const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
-    for (int64_t o = 0; o < R; o++) y[o] = 0.0f;
-    for (int64_t p = 0; p < n; p++) {
-        int64_t ch = idx ? idx[first + p] : first + p;
-        const uint8_t *nib = j->w + ch * (R / 2);
-        for (int64_t g = 0; g < G; g++) {
-            const float c = j->x[ch] * srt_fp16_to_fp32(srt_rd16(sc + 2 * (ch * G + g)));
-            for (int b = 0; b < 16; b++) {
-                uint8_t byte = nib[16 * g + b];
-                y[32 * g + b] += c * (float)((byte & 15) - 8);
-                y[32 * g + 16 + b] += c * (float)((byte >> 4) - 8);
+    for (int64_t o = SRT_QK * j->g0; o < SRT_QK * j->g1; o++) y[o] = 0.0f;
+    int64_t p = 0;
+    while (p < n) {
+        const int64_t kb = (idx ? idx[first + p] : first + p) / SRT_QK;
+        int64_t e = p;
+        while (e < n && (idx ? idx[first + e] : first + e) / SRT_QK == kb) e++;
+        for (int64_t g = j->g0; g < j->g1; g++) {
+            float c[SRT_QK] = {0};
+            int8_t q[SRT_QK];
+            int32_t qsum;
+            for (int64_t k = 0; k < e - p; k++) {
+                const int64_t ch = idx ? idx[first + p + k] : first + p + k;
+                c[k] = j->x[ch] * srt_fp16_to_fp32(srt_rd16(sc + 2 * (ch * G + g)));
+            }
+            const float d = srt_act_q8_block(q, &qsum, c);
+            for (int r = 0; r < SRT_QK; r++) {
+                int32_t isum = 0;
+                for (int64_t k = 0; k < e - p; k++) {
+                    const int64_t ch = idx ? idx[first + p + k] : first + p + k;
+                    const uint8_t byte = j->w[ch * (R / 2) + 16 * g + r % 16];
+                    isum += q[k] * ((r < 16 ? byte & 15 : byte >> 4) - 8);
+                }
+                y[32 * g + r] += d * (float)isum;
             }
         }
+        p = e;
     }
 }
 
