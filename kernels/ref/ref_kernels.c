@@ -32,7 +32,7 @@ void srt_q4_0_quantize_block(uint8_t out[SRT_Q4_BYTES], const float *x, int64_t 
         const float x0 = x[j * stride] * id, x1 = x[(j + 16) * stride] * id;
         const int8_t t0 = (int8_t)(x0 + 8.5f), t1 = (int8_t)(x1 + 8.5f);
         const uint8_t q0 = (uint8_t)(t0 < 15 ? t0 : 15), q1 = (uint8_t)(t1 < 15 ? t1 : 15);
-        out[2 + j] = (uint8_t)(q0 | (q1 << 4));
+        out[SRT_BLK_QS + j] = (uint8_t)(q0 | (q1 << 4));
     }
 }
 
@@ -43,7 +43,7 @@ void srt_q8_0_quantize_block(uint8_t out[SRT_Q8_BYTES], const float *x) {
     const float id = d ? 1.0f / d : 0.0f;
     uint16_t h = srt_fp32_to_fp16(d);
     memcpy(out, &h, 2);
-    for (int j = 0; j < SRT_QK; j++) out[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+    for (int j = 0; j < SRT_QK; j++) out[SRT_BLK_QS + j] = (uint8_t)(int8_t)roundf(x[j] * id);
 }
 
 float srt_act_q8_block(int8_t *q, int32_t *sum, const float *x) {
@@ -104,7 +104,7 @@ static void ref_rows_q8_0(const srt_rows_job *j, int64_t i0, int64_t i1) {
             const uint8_t *blk = row + b * SRT_Q8_BYTES;
             const int8_t *aq = a->q + b * SRT_QK;
             int32_t isum = 0;
-            for (int k = 0; k < SRT_QK; k++) isum += (int8_t)blk[2 + k] * aq[k];
+            for (int k = 0; k < SRT_QK; k++) isum += (int8_t)blk[SRT_BLK_QS + k] * aq[k];
             acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)isum;
         }
         j->y[r] = acc;
@@ -122,8 +122,8 @@ static void ref_rows_q4_0(const srt_rows_job *j, int64_t i0, int64_t i1) {
             const int8_t *aq = a->q + b * SRT_QK;
             int32_t isum = 0;
             for (int k = 0; k < 16; k++) {
-                isum += ((blk[2 + k] & 15) - 8) * aq[k];
-                isum += ((blk[2 + k] >> 4) - 8) * aq[k + 16];
+                isum += ((blk[SRT_BLK_QS + k] & 15) - 8) * aq[k];
+                isum += ((blk[SRT_BLK_QS + k] >> 4) - 8) * aq[k + 16];
             }
             acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)isum;
         }
@@ -169,8 +169,8 @@ static void ref_axpy_q4_0t(const srt_axpy_job *j, int64_t b0, int64_t b1) {
             const uint8_t *blk = j->w + ch * j->row_bytes + b * SRT_Q4_BYTES;
             const float c = j->h[ch] * srt_fp16_to_fp32(srt_rd16(blk));
             for (int k = 0; k < 16; k++) {
-                y[k] += c * (float)((blk[2 + k] & 15) - 8);
-                y[k + 16] += c * (float)((blk[2 + k] >> 4) - 8);
+                y[k] += c * (float)((blk[SRT_BLK_QS + k] & 15) - 8);
+                y[k + 16] += c * (float)((blk[SRT_BLK_QS + k] >> 4) - 8);
             }
         }
     }

@@ -78,7 +78,7 @@ static void rows_f32_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
 }
 
 static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), m = _mm_set1_epi8(0x0f);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + SRT_BLK_QS)), m = _mm_set1_epi8(0x0f);
     const __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
     const __m256i p = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)a));
     const __m256i s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
@@ -86,7 +86,7 @@ static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) 
 }
 
 static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
-    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), x = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + SRT_BLK_QS)), x = _mm256_loadu_si256((const __m256i *)a);
     const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
@@ -137,7 +137,7 @@ static void axpy_q4_0t_avx2(const srt_axpy_job *j, int64_t b0, int64_t b1) {
             const __m256 c = _mm256_set1_ps(j->h[ch] * half(blk));
             float *yb = y + (b - b0) * SRT_QK;
             for (int k = 0; k < 2; k++) {
-                const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * k)));
+                const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + SRT_BLK_QS + 8 * k)));
                 const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, m15), eight));
                 const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
                 _mm256_storeu_ps(yb + 8 * k, _mm256_fmadd_ps(lo, c, _mm256_loadu_ps(yb + 8 * k)));

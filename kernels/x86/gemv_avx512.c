@@ -81,14 +81,14 @@ static void rows_f32_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
 /* int32 lanes summing to the block dot; the int4 offset (-8 x block sum of
  * the activation) goes into lane 0. */
 static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), m = _mm_set1_epi8(0x0f);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + SRT_BLK_QS)), m = _mm_set1_epi8(0x0f);
     const __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
     const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, _mm256_loadu_si256((const __m256i *)a));
     return _mm256_sub_epi32(s, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * asum)));
 }
 
 static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
-    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), x = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + SRT_BLK_QS)), x = _mm256_loadu_si256((const __m256i *)a);
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
 }
 
@@ -99,7 +99,7 @@ static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* Eight q4_0 blocks (144 bytes) of one row, two per 512-bit step: vpermw
+/* Eight q4_0 blocks (8 x 18 bytes) of one row, two per 512-bit step: vpermw
  * (the nibbles of a pair's blocks sit at words 1-8 and 10-17) lays them out
  * as [b0 | b0 | b1 | b1] and one AND keeps the
  * low nibbles in the first copy of each and the high nibbles, in place (x16),
@@ -120,8 +120,9 @@ static q4_consts q4_consts_make(void) {
     _Alignas(64) uint16_t pb[32], wb[32];
     _Alignas(64) int32_t sb[4][16];
     for (int j = 0; j < 64; j++) mb[j] = (j / 16) % 2 ? 0xf0 : 0x0f;
-    for (int k = 0; k < 32; k++) pb[k] = (uint16_t)((k < 16 ? 1 : 10) + k % 8);
-    for (int k = 0; k < 32; k++) wb[k] = (uint16_t)(k % 8 < 4 ? 9 * (k % 4) : 32 + 9 * (k % 4));
+    const int bw = (int)(SRT_Q4_BYTES / 2), qw = (int)(SRT_BLK_QS / 2); /* a block's words; its values' first */
+    for (int k = 0; k < 32; k++) pb[k] = (uint16_t)((k < 16 ? qw : bw + qw) + k % 8);
+    for (int k = 0; k < 32; k++) wb[k] = (uint16_t)(k % 8 < 4 ? bw * (k % 4) : 32 + bw * (k % 4));
     for (int q = 0; q < 4; q++)
         for (int l = 0; l < 16; l++) sb[q][l] = 2 * q + (l >= 8) + ((l / 4) % 2 ? 8 : 0);
     c.pidx = _mm512_load_si512(pb);
@@ -144,11 +145,12 @@ static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_ac
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     const int64_t ng = nb / 8;
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *p = row + 144 * g;
+        const uint8_t *p = row + 8 * SRT_Q4_BYTES * g;
         const int8_t *aq = a->q + 256 * g;
         const int32_t *ao = a->lane_off + 64 * g;
-        const __m512i r0 = _mm512_loadu_si512(p), r1 = _mm512_loadu_si512(p + 36), r2 = _mm512_loadu_si512(p + 72);
-        const __m512i r3 = _mm512_maskz_loadu_epi8((__mmask64)0xfffffffffull, p + 108); /* not past the group */
+        const __m512i r0 = _mm512_loadu_si512(p), r1 = _mm512_loadu_si512(p + 2 * SRT_Q4_BYTES),
+                      r2 = _mm512_loadu_si512(p + 4 * SRT_Q4_BYTES);
+        const __m512i r3 = _mm512_maskz_loadu_epi8(((__mmask64)1 << (2 * SRT_Q4_BYTES)) - 1, p + 6 * SRT_Q4_BYTES); /* not past the group */
         const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(r0, c.widx, r2)));
         const __m512 d16 = _mm512_mul_ps(dw, _mm512_load_ps(a->lane_d + 16 * g));
         Q4_PAIR(acc0, r0, 0);
@@ -211,7 +213,7 @@ static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
 /* ---- q4_0t axpy: y[block] += h_j * d * (q - 8), two channels per pass ------------- */
 
 static inline void axpy_block(float *y, const uint8_t *blk, float c) {
-    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + SRT_BLK_QS)));
     const __m512i eight = _mm512_set1_epi32(8);
     const __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(15)), eight));
     const __m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));

@@ -130,7 +130,7 @@ static inline __attribute__((always_inline)) void SRT_SFX(kd_pass)(const uint8_t
  * falls in (NULL when that block's were already asked for). */
 static inline void SRT_SFX(kd_ahead)(const srt_kd_job *j, int64_t f, int64_t p1, int NQ, const uint8_t *pf[8],
                                      const uint8_t **pf_sc, const uint8_t **last_sc) {
-    const int64_t rp = j->rows_pad, bb = rp * 18, vb = rp / 2;
+    const int64_t rp = j->rows_pad, bb = srt_kd_block_bytes(rp), vb = rp / 2;
     for (int r = 0; r < 4 * NQ; r++) {
         const int64_t pos = f + r < p1 ? f + r : p1 - 1, ch = SRT_SFX(kd_entry)(j, pos);
         pf[r] = j->w + (ch / SRT_QK) * bb + 2 * rp + (ch % SRT_QK) * vb;
@@ -142,7 +142,7 @@ static inline void SRT_SFX(kd_ahead)(const srt_kd_job *j, int64_t f, int64_t p1,
 }
 
 static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
-    const int64_t rp = j->rows_pad, bb = rp * 18, vb = rp / 2, nt = rp / SRT_KD_TILE;
+    const int64_t rp = j->rows_pad, bb = srt_kd_block_bytes(rp), vb = rp / 2, nt = rp / SRT_KD_TILE;
     const int8_t *hq = j->h->q;
     _Alignas(64) float fa[KD_CHUNK * SRT_KD_TILE];
     _Alignas(64) VI ia[KD_CHUNK * KD_NH * 8];
