@@ -18,10 +18,11 @@
  * a pass takes two quads and reads their eight vectors together from the
  * first tile to the last, eight short sequential streams, while it
  * prefetches the same lines of the next pass's eight vectors (and the next
- * K-block's scales) one step ahead. Sweeping a tile across all 32 vectors
- * of a K-block instead (the order before) ran 1.3x the streaming floor
- * dense against 1.2x now (the CLAWS paper's cold 6144 -> 1536 GEMV), and a
- * bare read of the same lines in that order 1.24x against 1.08x. The
+ * K-block's scales) into L1 and those four passes ahead into L2. Sweeping a
+ * tile across all 32 vectors of a K-block instead (the order before) ran
+ * 1.2-1.3x the streaming floor dense against 1.06-1.09x now (the CLAWS
+ * paper's cold 6144 -> 1536 GEMV), and a bare read of the same lines in
+ * that order 1.24x against 1.08x. The
  * K-block's integer sums live in an L1 buffer between passes: the first
  * pass starts them, the last finishes them into the float outputs with the
  * scales, and a K-block of at most two quads never stores them.
@@ -48,29 +49,36 @@
 #define KD_CHUNK 16    /* output tiles per pass (2048 outputs): the sums stay in L1 */
 #define KD_NH (64 / VB) /* vectors per 64-byte tile */
 #define KD_LANES (VB / 4)
-/* prefetch distance in quads: the next pass. Into L1; 4 or 8 quads into L2
- * were 2-4% slower at load 8, 1 quad slower too; only while other processes
- * saturated the memory (floor 30% above its quiet value) did the deeper
- * prefetch of the old tile-by-tile order win (by 8-10%). */
+/* Prefetch distances in quads: every line twice, KD_FAR quads ahead into L2
+ * (enough requests in flight when the memory is slow, other processes
+ * reading too) and again one pass ahead into L1. Either alone ran 1.2x the
+ * floor dense and lost to the old order in turns with the machine's load;
+ * both together 1.06-1.09x, 6-9% faster sparse (FAR 6 to 24 alike). */
 #define KD_AHEAD 2
+#define KD_FAR 8
 
 static inline int64_t SRT_SFX(kd_entry)(const srt_kd_job *j, int64_t p) { return j->idx ? (int64_t)j->idx[p] : p; }
 
 /* One pass over tiles [c0, c1) with NQ (1 or 2) quads: integer sums in ia
  * (first: started from the offsets; last: finished into the float outputs fa
  * with the K-block's scales sc). Every 64-byte step also prefetches one line
- * of each vector in pf (the quads KD_AHEAD ahead) and of pf_sc's scales. */
+ * of each vector in pf (the quads KD_AHEAD ahead, into L1) and pf2 (KD_FAR
+ * ahead, into L2), and of their K-blocks' scales when those are new. */
 static inline __attribute__((always_inline)) void SRT_SFX(kd_pass)(const uint8_t *const *ptr, const int32_t *word,
                                                                    const int NQ, int64_t c0, int64_t c1, VI *ia,
                                                                    float *fa, const uint8_t *sc, VF d_lo, VF d_hi,
                                                                    VI off_lo, VI off_hi, const uint8_t *const *pf,
-                                                                   const uint8_t *pf_sc, const int first,
+                                                                   const uint8_t *pf_sc, const uint8_t *const *pf2,
+                                                                   const uint8_t *pf2_sc, const int first,
                                                                    const int last) {
     const VI av[2] = {VI_SET1(word[0]), VI_SET1(word[NQ - 1])};
     for (int64_t t = c0; t < c1; t++)
         for (int h = 0; h < KD_NH; h++) {
             if (h == 0) {
                 for (int r = 0; r < 4 * NQ; r++) _mm_prefetch((const char *)(pf[r] + 64 * t), _MM_HINT_T0);
+                for (int r = 0; r < 4 * NQ; r++) _mm_prefetch((const char *)(pf2[r] + 64 * t), _MM_HINT_T1);
+                if (pf2_sc)
+                    for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(pf2_sc + 256 * t + 64 * l), _MM_HINT_T1);
                 if (pf_sc)
                     for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(pf_sc + 256 * t + 64 * l), _MM_HINT_T0);
             }
@@ -149,7 +157,7 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     for (int64_t c0 = 0; c0 < nt; c0 += KD_CHUNK) {
         const int64_t c1 = c0 + KD_CHUNK < nt ? c0 + KD_CHUNK : nt;
         for (int64_t i = 0; i < (c1 - c0) * SRT_KD_TILE; i += KD_LANES) VF_STORE(fa + i, VF_SET1(0.0f));
-        const uint8_t *last_sc = NULL;
+        const uint8_t *last_sc = NULL, *last_sc2 = NULL;
         for (int64_t f = p0; f < p1 && f < p0 + 4 * KD_AHEAD; f++) { /* what the passes' look-ahead skips */
             const int64_t ch = SRT_SFX(kd_entry)(j, f);
             const uint8_t *v = j->w + (ch / SRT_QK) * bb + 2 * rp + (ch % SRT_QK) * vb;
@@ -185,12 +193,13 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
             const VF d_lo = VF_SET1(dk), d_hi = VF_SET1(dk / KD_HI_MUL);
             const VI off_lo = VI_SET1(8 * S), off_hi = VI_SET1(8 * KD_HI_MUL * S);
             /* passes of two quads (the last one alone when nq is odd) */
-            const uint8_t *pf[8], *pf_sc;
+            const uint8_t *pf[8], *pf_sc, *pf2[8], *pf2_sc;
 #define KD_PASS(q, NQ, first, last)                                                                               \
     do {                                                                                                          \
         SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_AHEAD, p1, NQ, pf, &pf_sc, &last_sc);                           \
+        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_FAR, p1, NQ, pf2, &pf2_sc, &last_sc2);                          \
         SRT_SFX(kd_pass)(ptr + 4 * (q), word + (q), NQ, c0, c1, ia, fa, blk, d_lo, d_hi, off_lo, off_hi, pf, pf_sc, \
-                         first, last);                                                                            \
+                         pf2, pf2_sc, first, last);                                                               \
     } while (0)
             if (nq <= 2) {
                 if (nq == 1) KD_PASS(0, 1, 1, 1);
