@@ -251,7 +251,8 @@ static void axpy_q4_0t_avx512(const srt_axpy_job *j, int64_t b0, int64_t b1) {
  * 4L + k of q_m holds rows 32(4h + L) + 4m + k (low nibble) and + 16 (high);
  * the float outputs keep that order and are put in row order at the end. */
 
-#define ZZ_AHEAD 32 /* prefetch distance in channels */
+#define ZZ_AHEAD 32 /* prefetch distances in channels: into L1 */
+#define ZZ_FAR 128  /* into L2 (scattered channels 3-9% faster) */
 
 typedef struct zz_run_q {
     _Alignas(32) uint64_t qb[SRT_QK]; /* per channel, 8 int8 (one per group) */
@@ -352,6 +353,12 @@ static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job
                 _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
                 if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
                 if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+            }
+            for (int r = 0; r < 4 && q + ZZ_FAR + r < n; r++) { /* and into L2 */
+                const int64_t nx = ZZ_CH(q + ZZ_FAR + r);
+                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T1);
+                if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T1);
+                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T1);
             }
             __m128i w[2];
             zz_words(&rq, (int)((q - p) / 4), w);
