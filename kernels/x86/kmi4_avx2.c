@@ -75,7 +75,9 @@ static void kr_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
 
 static uint64_t stream_avx2(const uint8_t *p, size_t n) {
     __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (size_t i = 0; i + 128 <= n; i += 128) {
+    for (size_t i = 0; i + 128 <= n; i += 128) { /* prefetched 8 KB ahead into L2, as stream_avx512 */
+        _mm_prefetch((const char *)(p + i + 8192), _MM_HINT_T1);
+        _mm_prefetch((const char *)(p + i + 8192 + 64), _MM_HINT_T1);
         a = _mm256_xor_si256(a, _mm256_load_si256((const __m256i *)(p + i)));
         b = _mm256_xor_si256(b, _mm256_load_si256((const __m256i *)(p + i + 32)));
         c = _mm256_xor_si256(c, _mm256_load_si256((const __m256i *)(p + i + 64)));
