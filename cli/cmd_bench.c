@@ -10,13 +10,14 @@
  * GGML-style q4_0 rows, the PowerInfer-style per-live-row axpy over q4_0 rows
  * of W^T, kmi4 dense/sparse, zigzag dense/column-sparse, and the full MLP
  * block (kmi4r gate dense, kmi4r up and kmi4 down sparse) dense vs sparse. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,6 +218,22 @@ static double config_bytes(const bench *B, const config *c) {
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
+static bool huge_pages; /* --huge-pages: weights as `run --no-mmap` holds them */
+
+/* A weight matrix's memory: srt_alloc's (64-byte aligned, 4 KB pages), or 2 MB aligned and
+ * advised for transparent huge pages. Freed with srt_free either way (both come from malloc). */
+static void *weight_alloc(size_t bytes) {
+    if (!huge_pages) return srt_alloc(bytes);
+    const size_t huge = (size_t)2 << 20, n = (bytes + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, n) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, n);
+    return p;
+}
+
 static int pack_copies(srt_matrix *dst, size_t stride, int64_t nl, srt_layout lay, const float *w, int64_t rows,
                        int64_t cols, int64_t group) {
     const srt_layout_traits *t = srt_layout_get(lay);
@@ -224,7 +241,7 @@ static int pack_copies(srt_matrix *dst, size_t stride, int64_t nl, srt_layout la
     if (t->size(&bytes, rows, cols, group) != SRT_OK) return -1;
     srt_matrix first;
     for (int64_t i = 0; i < nl; i++) {
-        void *p = srt_alloc(bytes);
+        void *p = weight_alloc(bytes);
         if (!p) return -1;
         srt_matrix *m = (srt_matrix *)(void *)((char *)dst + (size_t)i * stride);
         if (i == 0) {
@@ -480,15 +497,15 @@ static void print_targets(FILE *f, const result *R, int n, int64_t in, int64_t o
     fprintf(f, "\nTargets (%lld -> %lld, %d thread%s):\n\n", (long long)in, (long long)out, th, th > 1 ? "s" : "");
     if (fl && q4 && kd) {
         double best = kd->med < q4->med ? kd->med : q4->med;
-        fprintf(f, "- dense int4 within 1.15x of the streaming floor: kmi4 %.2fx, q4_0 %.2fx of %.1f µs: %s\n",
-                kd->med / fl->med, q4->med / fl->med, fl->med, best / fl->med <= 1.15 ? "met" : "missed");
+        fprintf(f, "- dense int4 within 1.1x of the streaming floor: kmi4 %.2fx, q4_0 %.2fx of %.1f µs: %s\n",
+                kd->med / fl->med, q4->med / fl->med, fl->med, best / fl->med <= 1.1 ? "met" : "missed");
     }
     if (kd && ks && sc)
         fprintf(f, "- kmi4 at sparsity 0.5 <= 0.55x its dense and faster than the scatter: %.2fx, %.1f vs %.1f µs: %s\n",
                 ks->med / kd->med, ks->med, sc->med, ks->med / kd->med <= 0.55 && ks->med < sc->med ? "met" : "missed");
     if (md && ms)
-        fprintf(f, "- MLP block at sparsity 0.5 >= 1.35x dense: %.2fx (%.1f vs %.1f µs): %s\n", md->med / ms->med,
-                ms->med, md->med, md->med / ms->med >= 1.35 ? "met" : "missed");
+        fprintf(f, "- MLP block at sparsity 0.5 >= 1.45x dense: %.2fx (%.1f vs %.1f µs): %s\n", md->med / ms->med,
+                ms->med, md->med, md->med / ms->med >= 1.45 ? "met" : "missed");
     if (zd && zs)
         fprintf(f, "- zigzag at sparsity 0.5 <= 0.6x its dense: %.2fx: %s\n", zs->med / zd->med,
                 zs->med / zd->med <= 0.6 ? "met" : "missed");
@@ -603,6 +620,7 @@ int cmd_bench(int argc, char **argv) {
         {"runs", 0, SC_ARG_INT, &runs, "N", "repeats of the whole measurement; medians of runs (default 3)", 1, 15},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, neon, dotprod", 0, 0},
         {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
+        {"huge-pages", 0, SC_ARG_FLAG, &huge_pages, NULL, "weights in 2 MB-aligned memory advised for transparent huge pages (as run --no-mmap)", 0, 0},
         {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV", 0, 0},
         {"md", 0, SC_ARG_STR, &md, "FILE", "also write the Markdown tables to FILE", 0, 0},
         {"png", 0, SC_ARG_STR, &png, "FILE", "plot speed-ups against sparsity (gnuplot)", 0, 0},
@@ -709,6 +727,7 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(root, "warmup", (double)warm);
         cJSON_AddNumberToObject(root, "passes", (double)passes);
         cJSON_AddNumberToObject(root, "runs", (double)runs);
+        cJSON_AddBoolToObject(root, "huge_pages", huge_pages);
         for (int i = 0; i < nres; i++) {
             const result *x = &R[i];
             cJSON *o = cJSON_CreateObject();
@@ -745,9 +764,10 @@ int cmd_bench(int argc, char **argv) {
         FILE *f = outs[o];
         if (!f) continue;
         fprintf(f, "Machine: %s, %ld CPUs online; features: %s; kernels: %s. Settings: %lld warm-up + %lld timed passes, "
-                   "%lld run%s (median of run medians; min/max over all timed GEMVs); live sets: %s.\n",
+                   "%lld run%s (median of run medians; min/max over all timed GEMVs); live sets: %s; weights in %s.\n",
                 cpu, sysconf(_SC_NPROCESSORS_ONLN), feat, srt_isa_name(isa), (long long)warm, (long long)passes,
-                (long long)runs, runs > 1 ? "s" : "", clustered ? live_desc : "uniformly random per layer");
+                (long long)runs, runs > 1 ? "s" : "", clustered ? live_desc : "uniformly random per layer",
+                huge_pages ? "huge-page-advised memory" : "4 KB pages");
         for (int d = 0; d < nd; d += 2)
             for (int t = 0; t < nth; t++) {
                 print_table(f, R, nres, (int64_t)dd[d], (int64_t)dd[d + 1], th[t], srt_isa_name(isa));

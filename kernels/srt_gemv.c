@@ -95,6 +95,17 @@ static inline void split(int64_t n, int tid, int nth, int64_t *a, int64_t *b) {
     *b = n * (tid + 1) / nth;
 }
 
+/* Position s of a list of n entries (channel idx[base + s], or base + s when
+ * idx is NULL) moved forward to the start of a 32-channel block, so that no
+ * block is split between threads: kmi4 sums a block's live neurons in one
+ * integer sum, zigzag quantises them together. */
+static int64_t block_boundary(const uint32_t *idx, int64_t base, int64_t n, int64_t s) {
+#define CH(q) (idx ? (int64_t)idx[base + (q)] : base + (q))
+    while (s > 0 && s < n && CH(s) / SRT_QK == CH(s - 1) / SRT_QK) s++;
+#undef CH
+    return s;
+}
+
 /* ---- row dot products: f32, q8_0, q4_0, kmi4r ------------------------------------- */
 
 typedef struct rows_task {
@@ -262,19 +273,12 @@ typedef struct kd_task {
     float *y;
 } kd_task;
 
-static int64_t kd_boundary(const kd_task *t, int64_t s) {
-    const uint32_t *idx = t->job.idx;
-    while (s > 0 && s < t->n && (idx ? idx[s] : (uint32_t)s) / SRT_QK == (idx ? idx[s - 1] : (uint32_t)(s - 1)) / SRT_QK)
-        s++;
-    return s;
-}
-
 static void kd_thread(void *arg, int tid, int nth) {
     kd_task *t = arg;
     int64_t a, b;
     split(t->n, tid, nth, &a, &b);
-    a = kd_boundary(t, a);
-    b = kd_boundary(t, b);
+    a = block_boundary(t->job.idx, 0, t->n, a);
+    b = block_boundary(t->job.idx, 0, t->n, b);
     t->fn(&t->job, a, b, tid ? srt_ctx_scratch(t->ctx, tid, t->job.rows) : t->y);
 }
 
@@ -304,11 +308,14 @@ srt_status srt_gemv_kmi4_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
     return st != SRT_OK ? st : kd_run(ctx, m, x, live->idx, live->n, y);
 }
 
-/* ---- zigzag / stripe: each thread takes an even slice of every row-block's
- * live list (the SpQt paper's load balancing), partial outputs reduced once. ---- */
+/* ---- zigzag / stripe: each thread owns whole chunks of 8 groups (256 output
+ * rows of one row-block; a contiguous range of chunks weighted by their live
+ * channels, so stripes' uneven lists balance) and reads every live channel
+ * for them. No partial outputs: the result does not depend on the thread
+ * count (a column split would add partial sums in another order, and the
+ * next layer's quantisation can turn that last bit into a step). ---- */
 
 typedef struct zz_task {
-    const srt_ctx *ctx;
     void (*fn)(const srt_zz_job *, const uint32_t *, int64_t, int64_t, float *);
     const srt_matrix *m;
     const float *x;
@@ -319,33 +326,37 @@ typedef struct zz_task {
 } zz_task;
 
 static void zz_thread(void *arg, int tid, int nth) {
-    zz_task *t = arg;
-    const int64_t R = t->m->group, rows = t->m->rows, rbb = srt_zz_rb_bytes(t->m->cols, R);
-    const int64_t nrb = (rows + R - 1) / R;
-    float *part = tid ? srt_ctx_scratch(t->ctx, tid, nrb * R) : NULL;
+    const zz_task *t = arg;
+    const int64_t R = t->m->group, rows = t->m->rows, rbb = srt_zz_rb_bytes(t->m->cols, R), G = R / SRT_QK;
+    const int64_t nrb = (rows + R - 1) / R, nck = (G + 7) / 8;
+#define ZZ_LIVE(rb) (t->offsets ? t->offsets[(rb) + 1] - t->offsets[rb] : t->n)
+    int64_t total = 0;
+    for (int64_t rb = 0; rb < nrb; rb++) total += nck * (ZZ_LIVE(rb) + SRT_QK); /* + a chunk's fixed work */
+    const int64_t lo = total * tid / nth, hi = total * (tid + 1) / nth;
     _Alignas(64) float tmp[4096];
-    for (int64_t rb = 0; rb < nrb; rb++) {
-        srt_zz_job job = {(const uint8_t *)t->m->data + rb * rbb, t->m->cols, R, t->x};
-        int64_t s = t->offsets ? t->offsets[rb] : 0, e = t->offsets ? t->offsets[rb + 1] : t->n, a, b;
-        split(e - s, tid, nth, &a, &b);
-        bool whole = (rb + 1) * R <= rows;
-        float *out = tid ? part + rb * R : (whole ? t->y + rb * R : tmp);
-        t->fn(&job, t->idx, s + a, b - a, out);
-        if (!tid && !whole) memcpy(t->y + rb * R, tmp, (size_t)(rows - rb * R) * sizeof(float));
+    int64_t cum = 0;
+    for (int64_t rb = 0; rb < nrb && cum < hi; rb++) {
+        const int64_t cost = ZZ_LIVE(rb) + SRT_QK;
+        for (int64_t ck = 0; ck < nck; ck++, cum += cost) {
+            if (cum < lo || cum >= hi) continue;
+            const int64_t g0 = 8 * ck, g1 = g0 + 8 < G ? g0 + 8 : G, s = t->offsets ? t->offsets[rb] : 0;
+            const srt_zz_job job = {(const uint8_t *)t->m->data + rb * rbb, t->m->cols, R, t->x, g0, g1};
+            const int64_t r0 = rb * R + SRT_QK * g0, r1 = rb * R + SRT_QK * g1;
+            if (r1 <= rows) {
+                t->fn(&job, t->idx, s, ZZ_LIVE(rb), t->y + rb * R);
+            } else { /* the last row-block's padding rows go to tmp */
+                t->fn(&job, t->idx, s, ZZ_LIVE(rb), tmp);
+                if (r0 < rows) memcpy(t->y + r0, tmp + SRT_QK * g0, (size_t)(rows - r0) * sizeof(float));
+            }
+        }
     }
+#undef ZZ_LIVE
 }
 
 static srt_status zz_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
                          const int64_t *offsets, float *y) {
-    const int64_t R = m->group, nrb = (m->rows + R - 1) / R;
-    const int nth = srt_ctx_threads(ctx);
-    if (nth > 1 && !srt_ctx_scratch(ctx, 1, nrb * R)) return SRT_ESCRATCH;
-    zz_task t = {ctx, srt_ctx_kernels(ctx)->zigzag, m, x->f, y, idx, n, offsets};
+    zz_task t = {srt_ctx_kernels(ctx)->zigzag, m, x->f, y, idx, n, offsets};
     srt_ctx_run(ctx, zz_thread, &t);
-    for (int tid = 1; tid < nth; tid++) {
-        const float *p = srt_ctx_scratch(ctx, tid, nrb * R);
-        for (int64_t o = 0; o < m->rows; o++) y[o] += p[o];
-    }
     return SRT_OK;
 }
 

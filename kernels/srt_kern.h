@@ -12,9 +12,25 @@
 
 #include "srt.h"
 
-#define SRT_QK 32          /* weights per quantisation block */
-#define SRT_Q4_BYTES 18    /* GGML block_q4_0: fp16 d + 16 bytes of nibbles */
-#define SRT_Q8_BYTES 34    /* GGML block_q8_0: fp16 d + 32 int8 */
+#define SRT_QK 32 /* weights per quantisation block */
+
+/* GGML's blocks, byte for byte: fp16 scale d, then the 32 values (q4_0: byte
+ * j holds value j in its low nibble and value j + 16 in its high one). The
+ * kernels address them through these sizes and offsets. */
+typedef struct srt_block_q4_0 {
+    uint16_t d;
+    uint8_t qs[SRT_QK / 2];
+} srt_block_q4_0;
+typedef struct srt_block_q8_0 {
+    uint16_t d;
+    int8_t qs[SRT_QK];
+} srt_block_q8_0;
+_Static_assert(sizeof(srt_block_q4_0) == 18, "block_q4_0 is 18 bytes (GGML)");
+_Static_assert(sizeof(srt_block_q8_0) == 34, "block_q8_0 is 34 bytes (GGML)");
+_Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs) == 2, "values follow the fp16 scale");
+#define SRT_Q4_BYTES ((int64_t)sizeof(srt_block_q4_0))
+#define SRT_Q8_BYTES ((int64_t)sizeof(srt_block_q8_0))
+#define SRT_BLK_QS ((int64_t)offsetof(srt_block_q4_0, qs)) /* both blocks' values start here */
 #define SRT_KR_TILE SRT_KMI4R_TILE /* kmi4r: weights per row tile (16 blocks) */
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
@@ -37,9 +53,10 @@ static inline int64_t srt_kr_row_bytes(int64_t cols) {
     return srt_round_up(cp / 2 + cp / 16, 64);
 }
 /* kmi4: per K-block of 32 input channels, rows_pad fp16 scales then 32
- * neuron vectors of rows_pad/2 bytes. */
+ * neuron vectors of rows_pad/2 bytes: per output the bytes of one q4_0 block
+ * (srt_kd_block_bytes of rows_pad is the same: the padding is idempotent). */
 static inline int64_t srt_kd_rows_pad(int64_t rows) { return srt_round_up(rows, SRT_KD_TILE); }
-static inline int64_t srt_kd_block_bytes(int64_t rows) { return srt_kd_rows_pad(rows) * 18; }
+static inline int64_t srt_kd_block_bytes(int64_t rows) { return srt_kd_rows_pad(rows) * SRT_Q4_BYTES; }
 /* zigzag/stripe: per row-block of R rows, cols x R/2 nibble bytes (channel
  * major) then cols x R/32 fp16 scales, each region padded to 64 bytes. */
 static inline int64_t srt_zz_nib_bytes(int64_t cols, int64_t R) { return srt_round_up(cols * (R / 2), 64); }
@@ -85,13 +102,15 @@ typedef struct srt_axpy_job {
     int64_t n_idx;
 } srt_axpy_job;
 
-/* zigzag / stripe: one row-block. y_rb[0..R) = sum over the channels
- * c_p = idx ? idx[first + p] : first + p, p < n, of x_c * W[block rows, c]
- * (overwrites y_rb). */
+/* zigzag / stripe: groups [g0, g1) (32 rows each; g0 a multiple of 8) of
+ * one row-block. y_rb[32 g0 .. 32 g1) = sum over the channels
+ * c_p = idx ? idx[first + p] : first + p, p < n, of x_c * W[rows, c] with
+ * c's values quantised per 32-channel block (ref_zigzag; overwrites). */
 typedef struct srt_zz_job {
     const uint8_t *w; /* the row-block's bytes */
     int64_t cols, R;
     const float *x;
+    int64_t g0, g1;
 } srt_zz_job;
 
 /* ---- the kernel table ---------------------------------------------------- */

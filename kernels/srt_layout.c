@@ -12,7 +12,7 @@
 
 /* Nibble q (0..15) of element k (0..31) of a GGML q4_0 block. */
 static inline int q4_get(const uint8_t *blk, int k) {
-    return k < 16 ? (blk[2 + k] & 15) : (blk[2 + k - 16] >> 4);
+    return k < 16 ? (blk[SRT_BLK_QS + k] & 15) : (blk[SRT_BLK_QS + k - 16] >> 4);
 }
 
 static srt_status dims_ok(int64_t rows, int64_t cols) {
@@ -140,7 +140,7 @@ static void pack_zz(uint8_t *dst, const float *w, int64_t rows, int64_t cols, in
                     for (int k = 0; k < SRT_QK; k++) col[k] = r0 + k < rows ? w[(r0 + k) * cols + c] : 0.0f;
                     srt_q4_0_quantize_block(tmp, col, 1);
                 }
-                memcpy(nib + c * (R / 2) + 16 * g, tmp + 2, 16);
+                memcpy(nib + c * (R / 2) + 16 * g, tmp + SRT_BLK_QS, 16);
                 memcpy(sc + 2 * (c * G + g), tmp, 2);
             }
     }
@@ -204,7 +204,7 @@ static void unpack_row(float *w, const srt_matrix *m, int64_t r) {
         for (int64_t b = 0; b < cols / SRT_QK; b++) {
             const uint8_t *blk = s + (r * (cols / SRT_QK) + b) * SRT_Q8_BYTES;
             const float d = srt_fp16_to_fp32(srt_rd16(blk));
-            for (int k = 0; k < SRT_QK; k++) w[b * SRT_QK + k] = (float)(int8_t)blk[2 + k] * d;
+            for (int k = 0; k < SRT_QK; k++) w[b * SRT_QK + k] = (float)(int8_t)blk[SRT_BLK_QS + k] * d;
         }
     } else if (m->layout == SRT_LAYOUT_Q4_0) {
         for (int64_t b = 0; b < cols / SRT_QK; b++) deq_q4(w + b * SRT_QK, s + (r * (cols / SRT_QK) + b) * SRT_Q4_BYTES, 1);
@@ -280,7 +280,7 @@ static srt_status unpack_any(float *w, const srt_matrix *m) {
                 for (int64_t g = 0; g < G; g++) {
                     uint8_t blk[SRT_Q4_BYTES];
                     memcpy(blk, sc + 2 * (c * G + g), 2);
-                    memcpy(blk + 2, nib + c * (R / 2) + 16 * g, 16);
+                    memcpy(blk + SRT_BLK_QS, nib + c * (R / 2) + 16 * g, 16);
                     const float d = srt_fp16_to_fp32(srt_rd16(blk));
                     for (int k = 0; k < SRT_QK; k++) {
                         int64_t r = rb * R + g * SRT_QK + k;

@@ -218,6 +218,41 @@ static int64_t make_list(uint32_t *idx, int64_t n, list_kind kind, double p) {
     return m;
 }
 
+/* ---- zigzag's activations ------------------------------------------------------------ */
+
+#define SRT_QK_TEST 32
+
+/* zigzag/stripe quantise c = x_i * s[g, i] per row group g over the live channels of each
+ * 32-channel block (as one activation block: srt_act_quantize's rule); the kernels' result is
+ * the unpacked weights times x_eff[g, i] = q d / s[g, i] (s read from the packed bytes,
+ * docs/LAYOUTS.md). xz[(global group) * cols + i] = x_eff (0 where the weight group is 0). */
+static void zz_effective_x(double *xz, const srt_matrix *m, const float *x, const bool *live_col) {
+    const int64_t R = m->group, G = R / 32, cols = m->cols, nrb = (m->rows + R - 1) / R;
+    const int64_t nib = (cols * (R / 2) + 63) / 64 * 64, rbb = nib + (cols * (R / 16) + 63) / 64 * 64;
+    act_buf ab;
+    act_make(&ab, 32, SRT_ACT_NATURAL);
+    for (int64_t rb = 0; rb < nrb; rb++)
+        for (int64_t g = 0; g < G; g++) {
+            const uint8_t *sc = (const uint8_t *)m->data + rb * rbb + nib;
+            double *xo = xz + (rb * G + g) * cols;
+            for (int64_t kb = 0; kb < cols / 32 + (cols % 32 != 0); kb++) {
+                float c[32] = {0}, s[32] = {0};
+                for (int64_t i = 32 * kb; i < cols && i < 32 * kb + 32; i++) {
+                    uint16_t h;
+                    memcpy(&h, sc + 2 * (i * G + g), 2);
+                    s[i - 32 * kb] = srt_fp16_to_fp32(h);
+                    if (live_col[rb * cols + i]) c[i - 32 * kb] = x[i] * s[i - 32 * kb];
+                }
+                CHECK(srt_act_quantize(ctx_ref, &ab.a, c) == SRT_OK);
+                for (int64_t i = 32 * kb; i < cols && i < 32 * kb + 32; i++) {
+                    const int k = (int)(i - 32 * kb);
+                    xo[i] = s[k] != 0.0f ? (double)ab.a.q[k] * ab.a.d[0] / s[k] : 0.0;
+                }
+            }
+        }
+    srt_free(ab.mem);
+}
+
 /* ---- GEMV cases --------------------------------------------------------------------- */
 
 static int n_cases, n_bad_ref, n_bad_isa;
@@ -273,6 +308,8 @@ static void run_case(srt_layout l, int64_t rows, int64_t cols, int64_t group) {
     float *yref = malloc(sizeof(float) * rows), *y = malloc(sizeof(float) * rows);
     double *bound = malloc(sizeof(double) * rows), *exact = malloc(sizeof(double) * rows);
     bool *live_col = malloc((size_t)(cols * nrb) + 1), *live_row = malloc((size_t)rows + 1);
+    const bool zz = l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE;
+    double *xz = zz ? malloc(sizeof(double) * (size_t)(nrb * R / SRT_QK_TEST * cols)) : NULL;
     const double dens[] = {-1, 0.0, 0.01, 0.5, 0.99, 1.0};
     for (int v = 0; v < 8; v++) {
         /* v 0: dense kernel; 1..5: densities; 6: dead groups; 7: partial quads */
@@ -300,16 +337,19 @@ static void run_case(srt_layout l, int64_t rows, int64_t cols, int64_t group) {
                 }
             }
         }
+        if (zz) zz_effective_x(xz, &m, x, live_col);
         /* exact semantics in double */
         for (int64_t r = 0; r < rows; r++) {
             double acc = 0, b = 0;
             int64_t s = R ? r / R : 0;
             bool row_on = t->sparse != SRT_SPARSE_ROWS || live_row[r];
+            const double *xr = zz ? xz + (r / SRT_QK_TEST) * cols : NULL;
             for (int64_t c = 0; c < cols; c++) {
                 bool on = t->sparse == SRT_SPARSE_ROWS ? row_on : live_col[s * cols + c];
                 if (!on) continue;
-                acc += (double)wd[r * cols + c] * xe[c];
-                b += fabs((double)wd[r * cols + c] * xe[c]) + fabs((double)wd[r * cols + c]) * 1e-3;
+                const double xc = zz ? xr[c] : xe[c];
+                acc += (double)wd[r * cols + c] * xc;
+                b += fabs((double)wd[r * cols + c] * xc) + fabs((double)wd[r * cols + c]) * 1e-3;
             }
             exact[r] = acc;
             bound[r] = b + 1e-20;
@@ -355,6 +395,7 @@ static void run_case(srt_layout l, int64_t rows, int64_t cols, int64_t group) {
             }
         }
     }
+    free(xz);
     free(live_col);
     free(live_row);
     free(bound);
@@ -373,7 +414,7 @@ static void run_case(srt_layout l, int64_t rows, int64_t cols, int64_t group) {
 
 static void test_gemv(void) {
     const int64_t shapes[][2] = {{1, 32}, {3, 64}, {100, 512}, {129, 1056}, {300, 64}, {32, 96}, {128, 544},
-                                 {256, 1024}, {64, 2048}, {1536, 512}};
+                                 {256, 1024}, {64, 2048}, {1536, 512}, {2200, 96}};
     const size_t nshapes = quick ? 5 : sizeof shapes / sizeof shapes[0];
     for (size_t s = 0; s < nshapes; s++)
         for (int l = 0; l < SRT_LAYOUT_COUNT; l++) {

@@ -27,10 +27,12 @@ int main(void) {
         /* header + 2 shapes x 2 thread counts x (7 dense + 5 sparse) rows */
         CHECK_MSG(lines == 1 + 2 * 2 * 12, "%d CSV lines", lines);
     }
-    snprintf(cmd, sizeof cmd, "%s bench --quick --dims 64:32 --layers 2 --threads 1 --sparsity 0.3,0.5 --json 2>/dev/null",
+    snprintf(cmd, sizeof cmd,
+             "%s bench --quick --dims 64:32 --layers 2 --threads 1 --sparsity 0.3,0.5 --huge-pages --json 2>/dev/null",
              SC_CLI_PATH);
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     CHECK(strstr(out, "\"results\"") != NULL && strstr(out, "\"kernel\":\t\"mlp\"") != NULL);
+    CHECK(strstr(out, "\"huge_pages\":\ttrue") != NULL);
     snprintf(cmd, sizeof cmd, "%s bench --dims 65:32 2>/dev/null", SC_CLI_PATH);
     CHECK(sc_run(cmd, NULL, 0) == 2);
     snprintf(cmd, sizeof cmd, "%s bench --sparsity 1.5 2>/dev/null", SC_CLI_PATH);

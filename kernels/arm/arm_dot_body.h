@@ -23,7 +23,7 @@ static inline float32x4_t SRT_SFX(half4)(const uint8_t *p) {
 }
 
 static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
-    const int64_t rp = j->rows_pad, bb = rp * 18, vb = rp / 2;
+    const int64_t rp = j->rows_pad, bb = srt_kd_block_bytes(rp), vb = rp / 2;
     const int64_t n = p1, t0 = 0, t1 = j->rows_pad / SRT_KD_TILE;
     const int8_t *hq = j->h->q;
     const uint8x16_t m_lo = vdupq_n_u8(0x0f);
@@ -150,7 +150,7 @@ static void SRT_SFX(rows_q4_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
         float acc = 0.0f;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = row + b * SRT_Q4_BYTES;
-            const uint8x16_t v = vld1q_u8(blk + 2);
+            const uint8x16_t v = vld1q_u8(blk + SRT_BLK_QS);
             const int8x16_t w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m_lo)), eight);
             const int8x16_t w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
             int32x4_t s = vdupq_n_s32(0);
@@ -172,8 +172,8 @@ static void SRT_SFX(rows_q8_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = row + b * SRT_Q8_BYTES;
             int32x4_t s = vdupq_n_s32(0);
-            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + 2)), vld1q_s8(a->q + 32 * b));
-            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + 18)), vld1q_s8(a->q + 32 * b + 16));
+            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + SRT_BLK_QS)), vld1q_s8(a->q + 32 * b));
+            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + SRT_BLK_QS + 16)), vld1q_s8(a->q + 32 * b + 16));
             acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)vaddvq_s32(s);
         }
         j->y[r] = acc;

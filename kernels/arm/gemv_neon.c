@@ -96,30 +96,82 @@ static void axpy_q4_0t_neon(const srt_axpy_job *j, int64_t b0, int64_t b1) {
     }
 }
 
-/* ---- zigzag: 64 rows (two groups) in 16 registers per pass ------------------------------ */
+/* ---- zigzag: per 32-channel run, its int8 values (ref_zigzag), then 64 rows (two groups)
+ * in 16 registers per pass; the products q (w - 8) are small integers, so the float sums
+ * of a run are exact and one multiply by the group's d finishes them ------------------------- */
+
+/* A run's c = x * s for groups 8ck .. 8ck+7 quantised per group, bit for bit as
+ * srt_act_q8_block: qf[k][g] (as floats), d[g]. */
+static void zz_quant_neon(float (*qf)[8], float *d_out, const uint8_t *sc, int64_t G, int G8, const float *x,
+                          const uint32_t *idx, int64_t first, int64_t n) {
+    float32x4_t vmax[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}, fin[2] = {vmax[0], vmax[0]};
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t ch = idx ? idx[first + k] : first + k;
+        float s[8] = {0};
+        for (int g = 0; g < G8; g++) s[g] = half(sc + 2 * (ch * G + g));
+        for (int h = 0; h < 2; h++) {
+            const float32x4_t c = vmulq_f32(vdupq_n_f32(x[ch]), vld1q_f32(s + 4 * h));
+            vst1q_f32(qf[k] + 4 * h, c);
+            vmax[h] = vmaxq_f32(vmax[h], vabsq_f32(c));
+            fin[h] = vaddq_f32(fin[h], vsubq_f32(c, c));
+        }
+    }
+    uint32x4_t bad[2];
+    float32x4_t id[2];
+    for (int h = 0; h < 2; h++) {
+        float32x4_t d = vdivq_f32(vmax[h], vdupq_n_f32(127.0f));
+        const uint32x4_t ok = vcgeq_f32(d, vdupq_n_f32(1e-30f));
+        bad[h] = vmvnq_u32(vceqq_f32(fin[h], fin[h]));
+        id[h] = vreinterpretq_f32_u32(vandq_u32(ok, vreinterpretq_u32_f32(vdivq_f32(vdupq_n_f32(1.0f), d))));
+        d = vreinterpretq_f32_u32(vandq_u32(ok, vreinterpretq_u32_f32(d)));
+        vst1q_f32(d_out + 4 * h, vbslq_f32(bad[h], vdupq_n_f32(SRT_ACT_BAD_D), d));
+    }
+    for (int64_t k = 0; k < n; k++)
+        for (int h = 0; h < 2; h++) {
+            int32x4_t q = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(qf[k] + 4 * h), id[h]));
+            q = vmaxq_s32(vminq_s32(q, vdupq_n_s32(127)), vdupq_n_s32(-127));
+            q = vreinterpretq_s32_u32(vbicq_u32(vreinterpretq_u32_s32(q), bad[h]));
+            vst1q_f32(qf[k] + 4 * h, vcvtq_f32_s32(q));
+        }
+}
 
 static void zigzag_neon(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
     const int64_t R = j->R, G = R / SRT_QK;
     const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
-    for (int64_t g0 = 0; g0 < G; g0 += 2) {
-        const int ng = G - g0 >= 2 ? 2 : 1;
-        float32x4_t acc[16];
-        for (int k = 0; k < 16; k++) acc[k] = vdupq_n_f32(0.0f);
-        for (int64_t p = 0; p < n; p++) {
-            const int64_t ch = idx ? idx[first + p] : first + p;
-            const uint8_t *nib = j->w + ch * (R / 2) + 16 * g0;
-            for (int g = 0; g < ng; g++) {
-                const float c = j->x[ch] * half(sc + 2 * (ch * G + g0 + g));
-                const uint8x16_t v = vld1q_u8(nib + 16 * g);
-                for (int k = 0; k < 2; k++) {
-                    float32x4_t f[4];
-                    nibbles_f32(f, v, k);
-                    for (int u = 0; u < 4; u++) acc[8 * g + 4 * k + u] = vfmaq_n_f32(acc[8 * g + 4 * k + u], f[u], c);
+    for (int64_t o = SRT_QK * j->g0; o < SRT_QK * j->g1; o++) y[o] = 0.0f;
+    float qf[SRT_QK][8], d[8];
+    for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
+        const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
+        int64_t p = 0;
+        while (p < n) {
+            const int64_t kb = (idx ? idx[first + p] : first + p) / SRT_QK;
+            int64_t e = p;
+            while (e < n && (idx ? idx[first + e] : first + e) / SRT_QK == kb) e++;
+            zz_quant_neon(qf, d, sc + 2 * 8 * ck, G, G8, j->x, idx, first + p, e - p);
+            for (int g0 = 0; g0 < G8; g0 += 2) {
+                const int ng = G8 - g0 >= 2 ? 2 : 1;
+                float32x4_t acc[16];
+                for (int k = 0; k < 16; k++) acc[k] = vdupq_n_f32(0.0f);
+                for (int64_t k = 0; k < e - p; k++) {
+                    const int64_t ch = idx ? idx[first + p + k] : first + p + k;
+                    const uint8_t *nib = j->w + ch * (R / 2) + 16 * (8 * ck + g0);
+                    for (int g = 0; g < ng; g++) {
+                        const float c = qf[k][g0 + g];
+                        const uint8x16_t v = vld1q_u8(nib + 16 * g);
+                        for (int h = 0; h < 2; h++) {
+                            float32x4_t f[4];
+                            nibbles_f32(f, v, h);
+                            for (int u = 0; u < 4; u++) acc[8 * g + 4 * h + u] = vfmaq_n_f32(acc[8 * g + 4 * h + u], f[u], c);
+                        }
+                    }
+                }
+                for (int g = 0; g < ng; g++) {
+                    float *yg = y + 32 * (8 * ck + g0 + g);
+                    for (int k = 0; k < 8; k++) vst1q_f32(yg + 4 * k, vfmaq_n_f32(vld1q_f32(yg + 4 * k), acc[8 * g + k], d[g0 + g]));
                 }
             }
+            p = e;
         }
-        for (int g = 0; g < ng; g++)
-            for (int k = 0; k < 8; k++) vst1q_f32(y + 32 * (g0 + g) + 4 * k, acc[8 * g + k]);
     }
 }
 

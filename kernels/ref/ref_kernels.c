@@ -6,7 +6,8 @@
  *     int4) and the activation's int8 values;
  *   kmi4: y[o] = sum_kb (s[o,kb] * d_h[kb]) * sum_{j live in kb} (q[o,j] - 8) a_j;
  *   q4_0t axpy: y[o] = sum_{j live} (h_j * d[j, o/32]) * (q[j,o] - 8);
- *   zigzag: y[o] = sum_{i live} (x_i * s[o/32, i]) * (q[o,i] - 8). */
+ *   zigzag: y[o] = sum over 32-channel blocks b of d_b * sum_{i live in b} c_i (q[o,i] - 8),
+ *     with c_i = x_i * s[o/32, i] quantised per (block, group) to int8 (d_b its scale). */
 #include <math.h>
 
 #include "srt_ops.h"
@@ -31,7 +32,7 @@ void srt_q4_0_quantize_block(uint8_t out[SRT_Q4_BYTES], const float *x, int64_t 
         const float x0 = x[j * stride] * id, x1 = x[(j + 16) * stride] * id;
         const int8_t t0 = (int8_t)(x0 + 8.5f), t1 = (int8_t)(x1 + 8.5f);
         const uint8_t q0 = (uint8_t)(t0 < 15 ? t0 : 15), q1 = (uint8_t)(t1 < 15 ? t1 : 15);
-        out[2 + j] = (uint8_t)(q0 | (q1 << 4));
+        out[SRT_BLK_QS + j] = (uint8_t)(q0 | (q1 << 4));
     }
 }
 
@@ -42,7 +43,7 @@ void srt_q8_0_quantize_block(uint8_t out[SRT_Q8_BYTES], const float *x) {
     const float id = d ? 1.0f / d : 0.0f;
     uint16_t h = srt_fp32_to_fp16(d);
     memcpy(out, &h, 2);
-    for (int j = 0; j < SRT_QK; j++) out[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+    for (int j = 0; j < SRT_QK; j++) out[SRT_BLK_QS + j] = (uint8_t)(int8_t)roundf(x[j] * id);
 }
 
 float srt_act_q8_block(int8_t *q, int32_t *sum, const float *x) {
@@ -103,7 +104,7 @@ static void ref_rows_q8_0(const srt_rows_job *j, int64_t i0, int64_t i1) {
             const uint8_t *blk = row + b * SRT_Q8_BYTES;
             const int8_t *aq = a->q + b * SRT_QK;
             int32_t isum = 0;
-            for (int k = 0; k < SRT_QK; k++) isum += (int8_t)blk[2 + k] * aq[k];
+            for (int k = 0; k < SRT_QK; k++) isum += (int8_t)blk[SRT_BLK_QS + k] * aq[k];
             acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)isum;
         }
         j->y[r] = acc;
@@ -121,8 +122,8 @@ static void ref_rows_q4_0(const srt_rows_job *j, int64_t i0, int64_t i1) {
             const int8_t *aq = a->q + b * SRT_QK;
             int32_t isum = 0;
             for (int k = 0; k < 16; k++) {
-                isum += ((blk[2 + k] & 15) - 8) * aq[k];
-                isum += ((blk[2 + k] >> 4) - 8) * aq[k + 16];
+                isum += ((blk[SRT_BLK_QS + k] & 15) - 8) * aq[k];
+                isum += ((blk[SRT_BLK_QS + k] >> 4) - 8) * aq[k + 16];
             }
             acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)isum;
         }
@@ -168,8 +169,8 @@ static void ref_axpy_q4_0t(const srt_axpy_job *j, int64_t b0, int64_t b1) {
             const uint8_t *blk = j->w + ch * j->row_bytes + b * SRT_Q4_BYTES;
             const float c = j->h[ch] * srt_fp16_to_fp32(srt_rd16(blk));
             for (int k = 0; k < 16; k++) {
-                y[k] += c * (float)((blk[2 + k] & 15) - 8);
-                y[k + 16] += c * (float)((blk[2 + k] >> 4) - 8);
+                y[k] += c * (float)((blk[SRT_BLK_QS + k] & 15) - 8);
+                y[k + 16] += c * (float)((blk[SRT_BLK_QS + k] >> 4) - 8);
             }
         }
     }
@@ -209,21 +210,39 @@ static void ref_kmi4(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
 
 /* ---- zigzag / stripe -------------------------------------------------------- */
 
+/* The live channels are taken one 32-channel block at a time (a run of list
+ * positions with equal idx / 32): per group g, c_i = x_i * s[g, i] over the
+ * run is quantised as one activation block (srt_act_q8_block: d = amax/127,
+ * q = rint(c / d)), and y[32g + r] += d * (exact int32 sum of q_i (q[r,i] - 8)). */
 static void ref_zigzag(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
     const int64_t R = j->R, G = R / SRT_QK;
     const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
-    for (int64_t o = 0; o < R; o++) y[o] = 0.0f;
-    for (int64_t p = 0; p < n; p++) {
-        int64_t ch = idx ? idx[first + p] : first + p;
-        const uint8_t *nib = j->w + ch * (R / 2);
-        for (int64_t g = 0; g < G; g++) {
-            const float c = j->x[ch] * srt_fp16_to_fp32(srt_rd16(sc + 2 * (ch * G + g)));
-            for (int b = 0; b < 16; b++) {
-                uint8_t byte = nib[16 * g + b];
-                y[32 * g + b] += c * (float)((byte & 15) - 8);
-                y[32 * g + 16 + b] += c * (float)((byte >> 4) - 8);
+    for (int64_t o = SRT_QK * j->g0; o < SRT_QK * j->g1; o++) y[o] = 0.0f;
+    int64_t p = 0;
+    while (p < n) {
+        const int64_t kb = (idx ? idx[first + p] : first + p) / SRT_QK;
+        int64_t e = p;
+        while (e < n && (idx ? idx[first + e] : first + e) / SRT_QK == kb) e++;
+        for (int64_t g = j->g0; g < j->g1; g++) {
+            float c[SRT_QK] = {0};
+            int8_t q[SRT_QK];
+            int32_t qsum;
+            for (int64_t k = 0; k < e - p; k++) {
+                const int64_t ch = idx ? idx[first + p + k] : first + p + k;
+                c[k] = j->x[ch] * srt_fp16_to_fp32(srt_rd16(sc + 2 * (ch * G + g)));
+            }
+            const float d = srt_act_q8_block(q, &qsum, c);
+            for (int r = 0; r < SRT_QK; r++) {
+                int32_t isum = 0;
+                for (int64_t k = 0; k < e - p; k++) {
+                    const int64_t ch = idx ? idx[first + p + k] : first + p + k;
+                    const uint8_t byte = j->w[ch * (R / 2) + 16 * g + r % 16];
+                    isum += q[k] * ((r < 16 ? byte & 15 : byte >> 4) - 8);
+                }
+                y[32 * g + r] += d * (float)isum;
             }
         }
+        p = e;
     }
 }
 

@@ -78,7 +78,7 @@ static void rows_f32_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
 }
 
 static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), m = _mm_set1_epi8(0x0f);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + SRT_BLK_QS)), m = _mm_set1_epi8(0x0f);
     const __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
     const __m256i p = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)a));
     const __m256i s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
@@ -86,7 +86,7 @@ static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) 
 }
 
 static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
-    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), x = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + SRT_BLK_QS)), x = _mm256_loadu_si256((const __m256i *)a);
     const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
@@ -137,7 +137,7 @@ static void axpy_q4_0t_avx2(const srt_axpy_job *j, int64_t b0, int64_t b1) {
             const __m256 c = _mm256_set1_ps(j->h[ch] * half(blk));
             float *yb = y + (b - b0) * SRT_QK;
             for (int k = 0; k < 2; k++) {
-                const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * k)));
+                const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + SRT_BLK_QS + 8 * k)));
                 const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, m15), eight));
                 const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
                 _mm256_storeu_ps(yb + 8 * k, _mm256_fmadd_ps(lo, c, _mm256_loadu_ps(yb + 8 * k)));
@@ -147,32 +147,79 @@ static void axpy_q4_0t_avx2(const srt_axpy_job *j, int64_t b0, int64_t b1) {
     }
 }
 
-/* ---- zigzag: 64 rows (two groups) in 8 registers per pass ---------------------------- */
+/* ---- zigzag: per 32-channel run, its int8 values (ref_zigzag), then 64 rows (two groups)
+ * in 8 registers per pass; the products q (w - 8) are small integers, so the float sums
+ * of a run are exact and one multiply by the group's d finishes them ---------------------- */
+
+/* A run's c = x * s for groups 8ck .. 8ck+7 quantised per group, bit for bit as
+ * srt_act_q8_block: qf[k][g] (as floats), d[g]. */
+static void zz_quant_avx2(float (*qf)[8], float *d_out, const uint8_t *sc, int64_t G, int G8, const float *x,
+                          const uint32_t *idx, int64_t first, int64_t n) {
+    __m256 vmax = _mm256_setzero_ps(), fin = vmax;
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t ch = idx ? idx[first + k] : first + k;
+        _Alignas(16) uint16_t h[8] = {0};
+        memcpy(h, sc + 2 * ch * G, 2 * (size_t)G8);
+        const __m256 c = _mm256_mul_ps(_mm256_set1_ps(x[ch]), _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(void *)h)));
+        _mm256_storeu_ps(qf[k], c);
+        vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), c));
+        fin = _mm256_add_ps(fin, _mm256_sub_ps(c, c));
+    }
+    __m256 d = _mm256_div_ps(vmax, _mm256_set1_ps(127.0f));
+    const __m256 ok = _mm256_cmp_ps(d, _mm256_set1_ps(1e-30f), _CMP_GE_OQ);
+    const __m256 bad = _mm256_cmp_ps(fin, fin, _CMP_UNORD_Q);
+    const __m256 id = _mm256_and_ps(ok, _mm256_div_ps(_mm256_set1_ps(1.0f), d));
+    d = _mm256_blendv_ps(_mm256_and_ps(ok, d), _mm256_set1_ps(SRT_ACT_BAD_D), bad);
+    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+    for (int64_t k = 0; k < n; k++) {
+        __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(qf[k]), id));
+        q = _mm256_andnot_si256(_mm256_castps_si256(bad), _mm256_max_epi32(_mm256_min_epi32(q, lim), nlim));
+        _mm256_storeu_ps(qf[k], _mm256_cvtepi32_ps(q));
+    }
+    _mm256_storeu_ps(d_out, d);
+}
 
 static void zigzag_avx2(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
     const int64_t R = j->R, G = R / SRT_QK;
     const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
     const __m256i m15 = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
-    for (int64_t g0 = 0; g0 < G; g0 += 2) {
-        const int ng = G - g0 >= 2 ? 2 : 1;
-        __m256 acc[8];
-        for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
-        for (int64_t p = 0; p < n; p++) {
-            const int64_t ch = idx ? idx[first + p] : first + p;
-            const uint8_t *nib = j->w + ch * (R / 2) + 16 * g0;
-            for (int g = 0; g < ng; g++) {
-                const __m256 c = _mm256_set1_ps(j->x[ch] * half(sc + 2 * (ch * G + g0 + g)));
-                for (int k = 0; k < 2; k++) {
-                    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(nib + 16 * g + 8 * k)));
-                    const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, m15), eight));
-                    const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
-                    acc[4 * g + k] = _mm256_fmadd_ps(lo, c, acc[4 * g + k]);
-                    acc[4 * g + 2 + k] = _mm256_fmadd_ps(hi, c, acc[4 * g + 2 + k]);
+    for (int64_t o = SRT_QK * j->g0; o < SRT_QK * j->g1; o++) y[o] = 0.0f;
+    float qf[SRT_QK][8], d[8];
+    for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
+        const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
+        int64_t p = 0;
+        while (p < n) {
+            const int64_t kb = (idx ? idx[first + p] : first + p) / SRT_QK;
+            int64_t e = p;
+            while (e < n && (idx ? idx[first + e] : first + e) / SRT_QK == kb) e++;
+            zz_quant_avx2(qf, d, sc + 2 * 8 * ck, G, G8, j->x, idx, first + p, e - p);
+            for (int g0 = 0; g0 < G8; g0 += 2) {
+                const int ng = G8 - g0 >= 2 ? 2 : 1;
+                __m256 acc[8];
+                for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+                for (int64_t k = 0; k < e - p; k++) {
+                    const int64_t ch = idx ? idx[first + p + k] : first + p + k;
+                    const uint8_t *nib = j->w + ch * (R / 2) + 16 * (8 * ck + g0);
+                    for (int g = 0; g < ng; g++) {
+                        const __m256 c = _mm256_set1_ps(qf[k][g0 + g]);
+                        for (int h = 0; h < 2; h++) {
+                            const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(nib + 16 * g + 8 * h)));
+                            const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, m15), eight));
+                            const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
+                            acc[4 * g + h] = _mm256_fmadd_ps(lo, c, acc[4 * g + h]);
+                            acc[4 * g + 2 + h] = _mm256_fmadd_ps(hi, c, acc[4 * g + 2 + h]);
+                        }
+                    }
+                }
+                for (int g = 0; g < ng; g++) {
+                    float *yg = y + 32 * (8 * ck + g0 + g);
+                    const __m256 dg = _mm256_set1_ps(d[g0 + g]);
+                    for (int k = 0; k < 4; k++)
+                        _mm256_storeu_ps(yg + 8 * k, _mm256_fmadd_ps(acc[4 * g + k], dg, _mm256_loadu_ps(yg + 8 * k)));
                 }
             }
+            p = e;
         }
-        for (int g = 0; g < ng; g++)
-            for (int k = 0; k < 4; k++) _mm256_storeu_ps(y + 32 * (g0 + g) + 8 * k, acc[4 * g + k]);
     }
 }
 

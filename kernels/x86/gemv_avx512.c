@@ -81,14 +81,14 @@ static void rows_f32_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
 /* int32 lanes summing to the block dot; the int4 offset (-8 x block sum of
  * the activation) goes into lane 0. */
 static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), m = _mm_set1_epi8(0x0f);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(blk + SRT_BLK_QS)), m = _mm_set1_epi8(0x0f);
     const __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
     const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, _mm256_loadu_si256((const __m256i *)a));
     return _mm256_sub_epi32(s, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * asum)));
 }
 
 static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
-    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), x = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + SRT_BLK_QS)), x = _mm256_loadu_si256((const __m256i *)a);
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
 }
 
@@ -99,7 +99,7 @@ static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* Eight q4_0 blocks (144 bytes) of one row, two per 512-bit step: vpermw
+/* Eight q4_0 blocks (8 x 18 bytes) of one row, two per 512-bit step: vpermw
  * (the nibbles of a pair's blocks sit at words 1-8 and 10-17) lays them out
  * as [b0 | b0 | b1 | b1] and one AND keeps the
  * low nibbles in the first copy of each and the high nibbles, in place (x16),
@@ -120,8 +120,9 @@ static q4_consts q4_consts_make(void) {
     _Alignas(64) uint16_t pb[32], wb[32];
     _Alignas(64) int32_t sb[4][16];
     for (int j = 0; j < 64; j++) mb[j] = (j / 16) % 2 ? 0xf0 : 0x0f;
-    for (int k = 0; k < 32; k++) pb[k] = (uint16_t)((k < 16 ? 1 : 10) + k % 8);
-    for (int k = 0; k < 32; k++) wb[k] = (uint16_t)(k % 8 < 4 ? 9 * (k % 4) : 32 + 9 * (k % 4));
+    const int bw = (int)(SRT_Q4_BYTES / 2), qw = (int)(SRT_BLK_QS / 2); /* a block's words; its values' first */
+    for (int k = 0; k < 32; k++) pb[k] = (uint16_t)((k < 16 ? qw : bw + qw) + k % 8);
+    for (int k = 0; k < 32; k++) wb[k] = (uint16_t)(k % 8 < 4 ? bw * (k % 4) : 32 + bw * (k % 4));
     for (int q = 0; q < 4; q++)
         for (int l = 0; l < 16; l++) sb[q][l] = 2 * q + (l >= 8) + ((l / 4) % 2 ? 8 : 0);
     c.pidx = _mm512_load_si512(pb);
@@ -144,11 +145,12 @@ static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_ac
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     const int64_t ng = nb / 8;
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *p = row + 144 * g;
+        const uint8_t *p = row + 8 * SRT_Q4_BYTES * g;
         const int8_t *aq = a->q + 256 * g;
         const int32_t *ao = a->lane_off + 64 * g;
-        const __m512i r0 = _mm512_loadu_si512(p), r1 = _mm512_loadu_si512(p + 36), r2 = _mm512_loadu_si512(p + 72);
-        const __m512i r3 = _mm512_maskz_loadu_epi8((__mmask64)0xfffffffffull, p + 108); /* not past the group */
+        const __m512i r0 = _mm512_loadu_si512(p), r1 = _mm512_loadu_si512(p + 2 * SRT_Q4_BYTES),
+                      r2 = _mm512_loadu_si512(p + 4 * SRT_Q4_BYTES);
+        const __m512i r3 = _mm512_maskz_loadu_epi8(((__mmask64)1 << (2 * SRT_Q4_BYTES)) - 1, p + 6 * SRT_Q4_BYTES); /* not past the group */
         const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(r0, c.widx, r2)));
         const __m512 d16 = _mm512_mul_ps(dw, _mm512_load_ps(a->lane_d + 16 * g));
         Q4_PAIR(acc0, r0, 0);
@@ -211,7 +213,7 @@ static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
 /* ---- q4_0t axpy: y[block] += h_j * d * (q - 8), two channels per pass ------------- */
 
 static inline void axpy_block(float *y, const uint8_t *blk, float c) {
-    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + SRT_BLK_QS)));
     const __m512i eight = _mm512_set1_epi32(8);
     const __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(15)), eight));
     const __m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
@@ -236,50 +238,200 @@ static void axpy_q4_0t_avx512(const srt_axpy_job *j, int64_t b0, int64_t b1) {
     }
 }
 
-/* ---- zigzag: 256 rows (8 groups of 32) in 16 registers per pass ------------------ */
+/* ---- zigzag: integer dots, 256 rows (8 groups) per pass ---------------------------------------
+ *
+ * The channels of a 32-channel run (ref_zigzag) are quantised first: c = x * s
+ * for the chunk's 8 groups (one 16-byte row of fp16 scales per channel), per
+ * group d = amax / 127 and q = rint(c / d), bit for bit as srt_act_q8_block.
+ * Then four channels at a time (a quad), like kmi4: a 64-byte load from each
+ * channel's column covers four groups (one per 128-bit lane), two rounds of
+ * unpacks put the four channels' nibbles of one row into every 32-bit lane,
+ * and vpdpbusd multiplies them by the quad's four int8 values of that lane's
+ * group (one vpermd spreads the four groups' words over the lanes). Lane
+ * 4L + k of q_m holds rows 32(4h + L) + 4m + k (low nibble) and + 16 (high);
+ * the float outputs keep that order and are put in row order at the end. */
+
+#define ZZ_AHEAD 32 /* prefetch distances in channels: into L1 */
+#define ZZ_FAR 128  /* into L2 (scattered channels 3-9% faster) */
+
+typedef struct zz_run_q {
+    _Alignas(32) uint64_t qb[SRT_QK]; /* per channel, 8 int8 (one per group) */
+    __m256 d;                         /* per group */
+    __m256i sum;                      /* per group: sum of q */
+} zz_run_q;
+
+static inline void zz_quant(zz_run_q *r, const uint8_t *sc, int64_t G, const float *x, const uint32_t *idx,
+                            int64_t first, int64_t n, __mmask8 gm) {
+    _Alignas(64) float cb[SRT_QK][8];
+    __m512 vmax = _mm512_setzero_ps(), fin = vmax;
+    for (int64_t k = 0; k < n; k += 2) { /* two channels per vector */
+        const int64_t c0 = idx ? idx[first + k] : first + k;
+        const int64_t c1 = k + 1 < n ? (idx ? idx[first + k + 1] : first + k + 1) : c0;
+        const __mmask16 live = k + 1 < n ? 0xffff : 0x00ff;
+        const __m256i s16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_maskz_loadu_epi16(gm, sc + 2 * c0 * G)),
+                                                    _mm_maskz_loadu_epi16(gm, sc + 2 * c1 * G), 1);
+        const __m512 xv = _mm512_mask_broadcastss_ps(_mm512_set1_ps(x[c0]), 0xff00, _mm_set_ss(x[c1]));
+        const __m512 c = _mm512_maskz_mul_ps(live, _mm512_cvtph_ps(s16), xv);
+        _mm512_store_ps(cb[k], c);
+        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(c));
+        fin = _mm512_add_ps(fin, _mm512_sub_ps(c, c)); /* NaN iff a c is not finite */
+    }
+    const __m256 vmax8 = _mm256_max_ps(_mm512_castps512_ps256(vmax), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(vmax), 1)));
+    const __m256 fin8 = _mm256_add_ps(_mm512_castps512_ps256(fin), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(fin), 1)));
+    __m256 d = _mm256_div_ps(vmax8, _mm256_set1_ps(127.0f));
+    const __mmask8 ok = _mm256_cmp_ps_mask(d, _mm256_set1_ps(1e-30f), _CMP_GE_OQ);
+    const __mmask8 bad = _mm256_cmp_ps_mask(fin8, fin8, _CMP_UNORD_Q);
+    const __m256 id8 = _mm256_maskz_div_ps(ok, _mm256_set1_ps(1.0f), d);
+    d = _mm256_mask_mov_ps(_mm256_maskz_mov_ps(ok, d), bad, _mm256_set1_ps(SRT_ACT_BAD_D));
+    const __m512 id = _mm512_shuffle_f32x4(_mm512_castps256_ps512(id8), _mm512_castps256_ps512(id8), 0x44);
+    const __mmask16 good = (__mmask16)(~((unsigned)bad | (unsigned)bad << 8));
+    const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t k = 0; k < n; k += 2) {
+        __m512i q = _mm512_maskz_cvtps_epi32(good, _mm512_mul_ps(_mm512_load_ps(cb[k]), id));
+        q = _mm512_max_epi32(_mm512_min_epi32(q, lim), nlim);
+        sum = _mm512_add_epi32(sum, q);
+        _mm_store_si128((__m128i *)(void *)(r->qb + k), _mm512_cvtepi32_epi8(q));
+    }
+    for (int64_t k = (n + 1) / 2 * 2; k < SRT_QK; k++) r->qb[k] = 0;
+    r->d = d;
+    r->sum = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
+}
+
+/* The int8 words of channels 4k4 .. 4k4+3 for groups 0-3 (w[0]) and 4-7 (w[1]). */
+static inline void zz_words(const zz_run_q *r, int k4, __m128i w[2]) {
+    const __m256i shuf = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3,
+                                          11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(const void *)(r->qb + 4 * k4)), shuf);
+    const __m128i X = _mm256_castsi256_si128(v), Y = _mm256_extracti128_si256(v, 1);
+    w[0] = _mm_unpacklo_epi16(X, Y);
+    w[1] = _mm_unpackhi_epi16(X, Y);
+}
+
+/* One 256-row chunk (G8 <= 8 groups) of a row-block. IDX and NH (halves of
+ * four groups: 1 or 2) are constants in every inlined copy. */
+static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job *j, const uint32_t *idx,
+                                                                int64_t first, int64_t n, int64_t ck, int G8,
+                                                                float *y, const int IDX, const int NH) {
+    const int64_t R = j->R, G = R / SRT_QK, cs = R / 2;
+    const uint8_t *nib0 = j->w + ck * 128, *sc0 = j->w + srt_zz_nib_bytes(j->cols, R) + 2 * 8 * ck;
+    const __mmask8 gm = (__mmask8)((1u << G8) - 1);
+    const __mmask64 lm0 = G8 >= 4 ? ~(__mmask64)0 : ((__mmask64)1 << (16 * G8)) - 1;
+    const __mmask64 lm1 = G8 >= 8 ? ~(__mmask64)0 : G8 > 4 ? ((__mmask64)1 << (16 * (G8 - 4))) - 1 : 0;
+    const __m512i bidx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i m_hi = _mm512_set1_epi8((char)0xf0);
+#define ZZ_CH(pos) (IDX ? (int64_t)idx[first + (pos)] : first + (pos))
+    _Alignas(64) float fa[2][2][4][16]; /* half, low/high, m, lane */
+    for (int i = 0; i < 256; i += 16) _mm512_store_ps(&fa[0][0][0][0] + i, _mm512_setzero_ps());
+    zz_run_q rq;
+    int64_t p = 0;
+    while (p < n) {
+        const int64_t kb = ZZ_CH(p) / SRT_QK;
+        int64_t e = p;
+        while (e < n && ZZ_CH(e) / SRT_QK == kb) e++;
+        zz_quant(&rq, sc0, G, j->x, IDX ? idx : NULL, first + p, e - p, gm);
+        _Alignas(32) float dg[8];
+        _Alignas(32) int32_t sg[8];
+        _mm256_store_ps(dg, rq.d);
+        _mm256_store_si256((__m256i *)(void *)sg, rq.sum);
+        const __m512i s0 = _mm512_permutexvar_epi32(bidx, _mm512_castsi128_si512(_mm_load_si128((const __m128i *)(const void *)sg)));
+        const __m512i s1 = _mm512_permutexvar_epi32(bidx, _mm512_castsi128_si512(_mm_load_si128((const __m128i *)(const void *)(sg + 4))));
+        const __m512i ol0 = _mm512_slli_epi32(s0, 3), oh0 = _mm512_slli_epi32(s0, 7);
+        const __m512i ol1 = _mm512_slli_epi32(s1, 3), oh1 = _mm512_slli_epi32(s1, 7);
+        const __m512i z = _mm512_setzero_si512();
+        __m512i L00 = _mm512_sub_epi32(z, ol0), L01 = L00, L02 = L00, L03 = L00;
+        __m512i H00 = _mm512_sub_epi32(z, oh0), H01 = H00, H02 = H00, H03 = H00;
+        __m512i L10 = _mm512_sub_epi32(z, ol1), L11 = L10, L12 = L10, L13 = L10;
+        __m512i H10 = _mm512_sub_epi32(z, oh1), H11 = H10, H12 = H10, H13 = H10;
+        for (int64_t q = p; q < e; q += 4) {
+            const uint8_t *c0 = nib0 + ZZ_CH(q) * cs;
+            const uint8_t *c1 = nib0 + ZZ_CH(q + 1 < e ? q + 1 : q) * cs;
+            const uint8_t *c2 = nib0 + ZZ_CH(q + 2 < e ? q + 2 : q) * cs;
+            const uint8_t *c3 = nib0 + ZZ_CH(q + 3 < e ? q + 3 : q) * cs;
+            for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
+                const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
+                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
+                if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
+                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+            }
+            for (int r = 0; r < 4 && q + ZZ_FAR + r < n; r++) { /* and into L2 */
+                const int64_t nx = ZZ_CH(q + ZZ_FAR + r);
+                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T1);
+                if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T1);
+                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T1);
+            }
+            __m128i w[2];
+            zz_words(&rq, (int)((q - p) / 4), w);
+#define ZZ_HALF(h, LM, X0, X1, X2, X3, Y0, Y1, Y2, Y3)                                                            \
+    do {                                                                                                          \
+        const __m512i a = _mm512_permutexvar_epi32(bidx, _mm512_castsi128_si512(w[h]));                          \
+        const __m512i A = _mm512_maskz_loadu_epi8(LM, c0 + 64 * (h)), B = _mm512_maskz_loadu_epi8(LM, c1 + 64 * (h)); \
+        const __m512i C = _mm512_maskz_loadu_epi8(LM, c2 + 64 * (h)), D = _mm512_maskz_loadu_epi8(LM, c3 + 64 * (h)); \
+        const __m512i u0 = _mm512_unpacklo_epi8(A, B), u1 = _mm512_unpackhi_epi8(A, B);                          \
+        const __m512i u2 = _mm512_unpacklo_epi8(C, D), u3 = _mm512_unpackhi_epi8(C, D);                          \
+        const __m512i q0 = _mm512_unpacklo_epi16(u0, u2), q1 = _mm512_unpackhi_epi16(u0, u2);                    \
+        const __m512i q2 = _mm512_unpacklo_epi16(u1, u3), q3 = _mm512_unpackhi_epi16(u1, u3);                    \
+        X0 = _mm512_dpbusd_epi32(X0, q0, a);                                                                      \
+        Y0 = _mm512_dpbusd_epi32(Y0, _mm512_and_si512(q0, m_hi), a);                                              \
+        X1 = _mm512_dpbusd_epi32(X1, q1, a);                                                                      \
+        Y1 = _mm512_dpbusd_epi32(Y1, _mm512_and_si512(q1, m_hi), a);                                              \
+        X2 = _mm512_dpbusd_epi32(X2, q2, a);                                                                      \
+        Y2 = _mm512_dpbusd_epi32(Y2, _mm512_and_si512(q2, m_hi), a);                                              \
+        X3 = _mm512_dpbusd_epi32(X3, q3, a);                                                                      \
+        Y3 = _mm512_dpbusd_epi32(Y3, _mm512_and_si512(q3, m_hi), a);                                              \
+    } while (0)
+            ZZ_HALF(0, lm0, L00, L01, L02, L03, H00, H01, H02, H03);
+            if (NH == 2) ZZ_HALF(1, lm1, L10, L11, L12, L13, H10, H11, H12, H13);
+#undef ZZ_HALF
+        }
+        /* low sums L take the whole byte (lo + 16 hi, from -8 S): lo = L - H - 128 S; H is 16 x (hi - 8) */
+#define ZZ_EPI(h, m, LL, HH, OH)                                                                                 \
+    do {                                                                                                         \
+        const __m512i lo_ = _mm512_sub_epi32(_mm512_sub_epi32(LL, HH), OH);                                     \
+        _mm512_store_ps(fa[h][0][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo_), dl, _mm512_load_ps(fa[h][0][m]))); \
+        _mm512_store_ps(fa[h][1][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(HH), dh, _mm512_load_ps(fa[h][1][m])));  \
+    } while (0)
+        {
+            const __m512 dl = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_load_ps(dg)));
+            const __m512 dh = _mm512_mul_ps(dl, _mm512_set1_ps(0.0625f));
+            ZZ_EPI(0, 0, L00, H00, oh0);
+            ZZ_EPI(0, 1, L01, H01, oh0);
+            ZZ_EPI(0, 2, L02, H02, oh0);
+            ZZ_EPI(0, 3, L03, H03, oh0);
+        }
+        if (NH == 2) {
+            const __m512 dl = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_load_ps(dg + 4)));
+            const __m512 dh = _mm512_mul_ps(dl, _mm512_set1_ps(0.0625f));
+            ZZ_EPI(1, 0, L10, H10, oh1);
+            ZZ_EPI(1, 1, L11, H11, oh1);
+            ZZ_EPI(1, 2, L12, H12, oh1);
+            ZZ_EPI(1, 3, L13, H13, oh1);
+        }
+#undef ZZ_EPI
+        p = e;
+    }
+#undef ZZ_CH
+    /* lane 4L + k of (h, m) is row 32(4h + L) + 4m + k, + 16 for the high nibbles */
+    for (int g = 0; g < G8; g++)
+        for (int m = 0; m < 4; m++)
+            for (int hl = 0; hl < 2; hl++)
+                memcpy(y + 32 * g + 16 * hl + 4 * m, &fa[g / 4][hl][m][4 * (g % 4)], 4 * sizeof(float));
+}
 
 static void zz_chunk(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, int64_t ck, int G8,
                      float *y) {
-    const int64_t R = j->R, G = R / SRT_QK;
-    const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
-    __m512 acc[16];
-    for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
-    /* nibble -> weight by table lookup: vpermps reads bits 3:0 of each lane */
-    const __m512 lut = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-    __m512i lane[8];
-    for (int g = 0; g < 8; g++) lane[g] = _mm512_set1_epi32(g);
-    const __mmask8 gm = (__mmask8)((1u << G8) - 1);
-    for (int64_t p = 0; p < n; p++) {
-        const int64_t ch = idx ? idx[first + p] : first + p;
-        const uint8_t *nib = j->w + ch * (R / 2) + ck * 128;
-        if (idx && p + 16 < n) { /* scattered channels: prefetch 16 ahead */
-            const int64_t nx = idx[first + p + 16];
-            _mm_prefetch((const char *)(j->w + nx * (R / 2) + ck * 128), _MM_HINT_T0);
-            _mm_prefetch((const char *)(j->w + nx * (R / 2) + ck * 128 + 64 * (G8 > 4)), _MM_HINT_T0);
-            _mm_prefetch((const char *)(sc + 2 * (nx * G + ck * 8)), _MM_HINT_T0);
-        }
-        const __m128i s16 = _mm_maskz_loadu_epi16(gm, sc + 2 * (ch * G + ck * 8));
-        /* the 8 group scales times x[ch], in lanes 0..7 */
-        const __m512 c16 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(s16), _mm256_set1_ps(j->x[ch])));
-        for (int g = 0; g < G8; g++) {
-            const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(nib + 16 * g)));
-            const __m512 cg = _mm512_permutexvar_ps(lane[g], c16);
-            const __m512 lo = _mm512_permutexvar_ps(v, lut);
-            const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut);
-            acc[2 * g] = _mm512_fmadd_ps(lo, cg, acc[2 * g]);
-            acc[2 * g + 1] = _mm512_fmadd_ps(hi, cg, acc[2 * g + 1]);
-        }
-    }
-    for (int g = 0; g < G8; g++) {
-        _mm512_storeu_ps(y + 32 * g, acc[2 * g]);
-        _mm512_storeu_ps(y + 32 * g + 16, acc[2 * g + 1]);
+    if (idx) {
+        if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 2);
+        else zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 1);
+    } else {
+        if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 2);
+        else zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 1);
     }
 }
 
 static void zigzag_avx512(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
-    const int64_t G = j->R / SRT_QK;
-    for (int64_t ck = 0; ck * 8 < G; ck++) {
-        const int G8 = (int)(G - ck * 8 < 8 ? G - ck * 8 : 8);
+    for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
+        const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
         zz_chunk(j, idx, first, n, ck, G8, y + ck * SRT_ZZ_CHUNK);
     }
 }
