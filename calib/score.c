@@ -37,10 +37,13 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
     if (mi && mi->density == SRT_DENSITY_NONE) density = 1.0;
     const char *missing = srt_model_method_missing(m, method);
     if (missing) return sc_errf(err, SC_EARG, "%s: cannot route with %s: %s", path, method, missing);
+    double run = density; /* what the runtime is set with */
+    srt_density_use use = srt_method_density(mi, srt_model_data(m));
     if (mi->density == SRT_DENSITY_FITTED) {
-        /* the stored per-neuron thresholds keep one density (or meet a CETT target): that one runs, or none */
+        /* the stored per-neuron thresholds keep one density (or meet a CETT target): without the calibrated
+         * table (older artifacts) that one runs, or none; with it, any density */
         double fitted = srt_model_cett_density(m);
-        if (!out->density_default && !(fitted == density))
+        if (use != SRT_DENSITY_TABLE && !out->density_default && !(fitted == density))
             return isnan(fitted)
                        ? sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to a CETT target "
                                                "(routing.cett.target), not a density: drop --density, or repack with "
@@ -48,20 +51,24 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
                        : sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to keep density %g; "
                                                "--density %g needs a repack with --density %g", path, method, fitted,
                                  density, density);
-        if (out->density_default) density = isnan(fitted) ? 1.0 : fitted;
+        if (out->density_default) {
+            density = isnan(fitted) ? 1.0 : fitted;
+            run = NAN; /* the stored thresholds */
+        }
     }
-    srt_status ks = srt_model_set_method_id(m, mi->id, density);
+    srt_status ks = srt_model_set_method_id(m, mi->id, run);
     if (ks != SRT_OK)
         return sc_errf(err, SC_EARG, "%s: cannot route with %s at density %g (%s)", path, method, density,
                        srt_status_str(ks));
     out->info = mi;
     snprintf(out->method, sizeof out->method, "%s", srt_model_method(m));
     out->density = density;
+    out->run_density = run;
     return SC_OK;
 }
 
 bool sc_artifact_fixed_live(const sc_artifact_router *r) {
-    return r->info->density == SRT_DENSITY_NONE || r->info->density == SRT_DENSITY_TOPK;
+    return r->info->density == SRT_DENSITY_NONE || r->info->density == SRT_DENSITY_TOPK; /* TABLE/FITTED vary */
 }
 
 void sc_score_result_free(sc_score_result *r) {

@@ -220,8 +220,8 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
     } else if (m->mode == SRT_MODE_TEAL) {
         int64_t k = teal_mask(m, m->h, F, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_H]);
         *live = k < 0 ? F : k;
-    } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_thr) {
-        int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_thr, m->factor, F);
+    } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_use) {
+        int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_use, m->factor, F);
         if (k >= 0) {
             srt_zero_dead(m->h, F, m->idx, k);
             *live = k;

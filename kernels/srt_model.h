@@ -96,7 +96,7 @@ const char *srt_model_default_method(const srt_model *m);
 double srt_model_default_density(const srt_model *m);
 /* The density the stored CETT thresholds were fitted to keep on the
  * calibration sample (routing.cett.density), NAN when pack fitted them to a
- * CETT target instead: cett and clada run those thresholds at any density. */
+ * CETT target instead. */
 double srt_model_cett_density(const srt_model *m);
 /* Whether the artifact carries CLAWS multipliers for every layer. */
 bool srt_model_has_claws(const srt_model *m);
@@ -127,9 +127,13 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *   cats-threshold  live iff |phi(u_j)| > t_l, t_l at sparsity 1 - density
  *                   from lN.cats_thresholds (table at 0.05 steps; between
  *                   steps, geometric interpolation);
- *   cett            live iff |h_j| > thr_j (lN.cett_thresholds, fitted at
- *                   pack time: srt_model_cett_density; density is not used
- *                   here, sc_artifact_set_router refuses one they do not keep);
+ *   cett            live iff |h_j| > thr_j: density NAN or the density the
+ *                   stored lN.cett_thresholds keep (srt_model_cett_density):
+ *                   those; any other density: thr_j from lN.cett_table and
+ *                   lN.cett_wnorm (srt_cett_table_thresholds; layers without
+ *                   a table run dense). Artifacts packed without the tables
+ *                   run the stored thresholds at any density
+ *                   (sc_artifact_set_router refuses one they do not keep);
  *   clada           cett's thresholds times 1 + lambda [s > tau_s] +
  *                   gamma [H > tau_H], s and H the surprisal of the token and
  *                   the entropy of the previous step's own logits;
@@ -138,7 +142,8 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   sparse layouts read only those columns.
  * The live neuron count then varies per token. SRT_ENOTSUP when the
  * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
- * for an unknown name or a density outside (0, 1]. */
+ * for an unknown name or a density outside (0, 1] (NAN passes for cett and
+ * clada: their stored thresholds). */
 srt_status srt_model_set_method(srt_model *m, const char *name, double density);
 /* The same by registry id (srt_method.h); SRT_EINVAL for an id outside it. */
 srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density);
