@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "data.h"
+#include "rt_support.h"
+#include "srt_schema.h"
 #include "tokenizer.h"
 #include "testing.h"
 
@@ -171,6 +173,15 @@ int main(void) {
             CHECK_MSG(pe[k] == pr && de[k] == dr, "cett %.1f: eval %.17g vs run --score %.17g", want[k], pe[k], pr);
         }
         CHECK_MSG(pe[0] > pe[1] * 1.05, "cett: ppl %.6f at 0.3 vs %.6f at 0.7", pe[0], pe[1]);
+        /* an artifact packed before the table: its stored thresholds keep 0.5 (pack's density), another density
+         * is a repack; at 0.5 it scores what the artifact with the table scores */
+        const char *old = sc_tmp_path("old.spk");
+        CHECK(sc_test_spk_rewrite(spk[0], old, "*." SRT_SEC_CETT_TABLE, NULL, NULL, NULL));
+        CHECK(cli("eval -m %s --tokens %s --method cett --density 0.3 -q 2>&1", old, ids) == 2 && strstr(out, "repack"));
+        double po, d_old, pn, d_new;
+        scored(cli("eval -m %s --tokens %s --method cett --density 0.5 --json -q", old, ids), &po, &d_old, "old");
+        scored(cli("eval -m %s --tokens %s --method cett --density 0.5 --json -q", spk[0], ids), &pn, &d_new, "new");
+        CHECK_MSG(po == pn && d_old == d_new, "cett 0.5: %.17g without the table, %.17g with it", po, pn);
     }
     /* pack --method without --density says what it used */
     const char *def = sc_tmp_path("def.spk");
