@@ -105,8 +105,9 @@ class Model:
     def set_method(self, method=None, density=None):
         """Routes the MLP with `method` at `density` (the fraction of neurons kept, in (0, 1]). None: the
         artifact's router and density, as `sparsecal run` without --method/--density (dense, with a warning,
-        when the artifact's router does not run here). cett and clada run the thresholds pack fitted, whatever
-        the density. Raises SparsecalError naming what the artifact lacks for a router."""
+        when the artifact's router does not run here). cett and clada at the density pack fitted their thresholds
+        to run those, at another density the thresholds from the artifact's CETT table (artifacts packed
+        before the table: the stored thresholds, whatever the density). Raises SparsecalError naming what the artifact lacks for a router."""
         L, m = _lib.lib(), self._handle()
         if method is None:
             method = L.srt_model_default_method(m).decode()
