@@ -98,6 +98,11 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
     out->n_layers = L;
     out->density_min = INFINITY;
     out->density_max = -INFINITY;
+    /* a router choosing from the prompt (griffin): the first half of each window is the prompt, run dense, and
+     * only the predictions from its last position on are scored (eval's protocol for it, calib/sparse_eval.c) */
+    const srt_method_info *mi = srt_method_find(srt_model_method(m));
+    const bool from_prompt = mi && mi->from_prompt;
+    int64_t n_routed = 0; /* steps the densities average over: all, or those after a prompt */
     double t0 = sc_now();
     sc_status st = SC_OK;
     sc_progress pr;
@@ -108,6 +113,7 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
         out->n_seqs++;
         for (int64_t start = -1, n; !st && sc_window_next((int64_t)s->n, win, &start, &n);) {
             /* the last id of a window is only predicted: it runs as the next window's first */
+            int64_t prompt = from_prompt ? (n / 2 > 1 ? n / 2 : 1) : 0;
             for (int64_t t = 0; t + 1 < n; t++) {
                 const float *logits;
                 srt_status ks = srt_model_step(m, s->ids[start + t], t, &logits);
@@ -120,9 +126,17 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
                                        (long long)(start + t), srt_status_str(ks));
                     break;
                 }
+                out->n_tokens++;
+                if (t + 1 == prompt && (ks = srt_model_end_prompt(m)) != SRT_OK) {
+                    st = sc_errf(err, SC_ENOMEM, "%s: sequence %zu: fixing the prompt's live sets failed (%s)", path, i,
+                                 srt_status_str(ks));
+                    break;
+                }
+                if (t + 1 < prompt) continue;
                 out->nll_sum += sc_logsumexp(logits, V) - (double)logits[s->ids[start + t + 1]];
                 out->n_scored++;
-                out->n_tokens++;
+                if (t < prompt) continue; /* the prompt's last position ran dense */
+                n_routed++;
                 for (int64_t l = 0; l < L; l++) {
                     const uint32_t *idx;
                     double dl = (double)srt_model_last_live(m, l, &idx) / (double)F;
@@ -145,9 +159,9 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
     double sum = 0;
     for (int64_t l = 0; l < L; l++) {
         sum += live[l];
-        live[l] /= (double)out->n_tokens;
+        live[l] /= (double)n_routed;
     }
-    out->density_mean = sum / ((double)out->n_tokens * (double)L);
+    out->density_mean = sum / ((double)n_routed * (double)L);
     return SC_OK;
 }
 

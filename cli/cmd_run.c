@@ -227,6 +227,8 @@ int cmd_run(int argc, char **argv) {
         }
     else if (ks != SRT_OK)
         st = ks == SRT_ENOMEM ? sc_errf(&err, SC_ENOMEM, "out of memory for the prompt") : step_failed(m, path, ks, 0, &err);
+    if (!st && (ks = srt_model_end_prompt(m)) != SRT_OK) /* griffin fixes its live sets from the prompt */
+        st = sc_errf(&err, SC_ENOMEM, "%s: fixing the prompt's live sets failed (%s)", path, srt_status_str(ks));
     double t_prompt = sc_now() - t0;
     srt_model_timing tm_prompt;
     srt_model_get_timing(m, &tm_prompt);

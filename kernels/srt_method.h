@@ -19,6 +19,7 @@ typedef enum srt_method_id {
     SRT_METHOD_CETT,           /* |h_j| > thr_j fitted by pack */
     SRT_METHOD_CLADA,          /* cett's thresholds scaled by the load factor */
     SRT_METHOD_TEAL,           /* every linear input |x_i| > t_tap from a calibrated table */
+    SRT_METHOD_GRIFFIN,        /* a top-K set per layer fixed at the end of the prompt from its s_j statistic */
     SRT_METHOD_COUNT
 } srt_method_id;
 
@@ -55,6 +56,8 @@ typedef struct srt_method_info {
     unsigned any_density;    /* srt_data bits with which a SRT_DENSITY_FITTED router reaches any density through its
                               * calibrated table (SRT_DENSITY_TABLE); 0: none */
     double default_density;  /* pack --method NAME without --density */
+    bool from_prompt;        /* chooses its live sets from the prompt, which runs dense (srt_model_end_prompt): when
+                              * scoring, the first half of each window is the prompt and only the rest is scored */
 } srt_method_info;
 
 /* The entry of id, NULL outside [0, SRT_METHOD_COUNT). */

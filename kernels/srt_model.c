@@ -176,6 +176,8 @@ void srt_model_close(srt_model *m) {
     srt_free(m->pf_arena);
     free(m->thr_l);
     free(m->cett_rt);
+    free(m->g_sum);
+    free(m->g_set);
     free(m->layers);
     srt_container_close(m->ct);
     free(m->path);
@@ -462,7 +464,7 @@ unsigned srt_model_data(const srt_model *m) { return m ? m->have : 0u; }
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
     const srt_method_info *mi = srt_method_find(name);
-    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
+    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin)";
     return srt_method_refusal(mi, m->have);
 }
 
@@ -544,6 +546,23 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
         m->K_in = srt_larosa_keep(m->lr_in, density, c->dim);
         m->K_h = srt_larosa_keep(m->lr_h, density, c->ffn_dim);
         break;
+    case SRT_METHOD_GRIFFIN:
+        m->router = SRT_ROUTER_GRIFFIN;
+        m->K = srt_topk_count(density, c->ffn_dim);
+        if (!m->g_sum) {
+            m->g_sum = calloc((size_t)(c->n_layers * c->ffn_dim), sizeof *m->g_sum);
+            m->g_set = malloc((size_t)(c->n_layers * c->ffn_dim) * sizeof *m->g_set);
+            if (!m->g_sum || !m->g_set) {
+                free(m->g_sum);
+                free(m->g_set);
+                m->g_sum = NULL;
+                m->g_set = NULL;
+                route_off(m);
+                return SRT_ENOMEM;
+            }
+        }
+        if (m->g_k != m->K) m->g_k = 0; /* sets of another size: the next prompt chooses again */
+        break;
     case SRT_METHOD_CETT:
     case SRT_METHOD_CLADA: {
         m->mode = id == SRT_METHOD_CETT ? SRT_MODE_CETT : SRT_MODE_CLADA;
@@ -575,6 +594,21 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
     }
     default: return SRT_EINVAL;
     }
+    return SRT_OK;
+}
+
+srt_status srt_model_end_prompt(srt_model *m) {
+    if (!m) return SRT_EINVAL;
+    if (m->router != SRT_ROUTER_GRIFFIN || m->g_k > 0) return SRT_OK;
+    const int64_t F = m->cfg.ffn_dim, K = m->K;
+    if (K <= 0 || K >= F) return SRT_OK; /* every neuron, or none: nothing to choose */
+    /* s_j = sqrt(sum over the prompt of h_j^2 / ||h||^2) (the GRIFFIN paper): the top-K per layer */
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        for (int64_t j = 0; j < F; j++) m->score[j] = (float)sqrt(m->g_sum[l * F + j]);
+        srt_status st = srt_select_topk(m->g_set + l * K, m->score, F, K, 0);
+        if (st != SRT_OK) return st;
+    }
+    m->g_k = K;
     return SRT_OK;
 }
 

@@ -145,6 +145,15 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  * for an unknown name or a density outside (0, 1] (NAN passes for cett and
  * clada: their stored thresholds). */
 srt_status srt_model_set_method(srt_model *m, const char *name, double density);
+/*   griffin         (the GRIFFIN paper) a step at position 0 starts a
+ *                   prompt: its tokens run dense and add h_j^2 / ||h||^2 to
+ *                   s_j^2 per layer; srt_model_end_prompt then fixes each
+ *                   layer's live set to the K = srt_topk_count(density,
+ *                   ffn_dim) largest s_j, which every later step reads
+ *                   (up only its rows, down only its columns). */
+/* The prompt is over: a router that chooses from the prompt (griffin) fixes
+ * its live sets now; a no-op for every other router and once fixed. */
+srt_status srt_model_end_prompt(srt_model *m);
 /* The same by registry id (srt_method.h); SRT_EINVAL for an id outside it. */
 srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density);
 /* The routing data the artifact holds: srt_data bits (srt_method.h). */
