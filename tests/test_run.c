@@ -398,7 +398,12 @@ int main(void) {
               strstr(out1, "\"tokens_per_second\"") && strstr(out1, "\"per_token_ms\""));
         snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --method claws 2>&1", SC_CLI_PATH, nocal);
         CHECK(sc_run(cmd, out1, sizeof out1) == 2 && strstr(out1, "claws_c"));
-        snprintf(cmd, sizeof cmd, "%s run -m %s --method griffin 2>&1", SC_CLI_PATH, nocal);
+        /* griffin needs no routing data: the prompt runs dense, then each layer's 86 neurons chosen from it */
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --temperature 0 --method griffin --density 0.5 --json 2>&1",
+                 SC_CLI_PATH, nocal);
+        CHECK_MSG(sc_run(cmd, out1, sizeof out1) == 0 && strstr(out1, "\"method\":\"griffin\"") &&
+                      strstr(out1, "\"live_neurons\":86"), "%s", out1);
+        snprintf(cmd, sizeof cmd, "%s run -m %s --method nope 2>&1", SC_CLI_PATH, nocal);
         CHECK(sc_run(cmd, out1, sizeof out1) == 2);
         snprintf(cmd, sizeof cmd, "%s run -m %s --isa nonsense 2>&1", SC_CLI_PATH, nocal);
         CHECK(sc_run(cmd, out1, sizeof out1) == 2);

@@ -89,7 +89,8 @@ int main(void) {
         CHECK(srt_model_set_method(rt, "clada", NAN) == SRT_OK);
         sc_test_rt_nll(rt, &ev, NULL, &d_clada);
         CHECK(d_clada < d_cett); /* lambda, gamma > 0 raise thresholds on hard tokens */
-        CHECK(srt_model_set_method(rt, "griffin", 0.5) == SRT_EINVAL);
+        CHECK(srt_model_set_method(rt, "nope", 0.5) == SRT_EINVAL);
+        CHECK(srt_model_set_method(rt, "griffin", 0.0) == SRT_EINVAL);
         CHECK(srt_model_set_method(rt, "teal", 1.5) == SRT_EINVAL);
         srt_model_close(rt);
         srt_ctx_free(ctx);

@@ -100,7 +100,7 @@ int main(void) {
     }
 
     /* 1. eval on the artifact == run --score, the same double, for every router it holds */
-    const char *methods[] = {"dense", "cats", "claws", "cats-threshold", "cett"};
+    const char *methods[] = {"dense", "cats", "claws", "cats-threshold", "cett", "griffin"};
     for (int li = 0; li < 2; li++) {
         double dense_ppl = NAN;
         for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
