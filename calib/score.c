@@ -100,8 +100,7 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
     out->density_max = -INFINITY;
     /* a router choosing from the prompt (griffin): the first half of each window is the prompt, run dense, and
      * only the predictions from its last position on are scored (eval's protocol for it, calib/sparse_eval.c) */
-    const srt_method_info *mi = srt_method_find(srt_model_method(m));
-    const bool from_prompt = mi && mi->from_prompt;
+    const bool from_prompt = srt_model_from_prompt(m);
     int64_t n_routed = 0; /* steps the densities average over: all, or those after a prompt */
     double t0 = sc_now();
     sc_status st = SC_OK;

@@ -612,4 +612,6 @@ srt_status srt_model_end_prompt(srt_model *m) {
     return SRT_OK;
 }
 
+bool srt_model_from_prompt(const srt_model *m) { return m && srt_method_get((int)m->method)->from_prompt; }
+
 const char *srt_model_method(const srt_model *m) { return srt_method_get((int)m->method)->name; }

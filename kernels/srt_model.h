@@ -154,6 +154,8 @@ srt_status srt_model_set_method(srt_model *m, const char *name, double density);
 /* The prompt is over: a router that chooses from the prompt (griffin) fixes
  * its live sets now; a no-op for every other router and once fixed. */
 srt_status srt_model_end_prompt(srt_model *m);
+/* Whether the current router chooses its live sets from a prompt (srt_method.h: from_prompt). */
+bool srt_model_from_prompt(const srt_model *m);
 /* The same by registry id (srt_method.h); SRT_EINVAL for an id outside it. */
 srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density);
 /* The routing data the artifact holds: srt_data bits (srt_method.h). */
