@@ -293,7 +293,7 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         dense = !(t >= 0.0f);
         K = dense ? F : srt_compact(m->ctx, m->idx, m->a, F, t);
     } else if (m->router == SRT_ROUTER_GRIFFIN) { /* the prompt dense, then the fixed set */
-        dense = m->g_k == 0;
+        dense = !m->g_fixed;
         K = dense ? F : m->g_k;
         if (!dense) memcpy(m->idx, m->g_set + l * K, (size_t)K * sizeof(uint32_t));
     } else {
@@ -387,7 +387,7 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
     if (pos == 0 && m->router == SRT_ROUTER_GRIFFIN) { /* a new prompt */
         memset(m->g_sum, 0, (size_t)(c->n_layers * c->ffn_dim) * sizeof *m->g_sum);
-        m->g_k = 0;
+        m->g_fixed = false;
     }
     m->logits_pos = -1;
     TRY(embed(m, token, m->x));

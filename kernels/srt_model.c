@@ -561,7 +561,7 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
                 return SRT_ENOMEM;
             }
         }
-        if (m->g_k != m->K) m->g_k = 0; /* sets of another size: the next prompt chooses again */
+        if (m->g_k != m->K) m->g_fixed = false; /* sets of another size: the next prompt chooses again */
         break;
     case SRT_METHOD_CETT:
     case SRT_METHOD_CLADA: {
@@ -599,16 +599,17 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
 
 srt_status srt_model_end_prompt(srt_model *m) {
     if (!m) return SRT_EINVAL;
-    if (m->router != SRT_ROUTER_GRIFFIN || m->g_k > 0) return SRT_OK;
+    if (m->router != SRT_ROUTER_GRIFFIN || m->g_fixed) return SRT_OK;
     const int64_t F = m->cfg.ffn_dim, K = m->K;
-    if (K <= 0 || K >= F) return SRT_OK; /* every neuron, or none: nothing to choose */
+    if (K >= F) return SRT_OK; /* every neuron: nothing to choose */
     /* s_j = sqrt(sum over the prompt of h_j^2 / ||h||^2) (the GRIFFIN paper): the top-K per layer */
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         for (int64_t j = 0; j < F; j++) m->score[j] = (float)sqrt(m->g_sum[l * F + j]);
-        srt_status st = srt_select_topk(m->g_set + l * K, m->score, F, K, 0);
+        srt_status st = K > 0 ? srt_select_topk(m->g_set + l * K, m->score, F, K, 0) : SRT_OK;
         if (st != SRT_OK) return st;
     }
     m->g_k = K;
+    m->g_fixed = true;
     return SRT_OK;
 }
 

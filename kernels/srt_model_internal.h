@@ -66,7 +66,8 @@ struct srt_model {
     /* griffin: the prompt's statistic and the live sets srt_model_end_prompt fixes from it */
     double *g_sum;          /* [n_layers, ffn_dim] sum over the prompt's tokens of h_j^2 / ||h||^2 (NULL: unused) */
     uint32_t *g_set;        /* [n_layers, g_k] each layer's live set, ascending */
-    int64_t g_k;            /* the K g_set holds; 0: not fixed (the prompt is running, dense) */
+    int64_t g_k;            /* the K g_set holds */
+    bool g_fixed;           /* false: the prompt is running (dense) */
     int64_t logits_pos;     /* position whose logits m->logits holds (-1: none) */
     /* buffers (one arena) */
     void *arena;
