@@ -118,6 +118,7 @@ sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_da
     x.rule = cp.rule;
     sc_status st = SC_OK;
     double *wn = malloc((size_t)F * sizeof(double));
+    float *wnf = malloc((size_t)F * sizeof(float));
     x.thr = malloc((size_t)(L * F) * sizeof(float));
     x.fitted = calloc((size_t)L, sizeof(bool));
     x.factor = malloc((size_t)o->ctx * sizeof(float));
@@ -125,19 +126,20 @@ sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_da
     x.idx = malloc((size_t)F * sizeof(uint32_t));
     x.live_sum = calloc((size_t)L, sizeof(double));
     x.rows_l = calloc((size_t)L, sizeof(int64_t));
-    if (!wn || !x.thr || !x.fitted || !x.factor || !x.scratch || !x.idx || !x.live_sum || !x.rows_l) {
+    if (!wn || !wnf || !x.thr || !x.fitted || !x.factor || !x.scratch || !x.idx || !x.live_sum || !x.rows_l) {
         st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
         goto done;
     }
     out->lc.target = isnan(goal.density) ? goal.target : NAN;
     for (int64_t l = 0; l < L; l++) {
         out->lc.layer_threshold[l] = out->lc.layer_cett[l] = out->lc.layer_sample_sparsity[l] = NAN;
-        sc_cett_fit fit;
-        if ((st = sc_plan_cett_layer(m, cs, l, &goal, wn, x.thr + l * F, &fit, &x.fitted[l], err))) goto done;
+        sc_cett_layer_plan lp;
+        if ((st = sc_plan_cett_layer(m, cs, l, &goal, wn, wnf, x.thr + l * F, &lp, err))) goto done;
+        x.fitted[l] = lp.fitted;
         if (!x.fitted[l]) continue;
-        out->lc.layer_threshold[l] = fit.threshold;
-        out->lc.layer_cett[l] = fit.cett;
-        out->lc.layer_sample_sparsity[l] = fit.sparsity;
+        out->lc.layer_threshold[l] = lp.fit.threshold;
+        out->lc.layer_cett[l] = lp.fit.cett;
+        out->lc.layer_sample_sparsity[l] = lp.fit.sparsity;
     }
     if (clada) {
         out->lc.tau_s = x.rule.tau_s;
@@ -169,6 +171,7 @@ sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_da
     }
 done:
     free(wn);
+    free(wnf);
     free(x.thr);
     free(x.fitted);
     free(x.scratch);

@@ -28,5 +28,9 @@ bool sc_lc_param_has(const char *params, const char *key);
 /* The q-quantile (0..1) of x[0..n) by linear interpolation between order
  * statistics; x is sorted in place. n = 0 gives 0. */
 double sc_lc_quantile_sorted(double *x, int64_t n, double q);
+/* Sorts x[0..n) ascending. */
+void sc_lc_sort(double *x, int64_t n);
+/* The same quantile of x[0..n) already in ascending order (several quantiles of one sort). */
+double sc_lc_quantile_of_sorted(const double *x, int64_t n, double q);
 
 #endif

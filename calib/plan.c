@@ -33,19 +33,26 @@ bool sc_plan_teal_table(void *teal_state, int64_t layer, double *cum, float out[
 }
 
 sc_status sc_plan_cett_layer(const sc_model *m, const void *cett_state, int64_t layer, const sc_cett_goal *goal,
-                             double *wnorm, float *thr, sc_cett_fit *fit, bool *fitted, sc_err *err) {
+                             double *wnorm, float *wnorm_f, float *thr, sc_cett_layer_plan *out, sc_err *err) {
     const sc_config *c = &m->cfg;
+    const int64_t F = c->ffn_dim;
     const float *h;
     int64_t rows = 0;
-    *fitted = false;
+    out->tabled = out->fitted = false;
     SC_TRY(sc_down_col_norms(m, layer, wnorm, err));
-    if (!sc_cett_sample(cett_state, layer, &h, &rows) || rows == 0 || (isnan(goal->density) && goal->target <= 0))
-        return SC_OK; /* no sample / target 0: a dense layer */
+    for (int64_t j = 0; j < F; j++) wnorm_f[j] = (float)wnorm[j];
+    if (!sc_cett_sample(cett_state, layer, &h, &rows) || rows == 0) return SC_OK; /* no sample: a dense layer */
+    SC_TRY(sc_cett_table(h, rows, F, wnorm, out->table, err));
+    out->tabled = true;
+    if (isnan(goal->density) && goal->target <= 0) return SC_OK; /* target 0: a dense layer */
     const sc_layer *Ly;
     SC_TRY(sc_model_layer(m, layer, &Ly, err));
-    SC_TRY(sc_cett_fit_layer(h, rows, c->dim, c->ffn_dim, Ly->wd, wnorm, goal, fit, err));
-    for (int64_t j = 0; j < c->ffn_dim; j++) thr[j] = srt_cett_neuron_threshold(fit->threshold, wnorm[j]);
-    *fitted = true;
+    SC_TRY(sc_cett_fit_layer(h, rows, c->dim, F, Ly->wd, wnorm, goal, out->table, &out->fit, err));
+    if (isnan(goal->density))
+        for (int64_t j = 0; j < F; j++) thr[j] = srt_cett_neuron_threshold(out->fit.threshold, wnorm[j]);
+    else
+        srt_cett_table_thresholds(out->table, wnorm_f, goal->density, thr, F);
+    out->fitted = true;
     return SC_OK;
 }
 

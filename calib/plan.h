@@ -33,13 +33,23 @@ bool sc_plan_cats_table(const void *cats_state, int64_t layer, float out[SRT_THR
  * not calibrated. cum: SC_TEAL_NB doubles of scratch. */
 bool sc_plan_teal_table(void *teal_state, int64_t layer, double *cum, float out[SC_TEAL_NTAPS * SRT_THR_GRID]);
 
-/* cett / clada: layer l's threshold t fitted to goal (sc_cett_fit_layer) and
- * the per-neuron thresholds the runtime tests, thr[j] =
- * srt_cett_neuron_threshold(t, ||W_d[:, j]||) [F]. *fitted is false (thr
- * untouched) for a layer without a sample or a target of 0: that layer stays
- * dense. wnorm: F doubles of scratch (receives the column norms). */
+/* cett / clada: layer l's plan from the calibration's h sample. wnorm_f [F]
+ * receives the f32 column norms ||W_d[:, j]|| (lN.cett_wnorm) and out->table
+ * the layer's CETT table (sc_cett_table, lN.cett_table); out->tabled is false
+ * for a layer without a sample. thr [F] receives the per-neuron thresholds
+ * at goal: for a density, srt_cett_table_thresholds(table, wnorm_f, density),
+ * the computation the runtime repeats at any density from the stored table;
+ * for a CETT target, srt_cett_neuron_threshold(t, ||W_d[:, j]||) with t from
+ * the search. out->fitted is false (thr untouched) for a layer without a
+ * sample or a target of 0: that layer stays dense. wnorm: F doubles of
+ * scratch (receives the column norms). */
+typedef struct sc_cett_layer_plan {
+    float table[SRT_THR_GRID];
+    bool tabled, fitted;
+    sc_cett_fit fit;
+} sc_cett_layer_plan;
 sc_status sc_plan_cett_layer(const sc_model *m, const void *cett_state, int64_t layer, const sc_cett_goal *goal,
-                             double *wnorm, float *thr, sc_cett_fit *fit, bool *fitted, sc_err *err);
+                             double *wnorm, float *wnorm_f, float *thr, sc_cett_layer_plan *out, sc_err *err);
 
 /* clada: lambda, gamma (defaults SRT_CLADA_LAMBDA, SRT_CLADA_GAMMA) and the
  * qs, qh quantiles of the calibration's (surprisal, entropy) sample that give

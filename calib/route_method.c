@@ -18,7 +18,7 @@ static const sc_route_method m_cats_thr =
 static const sc_route_method m_claws = NEURON("claws", SRT_METHOD_CLAWS, SRT_ROUTER_CLAWS, "claws",
                                               "top-K of |phi(u_j)| c_j per token (the CLAWS paper)");
 static const sc_route_method m_griffin = {
-    "griffin", -1, SRT_ROUTER_GRIFFIN, "", "", sc_eval_router, SC_RM_PROMPT,
+    "griffin", SRT_METHOD_GRIFFIN, SRT_ROUTER_GRIFFIN, "", "", sc_eval_router, SC_RM_PROMPT,
     "a fixed top-K set per layer chosen from the prompt's activations (the GRIFFIN paper)"};
 static const sc_route_method m_griffin_prefill = {
     "griffin-prefill", -1, SRT_ROUTER_GRIFFIN, "", "", sc_eval_router, SC_RM_PROMPT | SC_RM_PREFILL,

@@ -37,10 +37,13 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
     if (mi && mi->density == SRT_DENSITY_NONE) density = 1.0;
     const char *missing = srt_model_method_missing(m, method);
     if (missing) return sc_errf(err, SC_EARG, "%s: cannot route with %s: %s", path, method, missing);
+    double run = density; /* what the runtime is set with */
+    srt_density_use use = srt_method_density(mi, srt_model_data(m));
     if (mi->density == SRT_DENSITY_FITTED) {
-        /* the stored per-neuron thresholds keep one density (or meet a CETT target): that one runs, or none */
+        /* the stored per-neuron thresholds keep one density (or meet a CETT target): without the calibrated
+         * table (older artifacts) that one runs, or none; with it, any density */
         double fitted = srt_model_cett_density(m);
-        if (!out->density_default && !(fitted == density))
+        if (use != SRT_DENSITY_TABLE && !out->density_default && !(fitted == density))
             return isnan(fitted)
                        ? sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to a CETT target "
                                                "(routing.cett.target), not a density: drop --density, or repack with "
@@ -48,20 +51,24 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
                        : sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to keep density %g; "
                                                "--density %g needs a repack with --density %g", path, method, fitted,
                                  density, density);
-        if (out->density_default) density = isnan(fitted) ? 1.0 : fitted;
+        if (out->density_default) {
+            density = isnan(fitted) ? 1.0 : fitted;
+            run = NAN; /* the stored thresholds */
+        }
     }
-    srt_status ks = srt_model_set_method_id(m, mi->id, density);
+    srt_status ks = srt_model_set_method_id(m, mi->id, run);
     if (ks != SRT_OK)
         return sc_errf(err, SC_EARG, "%s: cannot route with %s at density %g (%s)", path, method, density,
                        srt_status_str(ks));
     out->info = mi;
     snprintf(out->method, sizeof out->method, "%s", srt_model_method(m));
     out->density = density;
+    out->run_density = run;
     return SC_OK;
 }
 
 bool sc_artifact_fixed_live(const sc_artifact_router *r) {
-    return r->info->density == SRT_DENSITY_NONE || r->info->density == SRT_DENSITY_TOPK;
+    return r->info->density == SRT_DENSITY_NONE || r->info->density == SRT_DENSITY_TOPK; /* TABLE/FITTED vary */
 }
 
 void sc_score_result_free(sc_score_result *r) {
@@ -91,6 +98,10 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
     out->n_layers = L;
     out->density_min = INFINITY;
     out->density_max = -INFINITY;
+    /* a router choosing from the prompt (griffin): the first half of each window is the prompt, run dense, and
+     * only the predictions from its last position on are scored (eval's protocol for it, calib/sparse_eval.c) */
+    const bool from_prompt = srt_model_from_prompt(m);
+    int64_t n_routed = 0; /* steps the densities average over: all, or those after a prompt */
     double t0 = sc_now();
     sc_status st = SC_OK;
     sc_progress pr;
@@ -101,6 +112,7 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
         out->n_seqs++;
         for (int64_t start = -1, n; !st && sc_window_next((int64_t)s->n, win, &start, &n);) {
             /* the last id of a window is only predicted: it runs as the next window's first */
+            int64_t prompt = from_prompt ? (n / 2 > 1 ? n / 2 : 1) : 0;
             for (int64_t t = 0; t + 1 < n; t++) {
                 const float *logits;
                 srt_status ks = srt_model_step(m, s->ids[start + t], t, &logits);
@@ -113,9 +125,17 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
                                        (long long)(start + t), srt_status_str(ks));
                     break;
                 }
+                out->n_tokens++;
+                if (t + 1 == prompt && (ks = srt_model_end_prompt(m)) != SRT_OK) {
+                    st = sc_errf(err, SC_ENOMEM, "%s: sequence %zu: fixing the prompt's live sets failed (%s)", path, i,
+                                 srt_status_str(ks));
+                    break;
+                }
+                if (t + 1 < prompt) continue;
                 out->nll_sum += sc_logsumexp(logits, V) - (double)logits[s->ids[start + t + 1]];
                 out->n_scored++;
-                out->n_tokens++;
+                if (t < prompt) continue; /* the prompt's last position ran dense */
+                n_routed++;
                 for (int64_t l = 0; l < L; l++) {
                     const uint32_t *idx;
                     double dl = (double)srt_model_last_live(m, l, &idx) / (double)F;
@@ -138,9 +158,9 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
     double sum = 0;
     for (int64_t l = 0; l < L; l++) {
         sum += live[l];
-        live[l] /= (double)out->n_tokens;
+        live[l] /= (double)n_routed;
     }
-    out->density_mean = sum / ((double)out->n_tokens * (double)L);
+    out->density_mean = sum / ((double)n_routed * (double)L);
     return SC_OK;
 }
 

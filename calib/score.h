@@ -20,7 +20,9 @@ sc_status sc_density_check(double density, const char *opt, sc_err *err);
 typedef struct sc_artifact_router {
     char method[32];      /* the router's name (srt_model_method) */
     const srt_method_info *info; /* its registry entry (srt_method.h) */
-    double density;       /* the density it was set with (1 for dense) */
+    double density;       /* the density it runs at (1 for dense; for thresholds fitted to a CETT target, 1) */
+    double run_density;   /* what srt_model_set_method_id was given: density, or NAN for a fitted router's
+                           * stored thresholds (srt_model.h) */
     bool method_default;  /* no method was asked for: the artifact's ("routing" in the manifest) */
     bool density_default; /* no density was asked for: the artifact's */
 } sc_artifact_router;

@@ -227,6 +227,8 @@ int cmd_run(int argc, char **argv) {
         }
     else if (ks != SRT_OK)
         st = ks == SRT_ENOMEM ? sc_errf(&err, SC_ENOMEM, "out of memory for the prompt") : step_failed(m, path, ks, 0, &err);
+    if (!st && (ks = srt_model_end_prompt(m)) != SRT_OK) /* griffin fixes its live sets from the prompt */
+        st = sc_errf(&err, SC_ENOMEM, "%s: fixing the prompt's live sets failed (%s)", path, srt_status_str(ks));
     double t_prompt = sc_now() - t0;
     srt_model_timing tm_prompt;
     srt_model_get_timing(m, &tm_prompt);
@@ -254,14 +256,14 @@ int cmd_run(int argc, char **argv) {
         /* --fallback-dense: steps 1..2*FB_STEPS alternate routed / dense, then the faster one stays */
         int64_t k = pos - n_prompt;
         bool trial = fb_on && k < 2 * FB_STEPS;
-        if (trial) srt_model_set_method_id(m, k % 2 ? SRT_METHOD_DENSE : rt.info->id, density);
+        if (trial) srt_model_set_method_id(m, k % 2 ? SRT_METHOD_DENSE : rt.info->id, rt.run_density);
         double ts = sc_now();
         ks = srt_model_step(m, next, pos, &logits);
         if (trial) {
             fb_ms[k % 2] += 1e3 * (sc_now() - ts) / FB_STEPS;
             if (k + 1 == 2 * FB_STEPS) {
                 fb_dense = fb_ms[1] < fb_ms[0];
-                srt_model_set_method_id(m, fb_dense ? SRT_METHOD_DENSE : rt.info->id, density);
+                srt_model_set_method_id(m, fb_dense ? SRT_METHOD_DENSE : rt.info->id, rt.run_density);
                 fprintf(stderr, "note: %s %.3g: %.3f ms/step, dense %.3f ms/step: decoding %s from here on\n", mname,
                         density, fb_ms[0], fb_ms[1], fb_dense ? "dense" : "routed");
             }

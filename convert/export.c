@@ -188,8 +188,9 @@ sc_status sc_export_calib(const sc_model *m, const sc_calib *c, const sc_export_
 /* ---- from an artifact ---- */
 
 static bool is_routing_section(const char *rest) {
-    static const char *const exact[] = {SRT_SEC_CLAWS_C, SRT_SEC_CATS_THRESHOLDS, SRT_SEC_TEAL_THRESHOLDS,
-                                        SRT_SEC_TEAL_CURVE, SRT_SEC_CETT_THRESHOLDS};
+    static const char *const exact[] = {SRT_SEC_CLAWS_C,         SRT_SEC_CATS_THRESHOLDS, SRT_SEC_TEAL_THRESHOLDS,
+                                        SRT_SEC_TEAL_CURVE,      SRT_SEC_CETT_THRESHOLDS, SRT_SEC_CETT_TABLE,
+                                        SRT_SEC_CETT_WNORM};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (!strcmp(rest, exact[i])) return true;
     return sc_has_suffix(rest, "." SRT_SEC_CWIC_THETA) || sc_has_suffix(rest, "." SRT_SEC_CWIC_MEAN) ||
@@ -281,7 +282,8 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
         }
         const float *v = data;
         const char *rest = s->name + used;
-        if (!strcmp(rest, SRT_SEC_CLAWS_C) || !strcmp(rest, SRT_SEC_CETT_THRESHOLDS)) { /* per neuron: the model's order */
+        if (!strcmp(rest, SRT_SEC_CLAWS_C) || !strcmp(rest, SRT_SEC_CETT_THRESHOLDS) ||
+            !strcmp(rest, SRT_SEC_CETT_WNORM)) { /* per neuron: the model's order */
             const uint32_t *perm;
             if (s->ndim != 1 || s->dims[0] != (uint64_t)F) {
                 st = sc_errf(err, SC_EFORMAT, "%s: section '%s' does not hold %lld values", path, s->name,

@@ -10,6 +10,10 @@
  *                                     (t from the CETT search at params target=,
  *                                     else at the artifact's density when < 1:
  *                                     sc_cett_fit_layer; routing.cett says which)
+ *          lN.cett_table [19]         t at sparsity 0.05 .. 0.95 (sc_cett_table)
+ *          lN.cett_wnorm [F]          ||W_d[:, j]|| (f32): with the table, the
+ *                                     thresholds at any density
+ *                                     (srt_cett_table_thresholds)
  *   clada  routing.clada              tau_s, tau_H, lambda, gamma (with cett's thresholds)
  *   cwic   lN.P.cwic_theta [ns, in], lN.P.cwic_mean [in], lN.P.cwic_std [in]
  *                                     per projection P, fitted as eval does
@@ -154,27 +158,32 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
     if (ls) sc_clada_sample(ls, &sig, &sig_rows);
     SC_TRY(sc_plan_clada(x->o->params, sig_rows > 0 ? ls : NULL, "clada", &cp, err));
     double *wn = malloc((size_t)F * sizeof *wn);
-    float *thr = malloc((size_t)F * sizeof *thr);
-    sc_status st = wn && thr ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    float *thr = malloc((size_t)F * sizeof *thr), *wnf = malloc((size_t)F * sizeof *wnf);
+    sc_status st = wn && thr && wnf ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
     cJSON *cj = cJSON_AddObjectToObject(x->r, SRT_RT_CETT), *tl = cJSON_AddArrayToObject(cj, SRT_RT_CETT_THRESHOLDS);
     if (by_density)
         cJSON_AddNumberToObject(cj, SRT_RT_CETT_DENSITY, goal.density);
     else
         cJSON_AddNumberToObject(cj, SRT_RT_CETT_TARGET, goal.target);
     for (int64_t l = 0; l < L && !st; l++) {
-        sc_cett_fit fit;
-        bool fitted;
-        if ((st = sc_plan_cett_layer(x->m, cs, l, &goal, wn, thr, &fit, &fitted, err))) break;
-        if (!fitted) {
+        sc_cett_layer_plan lp;
+        char name[64];
+        if ((st = sc_plan_cett_layer(x->m, cs, l, &goal, wn, wnf, thr, &lp, err))) break;
+        if (lp.tabled) { /* the table and the norms: the thresholds at any density (srt_cett_table_thresholds) */
+            snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CETT_TABLE);
+            if ((st = put(x, name, lp.table, SRT_THR_GRID, 0, err))) break;
+            permuted(x, l, wnf, f);
+            snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CETT_WNORM);
+            if ((st = put(x, name, f, F, 0, err))) break;
+        }
+        if (!lp.fitted) {
             cJSON_AddItemToArray(tl, cJSON_CreateNull()); /* dense layer */
             continue;
         }
-        const uint32_t *pm = x->perm_all ? x->perm_all + l * F : NULL;
-        for (int64_t j = 0; j < F; j++) f[j] = thr[pm ? pm[j] : (uint32_t)j];
-        char name[64];
+        permuted(x, l, thr, f);
         snprintf(name, sizeof name, SRT_LAYER_SECTION, (long long)l, SRT_SEC_CETT_THRESHOLDS);
         st = put(x, name, f, F, 0, err);
-        cJSON_AddItemToArray(tl, cJSON_CreateNumber(fit.threshold));
+        cJSON_AddItemToArray(tl, cJSON_CreateNumber(lp.fit.threshold));
     }
     if (!st && sig_rows > 0) {
         cJSON *lj = cJSON_AddObjectToObject(x->r, SRT_RT_CLADA);
@@ -187,6 +196,7 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
     }
     free(wn);
     free(thr);
+    free(wnf);
     return st;
 }
 

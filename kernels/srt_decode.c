@@ -220,8 +220,8 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
     } else if (m->mode == SRT_MODE_TEAL) {
         int64_t k = teal_mask(m, m->h, F, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_H]);
         *live = k < 0 ? F : k;
-    } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_thr) {
-        int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_thr, m->factor, F);
+    } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_use) {
+        int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_use, m->factor, F);
         if (k >= 0) {
             srt_zero_dead(m->h, F, m->idx, k);
             *live = k;
@@ -231,6 +231,15 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
 }
 
 static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0);
+
+/* GRIFFIN's prompt statistic: s_j^2 += h_j^2 / ||h||^2 for this token's h of layer l (sums in double). */
+static void griffin_observe(srt_model *m, int64_t l) {
+    const int64_t F = m->cfg.ffn_dim;
+    double nn = 0.0, *s = m->g_sum + l * F;
+    for (int64_t j = 0; j < F; j++) nn += (double)m->h[j] * m->h[j];
+    if (!(nn > 0.0)) return;
+    for (int64_t j = 0; j < F; j++) s[j] += (double)m->h[j] * m->h[j] / nn;
+}
 
 static srt_status mlp_block(srt_model *m, int64_t l) {
     const srt_model_config *c = &m->cfg;
@@ -283,6 +292,10 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         float t = m->thr_l[l];
         dense = !(t >= 0.0f);
         K = dense ? F : srt_compact(m->ctx, m->idx, m->a, F, t);
+    } else if (m->router == SRT_ROUTER_GRIFFIN) { /* the prompt dense, then the fixed set */
+        dense = !m->g_fixed;
+        K = dense ? F : m->g_k;
+        if (!dense) memcpy(m->idx, m->g_set + l * K, (size_t)K * sizeof(uint32_t));
     } else {
         dense = m->router == SRT_ROUTER_DENSE || m->K >= F;
         K = dense ? F : m->K;
@@ -297,6 +310,7 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     if (dense) {
         TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
+        if (m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l);
     } else {
         if (L->wu.tr->sparse == SRT_SPARSE_ROWS)
             TRY(mv_sparse(m, &L->wu, m->xn, m->idx, K, m->v));
@@ -371,6 +385,10 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     const int64_t D = c->dim;
     double t0 = now();
     clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
+    if (pos == 0 && m->router == SRT_ROUTER_GRIFFIN) { /* a new prompt */
+        memset(m->g_sum, 0, (size_t)(c->n_layers * c->ffn_dim) * sizeof *m->g_sum);
+        m->g_fixed = false;
+    }
     m->logits_pos = -1;
     TRY(embed(m, token, m->x));
     m->tm.embed += now() - t0;
@@ -484,7 +502,8 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
     if (pos + n > m->max_ctx) TRY(srt_model_reserve(m, pos + n));
     /* input rotations, TEAL masks and CLADA's per-token factor make the layer inputs depend on routing
      * or on the previous token's logits: those run token by token */
-    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CLADA) {
+    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CLADA ||
+        m->router == SRT_ROUTER_GRIFFIN) { /* griffin: the prompt's statistic is gathered step by step */
         for (int64_t t = 0; t < n; t++) TRY(srt_model_step(m, tokens[t], pos + t, logits));
         return SRT_OK;
     }

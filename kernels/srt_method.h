@@ -19,6 +19,7 @@ typedef enum srt_method_id {
     SRT_METHOD_CETT,           /* |h_j| > thr_j fitted by pack */
     SRT_METHOD_CLADA,          /* cett's thresholds scaled by the load factor */
     SRT_METHOD_TEAL,           /* every linear input |x_i| > t_tap from a calibrated table */
+    SRT_METHOD_GRIFFIN,        /* a top-K set per layer fixed at the end of the prompt from its s_j statistic */
     SRT_METHOD_COUNT
 } srt_method_id;
 
@@ -31,7 +32,8 @@ typedef enum srt_data {
     SRT_DATA_CATS_TABLE = 1u << 2,/* lN.cats_thresholds (every layer) */
     SRT_DATA_TEAL_TABLE = 1u << 3,/* lN.teal_thresholds (some layer) */
     SRT_DATA_CETT = 1u << 4,      /* lN.cett_thresholds (some layer) */
-    SRT_DATA_CLADA = 1u << 5      /* routing.clada: tau_s, tau_h, lambda, gamma */
+    SRT_DATA_CLADA = 1u << 5,     /* routing.clada: tau_s, tau_h, lambda, gamma */
+    SRT_DATA_CETT_TABLE = 1u << 6 /* lN.cett_table + lN.cett_wnorm: CETT's t at the grid's densities (some layer) */
 } srt_data;
 
 /* How a router reaches a density (the fraction of MLP neurons kept). */
@@ -51,7 +53,11 @@ typedef struct srt_method_info {
     bool rotated;            /* routes an artifact with folded rotations (every other router was calibrated on the
                               * unrotated model) */
     srt_density_use density;
+    unsigned any_density;    /* srt_data bits with which a SRT_DENSITY_FITTED router reaches any density through its
+                              * calibrated table (SRT_DENSITY_TABLE); 0: none */
     double default_density;  /* pack --method NAME without --density */
+    bool from_prompt;        /* chooses its live sets from the prompt, which runs dense (srt_model_end_prompt): when
+                              * scoring, the first half of each window is the prompt and only the rest is scored */
 } srt_method_info;
 
 /* The entry of id, NULL outside [0, SRT_METHOD_COUNT). */
@@ -64,5 +70,9 @@ const char *srt_method_names(void);
  * line saying why not: folded rotations refuse every router calibrated on the
  * unrotated model, then the first missing need gives m->missing. */
 const char *srt_method_refusal(const srt_method_info *m, unsigned have);
+/* How m reaches a density on an artifact holding the srt_data bits `have`:
+ * m->density, except SRT_DENSITY_TABLE for a fitted router whose table the
+ * artifact holds (m->any_density). */
+srt_density_use srt_method_density(const srt_method_info *m, unsigned have);
 
 #endif

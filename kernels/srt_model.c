@@ -175,6 +175,9 @@ void srt_model_close(srt_model *m) {
     srt_free(m->arena);
     srt_free(m->pf_arena);
     free(m->thr_l);
+    free(m->cett_rt);
+    free(m->g_sum);
+    free(m->g_set);
     free(m->layers);
     srt_container_close(m->ct);
     free(m->path);
@@ -327,6 +330,12 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
             if ((st = get_f32(m, nm, F, &Lw->cett_thr, err, err_cap))) goto bad;
             m->n_cett_thr++;
         }
+        if (srt_container_find(m->ct, NAME(SRT_SEC_CETT_TABLE)) >= 0) { /* with lN.cett_wnorm, or not at all */
+            if ((st = get_f32(m, nm, SRT_THR_GRID, &Lw->cett_table, err, err_cap)) ||
+                (st = get_f32(m, NAME(SRT_SEC_CETT_WNORM), F, &Lw->cett_wnorm, err, err_cap)))
+                goto bad;
+            m->n_cett_table++;
+        }
         if (srt_container_find(m->ct, NAME(SRT_SEC_TEAL_THRESHOLDS)) >= 0) {
             if ((st = get_f32(m, nm, SRT_TEAL_NTAPS * SRT_THR_GRID, &Lw->teal_thr, err, err_cap))) goto bad;
             m->n_teal_thr++;
@@ -341,7 +350,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     /* what the routers find (srt_method.h: every layer or some layer) */
     m->have = (m->n_rot ? SRT_DATA_ROTATIONS : 0u) | (m->has_claws ? SRT_DATA_CLAWS : 0u) |
               (m->n_cats_thr == L ? SRT_DATA_CATS_TABLE : 0u) | (m->n_teal_thr ? SRT_DATA_TEAL_TABLE : 0u) |
-              (m->n_cett_thr ? SRT_DATA_CETT : 0u) | (m->has_clada ? SRT_DATA_CLADA : 0u);
+              (m->n_cett_thr ? SRT_DATA_CETT : 0u) | (m->has_clada ? SRT_DATA_CLADA : 0u) |
+              (m->n_cett_table ? SRT_DATA_CETT_TABLE : 0u);
     /* buffers: every vector is vmax floats (the largest stored dimension),
      * so padded inputs read zeros and padded outputs have room */
     int64_t vm = (m->vmax + 63) / 64 * 64;
@@ -381,7 +391,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         goto bad;
     }
     m->thr_l = malloc((size_t)(L * SRT_TEAL_NTAPS) * sizeof *m->thr_l); /* cats-threshold [L], teal [L, taps] */
-    if (!m->thr_l) {
+    if (m->n_cett_table) m->cett_rt = malloc((size_t)(L * F) * sizeof *m->cett_rt);
+    if (!m->thr_l || (m->n_cett_table && !m->cett_rt)) {
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
         goto bad;
     }
@@ -453,7 +464,7 @@ unsigned srt_model_data(const srt_model *m) { return m ? m->have : 0u; }
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
     const srt_method_info *mi = srt_method_find(name);
-    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal)";
+    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin)";
     return srt_method_refusal(mi, m->have);
 }
 
@@ -509,14 +520,16 @@ void srt_model_get_timing(const srt_model *m, srt_model_timing *out) { *out = m-
 void srt_model_reset_timing(srt_model *m) { memset(&m->tm, 0, sizeof m->tm); }
 
 srt_status srt_model_set_method(srt_model *m, const char *name, double density) {
-    if (!m || !name || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
+    if (!m || !name) return SRT_EINVAL;
     const srt_method_info *mi = srt_method_find(name);
     return mi ? srt_model_set_method_id(m, mi->id, density) : SRT_EINVAL;
 }
 
 srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density) {
     const srt_method_info *mi = srt_method_get((int)id);
-    if (!m || !mi || !(density > 0.0 && density <= 1.0)) return SRT_EINVAL;
+    /* NAN: a fitted router's stored thresholds, whatever density they keep */
+    bool fitted = mi && mi->density == SRT_DENSITY_FITTED && isnan(density);
+    if (!m || !mi || (!fitted && !(density > 0.0 && density <= 1.0))) return SRT_EINVAL;
     if (srt_method_refusal(mi, m->have)) return SRT_ENOTSUP;
     const srt_model_config *c = &m->cfg;
     route_off(m);
@@ -533,8 +546,38 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
         m->K_in = srt_larosa_keep(m->lr_in, density, c->dim);
         m->K_h = srt_larosa_keep(m->lr_h, density, c->ffn_dim);
         break;
-    case SRT_METHOD_CETT: m->mode = SRT_MODE_CETT; break;
-    case SRT_METHOD_CLADA: m->mode = SRT_MODE_CLADA; break;
+    case SRT_METHOD_GRIFFIN:
+        m->router = SRT_ROUTER_GRIFFIN;
+        m->K = srt_topk_count(density, c->ffn_dim);
+        if (!m->g_sum) {
+            m->g_sum = calloc((size_t)(c->n_layers * c->ffn_dim), sizeof *m->g_sum);
+            m->g_set = malloc((size_t)(c->n_layers * c->ffn_dim) * sizeof *m->g_set);
+            if (!m->g_sum || !m->g_set) {
+                free(m->g_sum);
+                free(m->g_set);
+                m->g_sum = NULL;
+                m->g_set = NULL;
+                route_off(m);
+                return SRT_ENOMEM;
+            }
+        }
+        if (m->g_k != m->K) m->g_fixed = false; /* sets of another size: the next prompt chooses again */
+        break;
+    case SRT_METHOD_CETT:
+    case SRT_METHOD_CLADA: {
+        m->mode = id == SRT_METHOD_CETT ? SRT_MODE_CETT : SRT_MODE_CLADA;
+        /* the stored thresholds at the density they keep (or asked for by NAN); the table at any other */
+        bool table = !fitted && m->n_cett_table && !(density == m->cett_density);
+        for (int64_t l = 0; l < c->n_layers; l++) {
+            srt_layer_w *Lw = &m->layers[l];
+            Lw->cett_use = table ? NULL : Lw->cett_thr;
+            if (!table || !Lw->cett_table) continue; /* no table: a dense layer, as without thresholds */
+            float *thr = m->cett_rt + l * c->ffn_dim;
+            srt_cett_table_thresholds(Lw->cett_table, Lw->cett_wnorm, density, thr, c->ffn_dim);
+            Lw->cett_use = thr;
+        }
+        break;
+    }
     case SRT_METHOD_CATS_THRESHOLD:
     case SRT_METHOD_TEAL: {
         double s = 1.0 - density;
@@ -553,5 +596,23 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
     }
     return SRT_OK;
 }
+
+srt_status srt_model_end_prompt(srt_model *m) {
+    if (!m) return SRT_EINVAL;
+    if (m->router != SRT_ROUTER_GRIFFIN || m->g_fixed) return SRT_OK;
+    const int64_t F = m->cfg.ffn_dim, K = m->K;
+    if (K >= F) return SRT_OK; /* every neuron: nothing to choose */
+    /* s_j = sqrt(sum over the prompt of h_j^2 / ||h||^2) (the GRIFFIN paper): the top-K per layer */
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        for (int64_t j = 0; j < F; j++) m->score[j] = (float)sqrt(m->g_sum[l * F + j]);
+        srt_status st = K > 0 ? srt_select_topk(m->g_set + l * K, m->score, F, K, 0) : SRT_OK;
+        if (st != SRT_OK) return st;
+    }
+    m->g_k = K;
+    m->g_fixed = true;
+    return SRT_OK;
+}
+
+bool srt_model_from_prompt(const srt_model *m) { return m && srt_method_get((int)m->method)->from_prompt; }
 
 const char *srt_model_method(const srt_model *m) { return srt_method_get((int)m->method)->name; }

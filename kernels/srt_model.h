@@ -96,7 +96,7 @@ const char *srt_model_default_method(const srt_model *m);
 double srt_model_default_density(const srt_model *m);
 /* The density the stored CETT thresholds were fitted to keep on the
  * calibration sample (routing.cett.density), NAN when pack fitted them to a
- * CETT target instead: cett and clada run those thresholds at any density. */
+ * CETT target instead. */
 double srt_model_cett_density(const srt_model *m);
 /* Whether the artifact carries CLAWS multipliers for every layer. */
 bool srt_model_has_claws(const srt_model *m);
@@ -127,9 +127,13 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *   cats-threshold  live iff |phi(u_j)| > t_l, t_l at sparsity 1 - density
  *                   from lN.cats_thresholds (table at 0.05 steps; between
  *                   steps, geometric interpolation);
- *   cett            live iff |h_j| > thr_j (lN.cett_thresholds, fitted at
- *                   pack time: srt_model_cett_density; density is not used
- *                   here, sc_artifact_set_router refuses one they do not keep);
+ *   cett            live iff |h_j| > thr_j: density NAN or the density the
+ *                   stored lN.cett_thresholds keep (srt_model_cett_density):
+ *                   those; any other density: thr_j from lN.cett_table and
+ *                   lN.cett_wnorm (srt_cett_table_thresholds; layers without
+ *                   a table run dense). Artifacts packed without the tables
+ *                   run the stored thresholds at any density
+ *                   (sc_artifact_set_router refuses one they do not keep);
  *   clada           cett's thresholds times 1 + lambda [s > tau_s] +
  *                   gamma [H > tau_H], s and H the surprisal of the token and
  *                   the entropy of the previous step's own logits;
@@ -138,8 +142,20 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   sparse layouts read only those columns.
  * The live neuron count then varies per token. SRT_ENOTSUP when the
  * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
- * for an unknown name or a density outside (0, 1]. */
+ * for an unknown name or a density outside (0, 1] (NAN passes for cett and
+ * clada: their stored thresholds). */
 srt_status srt_model_set_method(srt_model *m, const char *name, double density);
+/*   griffin         (the GRIFFIN paper) a step at position 0 starts a
+ *                   prompt: its tokens run dense and add h_j^2 / ||h||^2 to
+ *                   s_j^2 per layer; srt_model_end_prompt then fixes each
+ *                   layer's live set to the K = srt_topk_count(density,
+ *                   ffn_dim) largest s_j, which every later step reads
+ *                   (up only its rows, down only its columns). */
+/* The prompt is over: a router that chooses from the prompt (griffin) fixes
+ * its live sets now; a no-op for every other router and once fixed. */
+srt_status srt_model_end_prompt(srt_model *m);
+/* Whether the current router chooses its live sets from a prompt (srt_method.h: from_prompt). */
+bool srt_model_from_prompt(const srt_model *m);
 /* The same by registry id (srt_method.h); SRT_EINVAL for an id outside it. */
 srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double density);
 /* The routing data the artifact holds: srt_data bits (srt_method.h). */

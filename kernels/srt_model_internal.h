@@ -18,7 +18,9 @@ typedef struct srt_weight {
 typedef struct srt_layer_w {
     const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *claws_c;
     const float *cats_thr; /* [SRT_THR_GRID] |phi(u)| thresholds at sparsity 0.05..0.95 (NULL: none) */
-    const float *cett_thr; /* [ffn_dim] per-neuron |h_j| thresholds (NULL: dense layer under cett) */
+    const float *cett_thr; /* [ffn_dim] per-neuron |h_j| thresholds pack fitted (NULL: dense layer under cett) */
+    const float *cett_table, *cett_wnorm; /* [SRT_THR_GRID] CETT's t, [ffn_dim] ||W_d[:, j]|| (NULL: none) */
+    const float *cett_use; /* the thresholds cett / clada run now: cett_thr or the row of m->cett_rt (NULL: dense) */
     const float *teal_thr; /* [SRT_TEAL_NTAPS, SRT_THR_GRID] per tapped input (srt_schema.h) */
     srt_weight wq, wk, wv, wo, wg, wu, wd;
     srt_weight attn_rot, mlp_rot; /* folded LaRoSA rotations R [dim, dim] (tr NULL: none) */
@@ -57,8 +59,15 @@ struct srt_model {
     int n_cats_thr, n_cett_thr, n_teal_thr; /* layers holding each */
     bool has_clada;
     double cett_density;    /* routing.cett.density: the density lN.cett_thresholds keep (NAN: fitted to a target) */
+    int n_cett_table;       /* layers holding lN.cett_table and lN.cett_wnorm */
+    float *cett_rt;         /* [n_layers, ffn_dim] thresholds from the tables at the density asked for (NULL: none) */
     srt_clada clada;        /* routing.clada: tau_s, tau_H, lambda, gamma */
     float factor;           /* clada: this step's threshold multiplier */
+    /* griffin: the prompt's statistic and the live sets srt_model_end_prompt fixes from it */
+    double *g_sum;          /* [n_layers, ffn_dim] sum over the prompt's tokens of h_j^2 / ||h||^2 (NULL: unused) */
+    uint32_t *g_set;        /* [n_layers, g_k] each layer's live set, ascending */
+    int64_t g_k;            /* the K g_set holds */
+    bool g_fixed;           /* false: the prompt is running (dense) */
     int64_t logits_pos;     /* position whose logits m->logits holds (-1: none) */
     /* buffers (one arena) */
     void *arena;

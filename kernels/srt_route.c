@@ -68,6 +68,12 @@ float srt_cett_neuron_threshold(double t, double wnorm) {
     return wnorm > 0 ? (float)(t / wnorm) : INFINITY;
 }
 
+void srt_cett_table_thresholds(const float table[SRT_THR_GRID], const float *wnorm, double density, float *thr,
+                               int64_t n) {
+    double t = srt_table_threshold(table, 1.0 - density);
+    for (int64_t j = 0; j < n; j++) thr[j] = srt_cett_neuron_threshold(t, (double)wnorm[j]);
+}
+
 int64_t srt_route_cett(const srt_kernels *k, uint32_t *idx, float *scratch, const float *h, const float *thr,
                        float factor, int64_t n) {
     if (!(factor > 0.0f)) return -1;

@@ -61,6 +61,14 @@ float srt_table_threshold(const float t[SRT_THR_GRID], double s);
  * |h_j| > thr_j = t / ||W_d[:, j]|| (f32); t < 0 (dense layer) gives -1, a
  * zero column +inf (never live). */
 float srt_cett_neuron_threshold(double t, double wnorm);
+/* A layer's per-neuron thresholds at any density from its CETT table (t at
+ * the grid's sparsities, SRT_SEC_CETT_TABLE) and the f32 column norms
+ * (SRT_SEC_CETT_WNORM): thr[j] = srt_cett_neuron_threshold(t, wnorm[j]) with
+ * t = srt_table_threshold(table, 1 - density), the interpolation
+ * cats-threshold reads its table with. density >= 1: every thr[j] < 0. The one
+ * computation pack, eval on the source model and the runtime share. */
+void srt_cett_table_thresholds(const float table[SRT_THR_GRID], const float *wnorm, double density, float *thr,
+                               int64_t n);
 /* The CETT rule for one token: live iff |h_j / factor| > thr[j] (CLADA's
  * factor scales every threshold; 1 for plain CETT), ascending indices into
  * idx; scratch holds F floats. Returns the count, or -1 when factor <= 0

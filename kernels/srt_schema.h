@@ -123,6 +123,8 @@
 #define SRT_SEC_CLAWS_C "claws_c"                 /* [ffn_dim] CLAWS multipliers */
 #define SRT_SEC_CATS_THRESHOLDS "cats_thresholds" /* [SRT_THR_GRID] |phi(u)| thresholds */
 #define SRT_SEC_CETT_THRESHOLDS "cett_thresholds" /* [ffn_dim] per-neuron |h_j| thresholds */
+#define SRT_SEC_CETT_TABLE "cett_table"           /* [SRT_THR_GRID] CETT thresholds t of |h_j| ||W_d[:, j]|| */
+#define SRT_SEC_CETT_WNORM "cett_wnorm"           /* [ffn_dim] column norms ||W_d[:, j]|| */
 #define SRT_SEC_TEAL_THRESHOLDS "teal_thresholds" /* [SRT_TEAL_NTAPS, SRT_THR_GRID] |x| thresholds */
 #define SRT_SEC_TEAL_CURVE "teal_curve"           /* [rows, 8] TEAL's greedy allocation curve */
 /* Per layer and projection P (q k v o gate up down): SRT_PROJ_SECTION, e.g. "l3.up.cwic_theta". */
@@ -133,7 +135,7 @@
 
 /* ---- routing tables -------------------------------------------------------- */
 
-/* Threshold tables (CATS |phi(u)|, TEAL |x| per tapped input) hold the
+/* Threshold tables (CATS |phi(u)|, TEAL |x| per tapped input, CETT's t) hold the
  * threshold at sparsity 0.05, 0.10, ..., 0.95: entry i at srt_thr_grid(i)
  * (srt_route.h). */
 #define SRT_THR_GRID 19

@@ -207,9 +207,10 @@ int main(void) {
     if (!r || !a || !p || !lr || !sc || !pk) return sc_test_finish();
 
     /* 1. the artifact's export is the calibration's, tensor for tensor (all but the rotations, which the
-     *    artifact keeps folded): claws_c, cats/teal thresholds, teal_curve, cett thresholds, cwic theta/mean/std */
+     *    artifact keeps folded): claws_c, cats/teal thresholds, teal_curve, cett thresholds, table and column
+     *    norms, cwic theta/mean/std */
     int64_t n = same_tensors(a, r, NULL);
-    CHECK_MSG(n == L * (5 + 3 * 7) && (size_t)n + 2 * (size_t)L == sc_st_count(r), "%lld of %zu", (long long)n,
+    CHECK_MSG(n == L * (7 + 3 * 7) && (size_t)n + 2 * (size_t)L == sc_st_count(r), "%lld of %zu", (long long)n,
               sc_st_count(r));
     /* a permuted artifact: its per-neuron arrays are stored permuted, exported in the model's order */
     const float *stored = NULL;
@@ -221,7 +222,7 @@ int main(void) {
     const float *c1 = st_f32(r, "l1.claws_c", F, 0);
     CHECK(stored && c1 && memcmp(stored, c1, (size_t)F * sizeof(float)) != 0);
     n = same_tensors(p, r, NULL);
-    CHECK_MSG(n == L * 5 && sc_st_find(p, "l0.gate.cwic_theta") == NULL, "%lld", (long long)n); /* no CWIC permuted */
+    CHECK_MSG(n == L * 7 && sc_st_find(p, "l0.gate.cwic_theta") == NULL, "%lld", (long long)n); /* no CWIC permuted */
 
     /* 2. the calibration's own arrays: CLAWS c_j and LaRoSA Q, as f32 */
     for (int64_t l = 0; l < L; l++) {
@@ -282,10 +283,12 @@ int main(void) {
     char cmd[4096], out[4096];
     const char *cli_st = sc_tmp_path("cli.safetensors");
     snprintf(cmd, sizeof cmd, "%s export -m %s -o %s --json", SC_CLI_PATH, a_spk, cli_st);
-    CHECK(sc_run(cmd, out, sizeof out) == 0 && strstr(out, "\"tensors\":130"));
+    char want_n[64];
+    snprintf(want_n, sizeof want_n, "\"tensors\":%lld", (long long)(L * (7 + 3 * 7))); /* as in 1. */
+    CHECK_MSG(sc_run(cmd, out, sizeof out) == 0 && strstr(out, want_n), "%s", out);
     sc_st_file *cf = NULL;
     CHECK_MSG(sc_st_open(cli_st, &cf, &err) == SC_OK, "%s", err.msg);
-    if (cf) CHECK(same_tensors(cf, a, NULL) == 130);
+    if (cf) CHECK(same_tensors(cf, a, NULL) == L * (7 + 3 * 7));
     sc_st_free(cf);
     static const struct {
         const char *args, *says;

@@ -4,7 +4,8 @@
  * live neurons, token by token, for every neuron router the runtime has (cats,
  * claws, cats-threshold, cett, clada), and the same teacher-forced NLL for
  * those and teal. cats-threshold's per-layer thresholds are equal off the
- * 0.05 grid (density 0.33). The rules themselves (kernels/srt_route.h) are
+ * 0.05 grid (density 0.33), and cett and clada off the density pack fitted
+ * their stored thresholds to (the runtime's from the stored CETT table). The rules themselves (kernels/srt_route.h) are
  * checked against their definitions on random vectors. stories260K. */
 #include <math.h>
 #include <stdlib.h>
@@ -123,10 +124,13 @@ int main(void) {
 
     live_rec ev_live = {L, F, T, calloc((size_t)(T * L * F), 1)}, rt_live = {L, F, T, calloc((size_t)(T * L * F), 1)};
     CHECK(ev_live.bits && rt_live.bits);
-    const char *names[] = {"cats", "claws", "cats-threshold", "cats-threshold", "cett", "clada", "teal"};
-    const double dens[] = {0.5, 0.5, 0.33, 0.71, 0.5, 0.5, 0.33};
-    for (int k = 0; k < 7; k++) {
-        bool neuron = k < 6; /* teal routes every linear input: compared by NLL and thresholds */
+    /* cett and clada at 0.5: the stored thresholds; at 0.33 and 0.71 the runtime's from the stored CETT table */
+    const char *names[] = {"cats", "claws", "cats-threshold", "cats-threshold", "cett", "cett", "cett", "clada", "clada",
+                           "teal", "griffin"};
+    const double dens[] = {0.5, 0.5, 0.33, 0.71, 0.5, 0.33, 0.71, 0.5, 0.33, 0.33, 0.4};
+    const int n_routers = (int)(sizeof names / sizeof names[0]);
+    for (int k = 0; k < n_routers; k++) {
+        bool neuron = strcmp(names[k], "teal") != 0; /* teal routes every linear input: compared by NLL and thresholds */
         sc_sparse_eval_opts eo = {names[k], dens[k], c, 512, false, NULL, NULL};
         sc_sparse_eval_result er;
         sc_live_obs obs = {on_live, &ev_live};
@@ -136,9 +140,12 @@ int main(void) {
         CHECK_MSG(srt_model_set_method(rt, names[k], dens[k]) == SRT_OK, "%s", names[k]);
         /* the runtime, token by token: its live sets */
         memset(rt_live.bits, 0, (size_t)(T * L * F));
+        /* griffin: eval's protocol, the first half of the window a dense prompt choosing the sets of the rest */
+        const int64_t prompt = srt_method_find(names[k])->from_prompt ? T / 2 : 0;
         for (int64_t t = 0; t < T; t++) {
             const float *logits;
             CHECK(srt_model_step(rt, seq.ids[t], t, &logits) == SRT_OK);
+            if (t + 1 == prompt) CHECK(srt_model_end_prompt(rt) == SRT_OK);
             for (int64_t l = 0; l < L; l++) {
                 const uint32_t *idx;
                 int64_t n = srt_model_last_live(rt, l, &idx);
@@ -150,11 +157,18 @@ int main(void) {
             }
         }
         int64_t diff_sets = 0, diff_neurons = 0;
-        for (int64_t r = 0; neuron && r < T * L; r++) {
+        for (int64_t r = prompt * L; neuron && r < T * L; r++) { /* eval reports no live set for a prompt */
             int64_t dn = 0;
             for (int64_t j = 0; j < F; j++) dn += ev_live.bits[r * F + j] != rt_live.bits[r * F + j];
             diff_sets += dn > 0;
             diff_neurons += dn;
+        }
+        if (prompt) { /* scored from the prompt's last position: NLL compared by test_score (eval -m == run --score) */
+            printf("%-15s d=%.2f  live sets differing: %lld of %lld (%lld neurons) after a prompt of %lld\n", names[k],
+                   dens[k], (long long)diff_sets, (long long)((T - prompt) * L), (long long)diff_neurons,
+                   (long long)prompt);
+            CHECK_MSG(diff_sets == 0, "%s: %lld live sets differ", names[k], (long long)diff_sets);
+            continue;
         }
         double dr, nr = sc_test_rt_nll(rt, &ev, NULL, &dr);
         if (neuron)

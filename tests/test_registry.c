@@ -30,7 +30,7 @@ static sc_err err;
 static char out[1 << 16];
 
 static const unsigned all_data = SRT_DATA_ROTATIONS | SRT_DATA_CLAWS | SRT_DATA_CATS_TABLE | SRT_DATA_TEAL_TABLE |
-                                 SRT_DATA_CETT | SRT_DATA_CLADA;
+                                 SRT_DATA_CETT | SRT_DATA_CLADA | SRT_DATA_CETT_TABLE;
 
 static void tables(void) {
     /* runtime: id <-> entry <-> name */
@@ -42,6 +42,10 @@ static void tables(void) {
                       mi->default_density <= 1,
                   "%s: default density %g", mi->name, mi->default_density);
         CHECK_MSG(!mi->needs == !mi->missing, "%s: a refusal line exactly when it needs data", mi->name);
+        /* a fitted router reaches any density through its table when the artifact holds it, and only then */
+        CHECK_MSG(!mi->any_density || mi->density == SRT_DENSITY_FITTED, "%s: a table for a non-fitted router", mi->name);
+        CHECK(srt_method_density(mi, 0) == mi->density);
+        CHECK(srt_method_density(mi, all_data) == (mi->any_density ? SRT_DENSITY_TABLE : mi->density));
         /* the toolchain entry of the same name runs it */
         const sc_route_method *rm = sc_route_method_find(mi->name);
         CHECK_MSG(rm && rm->runtime == id, "%s has no toolchain entry running it", mi->name);
@@ -211,7 +215,7 @@ static void artifacts(void) {
     routes(rt, unrotated, "all routing data");
     srt_model_close(rt);
     rt = packed(m, tok, cett_only, "reg_cett.spk", ctx);
-    routes(rt, SRT_DATA_CETT, "cett without clada");
+    routes(rt, SRT_DATA_CETT | SRT_DATA_CETT_TABLE, "cett without clada");
     srt_model_close(rt);
     rt = packed(m, tok, NULL, "reg_plain.spk", ctx);
     routes(rt, 0, "no routing data");

@@ -19,6 +19,7 @@
 #include "eval.h"
 #include "pack.h"
 #include "router.h"
+#include "rt_support.h"
 #include "srt_container.h"
 #include "srt_model.h"
 #include "testing.h"
@@ -127,55 +128,6 @@ static double compare_rt(srt_model *x, srt_model *y, const int32_t *ids, int64_t
     free(row);
     *mean_rel = sum / (double)n;
     return worst;
-}
-
-/* Copies an artifact, dropping section `drop` (NULL: none) and replacing the
- * manifest text `from` by `to` (NULL: unchanged), or truncating section
- * `shrink` by 64 bytes. */
-static bool rewrite(const char *src, const char *dst, const char *drop, const char *from, const char *to,
-                    const char *shrink) {
-    char msg[512];
-    srt_container *ct;
-    if (srt_container_open(src, SRT_CT_SPAK, &ct, msg, sizeof msg)) return false;
-    srt_writer *w;
-    if (srt_writer_create(dst, SRT_CT_SPAK, &w, msg, sizeof msg)) {
-        srt_container_close(ct);
-        return false;
-    }
-    bool ok = true;
-    for (size_t i = 0; ok && i < srt_container_section_count(ct); i++) {
-        const srt_ct_section *s = srt_container_section_at(ct, i);
-        if (drop && !strcmp(s->name, drop)) continue;
-        const void *d;
-        uint64_t size;
-        ok = srt_container_data(ct, i, &d, &size) == SRT_CT_OK;
-        uint64_t dims[SRT_CT_MAX_DIMS];
-        memcpy(dims, s->dims, sizeof dims);
-        if (ok && shrink && !strcmp(s->name, shrink) && s->ndim == 1 && s->dtype == SRT_CT_BYTES) {
-            dims[0] -= 64;
-            size -= 64;
-        }
-        ok = ok && srt_writer_add(w, s->name, s->dtype, s->ndim, dims, d, (size_t)size, 0) == SRT_CT_OK;
-    }
-    size_t len;
-    const char *mt = srt_container_manifest_text(ct, &len);
-    char *man = malloc(len + 4096);
-    memcpy(man, mt, len);
-    man[len] = '\0';
-    if (from) {
-        char *p = strstr(man, from);
-        if (!p) ok = false;
-        else {
-            size_t fl = strlen(from), tl = strlen(to);
-            memmove(p + tl, p + fl, strlen(p + fl) + 1);
-            memcpy(p, to, tl);
-        }
-    }
-    ok = ok && srt_writer_set_manifest(w, man, strlen(man)) == SRT_CT_OK && srt_writer_finish(w) == SRT_CT_OK;
-    free(man);
-    srt_writer_free(w);
-    srt_container_close(ct);
-    return ok;
 }
 
 /* srt_model_prefill of ids[0..n) against n steps on another model of the same artifact, router and
@@ -397,28 +349,28 @@ int main(void) {
     {
         const char *good = sc_tmp_path("r_kmi4.spk"), *bad = sc_tmp_path("bad.spk");
         expect_open_error(sc_tmp_path("does-not-exist.spk"), ctx1, "does-not-exist");
-        CHECK(rewrite(good, bad, "l2.wd", NULL, NULL, NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, "l2.wd", NULL, NULL, NULL));
         expect_open_error(bad, ctx1, "l2.wd");
-        CHECK(rewrite(good, bad, "final_norm", NULL, NULL, NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, "final_norm", NULL, NULL, NULL));
         expect_open_error(bad, ctx1, "final_norm");
-        CHECK(rewrite(good, bad, "l0.attn_norm", NULL, NULL, NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, "l0.attn_norm", NULL, NULL, NULL));
         expect_open_error(bad, ctx1, "l0.attn_norm");
-        CHECK(rewrite(good, bad, NULL, NULL, NULL, "l1.wu"));
+        CHECK(sc_test_spk_rewrite(good, bad, NULL, NULL, NULL, "l1.wu"));
         expect_open_error(bad, ctx1, "l1.wu");
-        CHECK(rewrite(good, bad, NULL, "\"dim\":64", "\"dim\":96", NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, NULL, "\"dim\":64", "\"dim\":96", NULL));
         expect_open_error(bad, ctx1, "tok_emb");
-        CHECK(rewrite(good, bad, NULL, "\"n_kv_heads\":4", "\"n_kv_heads\":3", NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, NULL, "\"n_kv_heads\":4", "\"n_kv_heads\":3", NULL));
         expect_open_error(bad, ctx1, "config: n_heads = 8 is not a multiple of n_kv_heads");
-        CHECK(rewrite(good, bad, NULL, "\"layout\":\"q4_0\"", "\"layout\":\"bogus\"", NULL)); /* a tensor's */
+        CHECK(sc_test_spk_rewrite(good, bad, NULL, "\"layout\":\"q4_0\"", "\"layout\":\"bogus\"", NULL)); /* a tensor's */
         expect_open_error(bad, ctx1, "layout");
-        CHECK(rewrite(good, bad, NULL, "\"tensors\":", "\"tensorz\":", NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, NULL, "\"tensors\":", "\"tensorz\":", NULL));
         expect_open_error(bad, ctx1, "tensors");
-        CHECK(rewrite(good, bad, NULL, "\"rope\":\"interleaved\"", "\"rope\":\"sideways\"", NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, NULL, "\"rope\":\"interleaved\"", "\"rope\":\"sideways\"", NULL));
         expect_open_error(bad, ctx1, "config.rope");
-        CHECK(rewrite(good, bad, NULL, "sparsecal-artifact", "sparsecal-artefact", NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, NULL, "sparsecal-artifact", "sparsecal-artefact", NULL));
         expect_open_error(bad, ctx1, "not a sparsecal artifact");
         /* a tokenizer-less request on a damaged vocabulary */
-        CHECK(rewrite(good, bad, "tokenizer.text", NULL, NULL, NULL));
+        CHECK(sc_test_spk_rewrite(good, bad, "tokenizer.text", NULL, NULL, NULL));
         sc_tokenizer *t3 = NULL;
         CHECK(sc_artifact_load_tokenizer(bad, &t3, &err) != SC_OK && t3 == NULL);
         /* a damaged byte is caught by the section checksum */
@@ -451,7 +403,12 @@ int main(void) {
               strstr(out1, "\"tokens_per_second\"") && strstr(out1, "\"per_token_ms\""));
         snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --method claws 2>&1", SC_CLI_PATH, nocal);
         CHECK(sc_run(cmd, out1, sizeof out1) == 2 && strstr(out1, "claws_c"));
-        snprintf(cmd, sizeof cmd, "%s run -m %s --method griffin 2>&1", SC_CLI_PATH, nocal);
+        /* griffin needs no routing data: the prompt runs dense, then each layer's 86 neurons chosen from it */
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --temperature 0 --method griffin --density 0.5 --json 2>&1",
+                 SC_CLI_PATH, nocal);
+        CHECK_MSG(sc_run(cmd, out1, sizeof out1) == 0 && strstr(out1, "\"method\":\"griffin\"") &&
+                      strstr(out1, "\"live_neurons\":86"), "%s", out1);
+        snprintf(cmd, sizeof cmd, "%s run -m %s --method nope 2>&1", SC_CLI_PATH, nocal);
         CHECK(sc_run(cmd, out1, sizeof out1) == 2);
         snprintf(cmd, sizeof cmd, "%s run -m %s --isa nonsense 2>&1", SC_CLI_PATH, nocal);
         CHECK(sc_run(cmd, out1, sizeof out1) == 2);

@@ -62,12 +62,11 @@ int main(void) {
         CHECK_MSG(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK, "%s", emsg);
         CHECK(strcmp(srt_model_default_method(rt), "cett") == 0);
         const char *names[] = {"cats-threshold", "cett", "teal", "clada"};
-        const double dens[] = {0.5, 1.0, 0.6, 1.0};
+        /* NAN: cett and clada run the thresholds pack fitted to params target= */
+        const double dens[] = {0.5, NAN, 0.6, NAN};
         for (int k = 0; k < 4; k++) {
             if (li == 1 && k != 2) continue; /* zigzag: the column-sparse TEAL path */
-            /* cett and clada run the thresholds fitted to params target=: no density for eval to fit */
-            bool by_target = !strcmp(names[k], "cett") || !strcmp(names[k], "clada");
-            sc_sparse_eval_opts eo = {names[k], by_target ? NAN : dens[k], c, 512, false, params, NULL};
+            sc_sparse_eval_opts eo = {names[k], dens[k], c, 512, false, params, NULL};
             sc_sparse_eval_result er;
             CHECK_MSG(sc_eval_sparse(a, &ev, &eo, &er, &err) == SC_OK, "%s", err.msg);
             CHECK(srt_model_set_method(rt, names[k], dens[k]) == SRT_OK && !strcmp(srt_model_method(rt), names[k]));
@@ -85,12 +84,13 @@ int main(void) {
         }
         /* clada's multiplier moves the density away from cett's */
         double d_cett, d_clada;
-        CHECK(srt_model_set_method(rt, "cett", 1.0) == SRT_OK);
+        CHECK(srt_model_set_method(rt, "cett", NAN) == SRT_OK);
         sc_test_rt_nll(rt, &ev, NULL, &d_cett);
-        CHECK(srt_model_set_method(rt, "clada", 1.0) == SRT_OK);
+        CHECK(srt_model_set_method(rt, "clada", NAN) == SRT_OK);
         sc_test_rt_nll(rt, &ev, NULL, &d_clada);
         CHECK(d_clada < d_cett); /* lambda, gamma > 0 raise thresholds on hard tokens */
-        CHECK(srt_model_set_method(rt, "griffin", 0.5) == SRT_EINVAL);
+        CHECK(srt_model_set_method(rt, "nope", 0.5) == SRT_EINVAL);
+        CHECK(srt_model_set_method(rt, "griffin", 0.0) == SRT_EINVAL);
         CHECK(srt_model_set_method(rt, "teal", 1.5) == SRT_EINVAL);
         srt_model_close(rt);
         srt_ctx_free(ctx);
@@ -109,9 +109,9 @@ int main(void) {
         char emsg[512];
         CHECK(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK);
         double d1, d2;
-        CHECK(srt_model_set_method(rt, "cett", 1.0) == SRT_OK);
+        CHECK(srt_model_set_method(rt, "cett", NAN) == SRT_OK);
         double n1 = sc_test_rt_nll(rt, &ev, NULL, &d1);
-        CHECK(srt_model_set_method(rt, "clada", 1.0) == SRT_OK);
+        CHECK(srt_model_set_method(rt, "clada", NAN) == SRT_OK);
         double n2 = sc_test_rt_nll(rt, &ev, NULL, &d2);
         CHECK_MSG(n1 == n2 && d1 == d2, "clada(0, 0) %.9g vs cett %.9g", n2, n1);
         srt_model_close(rt);

@@ -140,24 +140,32 @@ sc_status sc_cett_goal_parse(const char *params, double density, const char *who
     return sc_lc_param(params, "target", 0.2, 0, 1, &out->target, who, err);
 }
 
+sc_status sc_cett_table(const float *h, int64_t rows, int64_t F, const double *wnorm, float table[SRT_THR_GRID],
+                        sc_err *err) {
+    if (rows <= 0) return sc_errf(err, SC_EARG, "cett: the stored sample is empty (compute --method cett first)");
+    int64_t total = rows * F;
+    double *v = malloc((size_t)total * sizeof *v);
+    if (!v) return sc_errf(err, SC_ENOMEM, "cett: out of memory for a sample of %lld tokens", (long long)rows);
+    for (int64_t i = 0; i < total; i++) v[i] = fabs((double)h[i]) * wnorm[i % F];
+    /* live iff n > t: the s quantile leaves the fraction 1 - s above it */
+    sc_lc_sort(v, total);
+    for (int i = 0; i < SRT_THR_GRID; i++) table[i] = (float)sc_lc_quantile_of_sorted(v, total, srt_thr_grid(i));
+    free(v);
+    return SC_OK;
+}
+
 sc_status sc_cett_fit_layer(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
-                            const sc_cett_goal *goal, sc_cett_fit *out, sc_err *err) {
+                            const sc_cett_goal *goal, const float table[SRT_THR_GRID], sc_cett_fit *out, sc_err *err) {
     if (isnan(goal->density)) return sc_cett_search(h, rows, D, F, Wd, wnorm, goal->target, out, err);
     memset(out, 0, sizeof *out);
     if (rows <= 0) return sc_errf(err, SC_EARG, "cett: the stored sample is empty (compute --method cett first)");
-    int64_t total = rows * F;
     if (goal->density >= 1.0) { /* everything live */
         out->threshold = -1.0;
         return SC_OK;
     }
-    double *v = malloc((size_t)total * sizeof *v);
-    if (!v) return sc_errf(err, SC_ENOMEM, "cett: out of memory for a sample of %lld tokens", (long long)rows);
-    for (int64_t i = 0; i < total; i++) v[i] = fabs((double)h[i]) * wnorm[i % F];
-    /* live iff n > t: the (1 - density) quantile leaves that fraction above it */
-    out->threshold = sc_lc_quantile_sorted(v, total, 1.0 - goal->density);
-    int64_t dead = 0;
-    for (int64_t i = 0; i < total; i++) dead += v[i] <= out->threshold;
-    free(v);
+    out->threshold = srt_table_threshold(table, 1.0 - goal->density);
+    int64_t total = rows * F, dead = 0;
+    for (int64_t i = 0; i < total; i++) dead += fabs((double)h[i]) * wnorm[i % F] <= out->threshold;
     out->sparsity = (double)dead / (double)total;
     out->grid_lo = out->grid_hi = out->threshold;
     void *scratch = malloc(sc_cett_scratch_bytes(rows, D, F));

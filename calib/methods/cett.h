@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "method.h"
+#include "srt_schema.h"
 
 #define SC_CETT_GRID 2048 /* candidate thresholds between min n and the 0.99 quantile */
 
@@ -41,10 +42,19 @@ typedef struct sc_cett_fit {
 sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
                          double target, sc_cett_fit *out, sc_err *err);
 
-/* What a CETT router is fitted to, per layer: a density (the (1 - density)
- * quantile of n_j = |h_j| ||W_d[:, j]|| over the stored sample, so the sample
- * keeps that fraction of neurons live; density 1: no threshold), or a CETT
- * target (sc_cett_search). */
+/* The layer's CETT table: table[i] = the srt_thr_grid(i) quantile of
+ * n_j = |h_j| ||W_d[:, j]|| over the stored sample (rows x F values, one
+ * sort), so t = table[i] keeps the fraction 1 - srt_thr_grid(i) of the
+ * sample's (token, neuron) pairs live. pack stores it (lN.cett_table) and the
+ * threshold at any density is srt_table_threshold(table, 1 - density). */
+sc_status sc_cett_table(const float *h, int64_t rows, int64_t F, const double *wnorm, float table[SRT_THR_GRID],
+                        sc_err *err);
+
+/* What a CETT router is fitted to, per layer: a density (t =
+ * srt_table_threshold(sc_cett_table, 1 - density): on the grid's densities
+ * the quantile that keeps that fraction of the sample live, geometric
+ * interpolation between them, as the runtime reads the table; density 1: no
+ * threshold), or a CETT target (sc_cett_search). */
 typedef struct sc_cett_goal {
     double density; /* in (0, 1]; NAN: fit by target */
     double target;  /* used when density is NAN */
@@ -53,10 +63,11 @@ typedef struct sc_cett_goal {
  * given): one of them, not both (SC_EARG naming the two options); neither:
  * target 0.2 (the CLADA paper's). who names the method in messages. */
 sc_status sc_cett_goal_parse(const char *params, double density, const char *who, sc_cett_goal *out, sc_err *err);
-/* Fits layer l's threshold t to goal (fit->threshold < 0: dense layer). The
- * one fit eval (cett_eval.c) and pack (pack_routing.c) use. */
+/* Fits layer l's threshold t to goal (fit->threshold < 0: dense layer);
+ * table: the layer's sc_cett_table (read for a density goal). The one fit
+ * eval (cett_eval.c) and pack (pack_routing.c) use, through sc_plan_cett_layer. */
 sc_status sc_cett_fit_layer(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
-                            const sc_cett_goal *goal, sc_cett_fit *out, sc_err *err);
+                            const sc_cett_goal *goal, const float table[SRT_THR_GRID], sc_cett_fit *out, sc_err *err);
 
 /* Surprisal -log p(next) and entropy of softmax(logits[V]) in nats. */
 void sc_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy);

@@ -92,6 +92,8 @@ def _declare(lib):
     fn("srt_model_method", c_char_p, model)
     fn("srt_model_step", c_int, model, c_int32, c_int64, POINTER(POINTER(c_float)))
     fn("srt_model_prefill", c_int, model, POINTER(c_int32), c_int64, c_int64, POINTER(POINTER(c_float)))
+    fn("srt_model_end_prompt", c_int, model)
+    fn("srt_model_from_prompt", c_bool, model)
     fn("srt_model_fault", c_char_p, model)
     fn("srt_model_max_ctx", c_int64, model)
     fn("srt_model_reserve", c_int, model, c_int64)

@@ -1,6 +1,6 @@
 """Decoding from a packed artifact (.spk) with libsparsert (srt_model.h): the weights stay quantised in their
 layouts, one token at a time with a key/value cache, each token's MLP routed by the artifact's router
-(dense, cats, claws, larosa, cats-threshold, cett, clada, teal). Generation samples with the runtime's
+(dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin). Generation samples with the runtime's
 sampler (srt_sampler: llama2.c's), so for the same artifact, prompt ids, router, seed and kernel threads the
 ids are those `sparsecal run` prints; scoring is the teacher-forced loop of `sparsecal run --score`."""
 import ctypes
@@ -105,8 +105,9 @@ class Model:
     def set_method(self, method=None, density=None):
         """Routes the MLP with `method` at `density` (the fraction of neurons kept, in (0, 1]). None: the
         artifact's router and density, as `sparsecal run` without --method/--density (dense, with a warning,
-        when the artifact's router does not run here). cett and clada run the thresholds pack fitted, whatever
-        the density. Raises SparsecalError naming what the artifact lacks for a router."""
+        when the artifact's router does not run here). cett and clada at the density pack fitted their thresholds
+        to run those, at another density the thresholds from the artifact's CETT table (artifacts packed
+        before the table: the stored thresholds, whatever the density). Raises SparsecalError naming what the artifact lacks for a router."""
         L, m = _lib.lib(), self._handle()
         if method is None:
             method = L.srt_model_default_method(m).decode()
@@ -197,6 +198,7 @@ class Model:
         fp = ctypes.POINTER(ctypes.c_float)
         out = [int(t) for t in a]
         self.prefill(a, 0)
+        self._check(L.srt_model_end_prompt(m), a.size - 1)  # griffin fixes its live sets from the prompt
         pos = a.size
         while True:
             row[:] = self._view()
@@ -234,7 +236,8 @@ class Model:
         nl, ffn = int(self.config["n_layers"]), float(self.config["ffn_dim"])
         live = [0.0] * nl
         idx = ctypes.POINTER(ctypes.c_uint32)()
-        nll_sum, n_tok, n_seq, n_win = 0.0, 0, 0, 0
+        nll_sum, n_tok, n_seq, n_win, n_routed = 0.0, 0, 0, 0, 0
+        from_prompt = L.srt_model_from_prompt(m)  # griffin: the first half of each window is a dense prompt
         for s in seqs:
             if s.size < 2:
                 continue
@@ -242,17 +245,25 @@ class Model:
             start = 0
             while start + 1 < s.size:  # windows of win ids; the last id of one runs first in the next
                 n = min(s.size - start, win)
+                prompt = max(1, n // 2) if from_prompt else 0
                 for t in range(n - 1):
                     self._check(L.srt_model_step(m, int(s[start + t]), t, ctypes.byref(self._logits)), start + t)
+                    if t + 1 == prompt:
+                        self._check(L.srt_model_end_prompt(m), start + t)
+                    if t + 1 < prompt:
+                        continue
                     x = self._view().astype(np.float64)
                     mx = x.max()
                     nll_sum += (mx + math.log(np.exp(x - mx).sum())) - x[s[start + t + 1]]
                     n_tok += 1
+                    if t < prompt:
+                        continue
+                    n_routed += 1
                     for l in range(nl):
                         live[l] += L.srt_model_last_live(m, l, ctypes.byref(idx)) / ffn
                 n_win += 1
                 start += win - 1
         nll = nll_sum / n_tok
         return {"nll_sum": nll_sum, "n_tokens": n_tok, "n_sequences": n_seq, "n_windows": n_win,
-                "nll_mean": nll, "ppl": math.exp(nll), "density_mean": sum(live) / (n_tok * nl),
-                "density_per_layer": [v / n_tok for v in live], "method": self.method, "density": self.density}
+                "nll_mean": nll, "ppl": math.exp(nll), "density_mean": sum(live) / (n_routed * nl),
+                "density_per_layer": [v / n_routed for v in live], "method": self.method, "density": self.density}

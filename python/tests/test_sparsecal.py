@@ -88,7 +88,7 @@ class TestSparsecal(unittest.TestCase):
     def test_routers_and_threads(self):
         ids = self.ids["The dog ran"]
         with sparsecal.Model(self.spk, threads=2) as m:
-            for method, density in (("cats", 0.3), ("dense", 1.0), ("cett", 0.5), ("teal", 0.6)):
+            for method, density in (("cats", 0.3), ("dense", 1.0), ("cett", 0.5), ("teal", 0.6), ("griffin", 0.5)):
                 m.set_method(method, density)
                 self.assertEqual(m.method, method)
                 got = m.generate(ids, steps=50, seed=3)
@@ -123,7 +123,8 @@ class TestSparsecal(unittest.TestCase):
             for s in seqs:
                 f.write(" ".join(map(str, s)) + "\n")
         with sparsecal.Model(self.spk) as m:
-            for ctx, method in ((0, None), (9, "cats")):  # ctx 9: windows overlapping by one
+            # ctx 9: windows overlapping by one; griffin: the first half of each window is its prompt
+            for ctx, method in ((0, None), (9, "cats"), (0, "griffin"), (9, "griffin")):
                 m.set_method(method, 0.4 if method else None)
                 got = m.score(seqs, ctx=ctx)
                 args = ["run", "--artifact", self.spk, "--score", "--tokens", f"{d}/ids.txt", "--json", "--threads", 1]

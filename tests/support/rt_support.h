@@ -3,6 +3,7 @@
 #ifndef SC_RT_SUPPORT_H
 #define SC_RT_SUPPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "data.h"
@@ -14,5 +15,11 @@
  * *n_scored (may be NULL) receives the scored positions and *mlp_density
  * (may be NULL) the mean fraction of live MLP neurons. NAN on a failed step. */
 double sc_test_rt_nll(srt_model *rt, const sc_dataset *d, int64_t *n_scored, double *mlp_density);
+
+/* Copies the artifact src to dst, dropping section `drop` (NULL: none; "*SUFFIX": every section whose name
+ * ends in SUFFIX) and replacing the manifest text `from` by `to` (NULL: unchanged), or truncating section
+ * `shrink` by 64 bytes. False when src cannot be read, dst written or `from` is not in the manifest. */
+bool sc_test_spk_rewrite(const char *src, const char *dst, const char *drop, const char *from, const char *to,
+                         const char *shrink);
 
 #endif
