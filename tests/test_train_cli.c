@@ -156,11 +156,13 @@ int main(void) {
            "artifact without the adapter %.6f\n", ppl_art, ppl_ref, ppl_base);
     /* Different code on the same numbers: the runtime's f32 kernels on W_d + B A fused once, against BLAS with
      * B (A h) added after W_d h; logits agree to ~1e-6 relative, so the perplexity to about that, except where
-     * float rounding flips a top-K choice between two nearly equal scores (one neuron of one token): 2e-4
-     * relative covers a handful of such flips on 3,000 tokens and is far below what the adapter changes. */
+     * float rounding flips a top-K choice between two nearly equal scores (one neuron of one token). How many
+     * flip depends on the BLAS kernels and the runtime ISA: 2.5e-4 relative measured with OpenBLAS's Haswell
+     * kernels and the AVX2 runtime (1.7e-4 with SkylakeX). 6e-4 allows 2.4x that; the adapter itself moves
+     * the perplexity by about 1.8%, 30x the tolerance, so the second check still separates them. */
     CHECK(n_art == (double)n);
-    CHECK_NEAR(ppl_art, ppl_ref, 2e-4 * ppl_ref);
-    CHECK(fabs(ppl_art - ppl_base) > 50 * 2e-4 * ppl_ref);
+    CHECK_NEAR(ppl_art, ppl_ref, 6e-4 * ppl_ref);
+    CHECK(fabs(ppl_art - ppl_base) > 20 * 6e-4 * ppl_ref);
     sc_lora_student_free(s);
     free(c);
     sc_lora_params_free(&p);
