@@ -77,12 +77,10 @@ static double element(srt_ct_dtype t, const uint8_t *p, uint64_t i) {
     }
 }
 
-static srt_ct_status section_stats(srt_container *c, size_t i, stats *out) {
-    memset(out, 0, sizeof *out);
+/* Section i's decompressed bytes in a buffer of its own (the caller frees it): the handle's cache would keep
+ * every decompressed section (a Llama-3-8B LaRoSA calibration holds 12 GiB of them). */
+static srt_ct_status read_section(srt_container *c, size_t i, void **out) {
     const srt_ct_section *s = srt_container_section_at(c, i);
-    if (s->dtype == SRT_CT_BYTES) return SRT_CT_OK;
-    /* read into a buffer freed after each section: the handle's cache would keep every
-     * decompressed section (a Llama-3-8B LaRoSA calibration holds 12 GiB of them) */
     void *data = malloc(s->raw_size ? (size_t)s->raw_size : 1);
     if (!data) return SRT_CT_ENOMEM;
     srt_ct_status st = srt_container_read(c, i, data, s->raw_size);
@@ -90,6 +88,17 @@ static srt_ct_status section_stats(srt_container *c, size_t i, stats *out) {
         free(data);
         return st;
     }
+    *out = data;
+    return SRT_CT_OK;
+}
+
+static srt_ct_status section_stats(srt_container *c, size_t i, stats *out) {
+    memset(out, 0, sizeof *out);
+    const srt_ct_section *s = srt_container_section_at(c, i);
+    if (s->dtype == SRT_CT_BYTES) return SRT_CT_OK;
+    void *data;
+    srt_ct_status st = read_section(c, i, &data);
+    if (st) return st;
     out->ok = true;
     out->min = INFINITY;
     out->max = -INFINITY;
@@ -113,13 +122,9 @@ static srt_ct_status section_stats(srt_container *c, size_t i, stats *out) {
  * (integers whole, f64 in 17 significant digits, narrower floats in 9; a non-finite value is null). */
 static srt_ct_status print_values(srt_container *c, size_t i) {
     const srt_ct_section *s = srt_container_section_at(c, i);
-    void *data = malloc(s->raw_size ? (size_t)s->raw_size : 1);
-    if (!data) return SRT_CT_ENOMEM;
-    srt_ct_status st = srt_container_read(c, i, data, s->raw_size);
-    if (st) {
-        free(data);
-        return st;
-    }
+    void *data;
+    srt_ct_status st = read_section(c, i, &data);
+    if (st) return st;
     const uint8_t *p = data;
     printf(",\"values\":[");
     for (uint64_t k = 0; k < s->n_elements; k++) {

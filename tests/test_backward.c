@@ -42,26 +42,18 @@ static sc_status grad_hook(void *user, const sc_tap_event *ev, sc_err *e) {
     return SC_OK;
 }
 
-static double lse(const double *z) {
-    double mx = z[0];
-    for (int k = 1; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-    double s = 0;
-    for (int k = 0; k < V; k++) s += exp(z[k] - mx);
-    return mx + log(s);
-}
-
 /* the loss of the reference on ids[0..N), CE or distillation against teacher [N, V] */
 static double ref_loss(ref_llama *r, const int32_t *ids, const double *teacher) {
     double loss = 0;
     for (int t = 0; t < N; t++) {
         const double *z = ref_llama_step(r, ids[t], t);
         if (t + 1 >= N) break;
-        double lz = lse(z), ce = lz - z[ids[t + 1]];
+        double lz = ref_lse(z, V), ce = lz - z[ids[t + 1]];
         if (!teacher) {
             loss += ce;
             continue;
         }
-        double kl = 0, lt = lse(teacher + t * V);
+        double kl = 0, lt = ref_lse(teacher + t * V, V);
         for (int i = 0; i < V; i++) {
             double lps = z[i] - lz, lpt = teacher[t * V + i] - lt;
             kl += exp(lps) * (lps - lpt);

@@ -64,16 +64,6 @@ static sc_status capture_h(void *user, const sc_tap_event *ev, sc_err *e) {
     return SC_OK;
 }
 
-static bool files_equal(const char *a, const char *b) {
-    char *x, *y;
-    size_t nx, ny;
-    if (sc_read_file(a, 1 << 28, &x, &nx, &err) || sc_read_file(b, 1 << 28, &y, &ny, &err)) return false;
-    bool eq = nx == ny && memcmp(x, y, nx) == 0;
-    free(x);
-    free(y);
-    return eq;
-}
-
 int main(void) {
     const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
                *text = sc_asset("text/tinystories_valid_a.txt");
@@ -197,7 +187,7 @@ int main(void) {
         co.shard_count = 1;
         CHECK(sc_calib_compute(m, &d, &co, &again, &err) == SC_OK);
         CHECK(sc_calib_save(again, m, p1b, 3, &err) == SC_OK);
-        CHECK(files_equal(p1, p1b));
+        CHECK(sc_files_equal(p1, p1b));
         /* other options: refused */
         sc_calib *other;
         co.seq_len = 32;

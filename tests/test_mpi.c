@@ -57,16 +57,6 @@ static int count_lines(const char *s, const char *prefix) {
     return n;
 }
 
-static bool files_equal(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    bool ok = !sc_read_file(a, 1 << 30, &x, &nx, &err) && !sc_read_file(b, 1 << 30, &y, &ny, &err) && nx == ny &&
-              memcmp(x, y, nx) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 /* Runs the shell command cmd (exec'd: its pid is the launcher's); once every
  * file in wait_for exists, sends SIGTERM (mpirun passes it on to the ranks)
  * and waits. Returns true if the files appeared before the job ended. */
@@ -286,7 +276,7 @@ int main(void) {
         sc_calib_free(k);
         rc = run("%s -n 2 %s compute %s --checkpoint-every 2 --resume -o %s", mpi, S, M, res);
         CHECK_MSG(rc == 0, "resume: exit %d: %s", rc, out);
-        CHECK(files_equal(res, two));
+        CHECK(sc_files_equal(res, two));
         CHECK(access(c0, F_OK) != 0 && access(c1, F_OK) != 0);
     }
 

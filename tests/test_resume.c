@@ -30,16 +30,6 @@
 
 static sc_err err;
 
-static bool files_equal(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    bool ok = !sc_read_file(a, 1 << 30, &x, &nx, &err) && !sc_read_file(b, 1 << 30, &y, &ny, &err) && nx == ny &&
-              memcmp(x, y, nx) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 /* Arrays of a and b that differ (printed), or -1 when the lists differ. */
 static int arrays_differing(const sc_calib *a, const sc_calib *b) {
     if (a->n_entries != b->n_entries) return -1;
@@ -101,7 +91,7 @@ static void resume_case(const sc_model *m, const sc_dataset *d, sc_compute_opts 
     CHECK_MSG(sc_calib_compute(m, d, &co, &c, &err) == SC_OK, "%s", err.msg);
     CHECK(c && c->n_seqs == total && sc_calib_save(c, m, pr, 3, &err) == SC_OK);
     sc_calib_free(c);
-    bool same = files_equal(pf, pr);
+    bool same = sc_files_equal(pf, pr);
     printf("%s: resumed file %s the uninterrupted one\n", tag, same ? "equals" : "DIFFERS from");
     CHECK(same);
     if (!same) {
@@ -246,13 +236,13 @@ int main(void) {
         snprintf(cmd, sizeof cmd, "%s compute -m %s -t %s -f %s %s --checkpoint-every 2 --resume -o %s", SC_CLI_PATH, bin,
                  tokp, text, args, out);
         CHECK(sc_run(cmd, outbuf, sizeof outbuf) == 0);
-        CHECK(files_equal(full, out));
+        CHECK(sc_files_equal(full, out));
         CHECK(access(ck, F_OK) != 0); /* removed on success */
         /* --resume with no checkpoint starts from the beginning (a note on stderr) */
         snprintf(cmd, sizeof cmd, "%s compute -m %s -t %s -f %s %s --resume -o %s 2>&1", SC_CLI_PATH, bin, tokp, text,
                  args, out);
         CHECK(sc_run(cmd, outbuf, sizeof outbuf) == 0 && strstr(outbuf, "starting from the first sequence"));
-        CHECK(files_equal(full, out));
+        CHECK(sc_files_equal(full, out));
     }
     sc_dataset_free(&d);
     sc_dataset_free(&d2);

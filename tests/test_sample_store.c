@@ -18,16 +18,6 @@
 
 static sc_err err;
 
-static bool files_equal(const char *a, const char *b) {
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    bool ok = !sc_read_file(a, 1 << 30, &x, &nx, &err) && !sc_read_file(b, 1 << 30, &y, &ny, &err) && nx == ny &&
-              memcmp(x, y, nx) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 static bool pattern_ok(const unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i++)
         if (p[i] != (unsigned char)(i * 131u + seed)) return false;
@@ -101,14 +91,14 @@ static void calibration(void) {
     CHECK(c && sc_calib_save(c, m, spilled, 3, &err) == SC_OK);
     sc_calib_free(c);
     CHECK(sc_sample_spilled_bytes() == base); /* freed with the calibration */
-    CHECK(files_equal(heap, spilled));
+    CHECK(sc_files_equal(heap, spilled));
 
     c = NULL;
     CHECK_MSG(sc_calib_load(spilled, m, &c, &err) == SC_OK, "%s", err.msg);
     CHECK(sc_sample_spilled_bytes() > base);
     CHECK(c && sc_calib_save(c, m, again, 3, &err) == SC_OK);
     sc_calib_free(c);
-    CHECK(files_equal(heap, again));
+    CHECK(sc_files_equal(heap, again));
     sc_sample_spill(NULL, 0);
     sc_dataset_free(&d);
     sc_tokenizer_free(tok);

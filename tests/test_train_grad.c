@@ -162,21 +162,13 @@ static void ref_mask(void *user, const ref_llama *r, int l, int pos, const doubl
     }
 }
 
-static double lse(const double *z) {
-    double mx = z[0];
-    for (int k = 1; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-    double s = 0;
-    for (int k = 0; k < V; k++) s += exp(z[k] - mx);
-    return mx + log(s);
-}
-
 /* sum over t < N-1 of KL(student || teacher) + 0.2 CE in the reference */
 static double ref_loss(ref_llama *r, const int32_t *ids, const double *teacher) {
     double loss = 0;
     for (int t = 0; t < N; t++) {
         const double *z = ref_llama_step(r, ids[t], t);
         if (t + 1 >= N) break;
-        double lz = lse(z), lt = lse(teacher + t * V), kl = 0;
+        double lz = ref_lse(z, V), lt = ref_lse(teacher + t * V, V), kl = 0;
         for (int i = 0; i < V; i++) {
             double lps = z[i] - lz, lpt = teacher[t * V + i] - lt;
             kl += exp(lps) * (lps - lpt);

@@ -165,3 +165,11 @@ const double *ref_llama_step(ref_llama *r, int token, int pos) {
     matmul(r->logits, r->x, r->wcls, dim, r->vocab);
     return r->logits;
 }
+
+double ref_lse(const double *z, int n) {
+    double mx = z[0];
+    for (int k = 1; k < n; k++) mx = z[k] > mx ? z[k] : mx;
+    double s = 0;
+    for (int k = 0; k < n; k++) s += exp(z[k] - mx);
+    return mx + log(s);
+}

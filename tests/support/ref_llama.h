@@ -33,5 +33,7 @@ bool ref_llama_load(ref_llama *r, const char *path);
 void ref_llama_free(ref_llama *r);
 /* Logits for `token` at position pos (positions must be fed in order from 0). */
 const double *ref_llama_step(ref_llama *r, int token, int pos);
+/* log(sum_k exp(z[k])) over n logits, shifted by their maximum. */
+double ref_lse(const double *z, int n);
 
 #endif

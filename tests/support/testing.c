@@ -1,6 +1,8 @@
 #define _XOPEN_SOURCE 700
 #include "testing.h"
 
+#include "common.h"
+
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +74,17 @@ const char *sc_tmp_path(const char *name) {
     char *s = next_slot();
     snprintf(s, 4096, "%s/%s", sc_test_tmpdir(), name);
     return s;
+}
+
+bool sc_files_equal(const char *a, const char *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    sc_err e;
+    bool ok = !sc_read_file(a, 1 << 30, &x, &nx, &e) && !sc_read_file(b, 1 << 30, &y, &ny, &e) && nx == ny &&
+              memcmp(x, y, nx) == 0;
+    free(x);
+    free(y);
+    return ok;
 }
 
 bool sc_write_bytes(const char *path, const void *data, size_t n) {

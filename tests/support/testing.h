@@ -69,6 +69,8 @@ const char *sc_asset(const char *rel);
 const char *sc_test_tmpdir(void);
 /* Joins the temp dir and name into a static buffer ring. */
 const char *sc_tmp_path(const char *name);
+/* true when both files can be read and hold the same bytes. */
+bool sc_files_equal(const char *a, const char *b);
 /* Writes bytes to a file; returns false on failure. */
 bool sc_write_bytes(const char *path, const void *data, size_t n);
 /* Runs a shell command, capturing stdout (up to cap bytes, NUL-terminated)
