@@ -41,7 +41,7 @@ int cmd_compute(int argc, char **argv) {
     cli_inputs in = {0};
     const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
                *params = NULL, *spill = NULL;
-    int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
+    int64_t seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
     bool json = false, quiet = false, resume = false;
     char names[256] = "", method_help[320]; /* the calibration methods' registry (method.h) */
@@ -54,8 +54,7 @@ int cmd_compute(int argc, char **argv) {
         CLI_THREADS_OPT(in.threads),
         {"method", 0, SC_ARG_STR, &methods, "M[,M]", method_help, 0, 0},
         {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
-        {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
-        {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
+        {"ctx-size|ctx|seq-len", 'c', SC_ARG_INT, &seq_len, "N", "tokens per sequence, longer ones are cut (default: the model's context)", 2, 1 << 21},
         {"shard", 0, SC_ARG_STR, &shard, "I/N", "process every N-th sequence starting at I (merge shards later); not under mpirun", 0, 0},
         {"layers", 0, SC_ARG_STR, &layers, "A:B", "calibrate layers A..B-1 (default: all)", 0, 0},
         {"loss", 0, SC_ARG_STR, &loss, "ce|distill", "loss for gradients: next-token CE, or KL(student||teacher) + w*CE", 0, 0},
@@ -142,7 +141,6 @@ int cmd_compute(int argc, char **argv) {
     co.student_density = student_density;
     co.ce_weight = ce_weight;
     co.seq_len = seq_len;
-    co.max_seqs = seqs;
     co.params = params;
     if (spill) sc_sample_spill(strcmp(spill, "off") ? spill : NULL, SC_SAMPLE_SPILL_MIN);
     co.progress = quiet || mp.rank > 0 ? NULL : stderr; /* progress of rank 0's share */
@@ -349,7 +347,7 @@ int cmd_eval(int argc, char **argv) {
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token, in (0, 1] (default 1; on an "
          "artifact its own density)", 0, 0},
-        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
+        CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping by one token"),
         {"second-half", 0, SC_ARG_FLAG, &second_half, NULL, "score only the second half of each window (as griffin does)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},

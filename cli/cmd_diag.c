@@ -89,7 +89,7 @@ int cmd_diag(int argc, char **argv) {
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file with claws and larosa statistics", 0, 0},
-        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per sequence, longer ones are cut (default: the model's)", 2, 1 << 21},
+        CLI_CTX_OPT(ctx, "tokens per sequence, longer ones are cut (default: the model's context)"),
         {"crot-seqs", 0, SC_ARG_INT, &crot, "N", "sequences used for c_rot = E|Q^T dL/dx| (default: half)", 0, 1e15},
         {"max-tokens", 0, SC_ARG_INT, &max_tokens, "N", "tokens of the later sequences for the statistics (default 2048)", 1, 1e9},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "density of the selected-set change, in (0, 1] (default 0.5)", 0, 0},

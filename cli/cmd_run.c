@@ -71,7 +71,7 @@ static sc_status run_score(const cli_artifact *a, const char *path, const char *
 
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL, *tokens_path = NULL;
-    int64_t steps = -1, threads = 0, ctx_cap = 0;
+    int64_t n_predict = CLI_UNSET, steps = CLI_UNSET, threads = 0, ctx_cap = 0, top_k = 0;
     double temperature = 1.0, top_p = 0.9, density = NAN; /* NAN: not given */
     uint64_t seed = 0;
     bool json = false, dense = false, ignore_eos = false, fallback = false, no_mmap = false, score = false;
@@ -80,14 +80,12 @@ int cmd_run(int argc, char **argv) {
              "router: %s (default: the artifact's, from pack --method; refused with the reason when the artifact "
              "lacks its data; a LaRoSA-folded artifact runs only larosa and dense)", srt_method_names());
     const sc_opt opts[] = {
-        {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
-        {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
+        {"model|artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run (required)", 0, 0},
+        {"tokenizer", 0, SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
-        CLI_STEPS_OPT(steps),
-        {"ctx", 'c', SC_ARG_INT, &ctx_cap, "N", "most positions the key/value cache may hold (default: the model's context); it holds what -n needs", 2, 1 << 24},
-        {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
-        {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
-        {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
+        CLI_PREDICT_OPTS(n_predict, steps),
+        CLI_CTX_OPT(ctx_cap, "most positions the key/value cache may hold (default: the model's context); it holds what -n needs"),
+        CLI_SAMPLING_OPTS(temperature, top_k, top_p, seed),
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D",
          "fraction of MLP neurons kept per token, in (0, 1] (default: the artifact's, from pack --density)", 0, 0},
@@ -112,7 +110,7 @@ int cmd_run(int argc, char **argv) {
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
     if (!path) {
-        sc_errf(&err, SC_EARG, "no artifact given (--artifact FILE)");
+        sc_errf(&err, SC_EARG, "no artifact given (-m FILE.spk)");
         return cli_fail("run", SC_EARG, &err);
     }
     if (score != (tokens_path != NULL)) {
@@ -151,12 +149,6 @@ int cmd_run(int argc, char **argv) {
     density = rt.density;
     if (score) {
         st = run_score(&art, path, tokens_path, &rt, ctx_cap, json, &err);
-        goto done;
-    }
-    if ((st = cli_steps(steps, srt_model_max_ctx(m), ctx_cap ? "--ctx" : "the model's context", &steps, &err)))
-        goto done;
-    if (srt_model_reserve(m, steps) != SRT_OK) {
-        st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
         goto done;
     }
     if (tok_path) {
@@ -198,12 +190,14 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     int64_t n_prompt = (int64_t)toks.n;
-    if (n_prompt > steps || n_prompt > srt_model_max_ctx(m)) {
-        st = sc_errf(&err, SC_EARG, "the prompt (%lld tokens with BOS) fills all %lld steps", (long long)n_prompt,
-                     (long long)steps);
+    if ((st = cli_steps(n_predict, steps, n_prompt, srt_model_max_ctx(m),
+                        ctx_cap ? "--ctx-size" : "the model's context", &steps, &err)))
+        goto done;
+    if (srt_model_reserve(m, steps) != SRT_OK) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
         goto done;
     }
-    scratch = malloc((size_t)c->vocab_size * 3 * sizeof(float));
+    scratch = malloc((size_t)c->vocab_size * 4 * sizeof(float));
     size_t tn = 0, tcap = 256;
     text = json ? malloc(tcap) : NULL;
     if (!scratch || (json && !text)) {
@@ -239,6 +233,7 @@ int cmd_run(int argc, char **argv) {
     bool fb_dense = false;
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
+        sc_logits_top_k(row, c->vocab_size, top_k, scratch + 3 * c->vocab_size);
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
         if (next < 0) { /* the step checks its logits; this cannot happen unless that check is gone */
             st = sc_errf(&err, SC_EFORMAT, "%s: non-finite logits at position %lld", path, (long long)(pos - 1));

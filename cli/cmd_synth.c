@@ -109,7 +109,7 @@ int cmd_bench_forward(int argc, char **argv) {
     bool json = false, backward = false;
     const sc_opt opts[] = {
         {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model (e.g. a `sparsecal synth` directory)", 0, 0},
-        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per window (default 1024)", 2, 1 << 20},
+        {"ctx-size|ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per window (default 1024)", 2, 1 << 20},
         {"backward", 0, SC_ARG_FLAG, &backward, NULL,
          "also time what compute runs for a gradient method (CLAWS): the checkpointed training forward, the\n"
          "chunked cross-entropy and the backward pass with its layer recomputation, per window", 0, 0},

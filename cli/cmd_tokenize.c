@@ -7,7 +7,7 @@
 
 #include "cli.h"
 
-/* -t alone: the tokenizer file (a llama2.c tokenizer.bin holds as many pieces
+/* --tokenizer alone: the tokenizer file (a llama2.c tokenizer.bin holds as many pieces
  * as its records); with -m, the model's vocabulary size checks it */
 static sc_status load_tok(cli_inputs *in, sc_err *err) {
     if (in->tok_path && !in->model_path) {
@@ -57,7 +57,9 @@ int cmd_tokenize(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "text to encode", 0, 0},
-        {"file", 'f', SC_ARG_STR, &in.data_path, "FILE", "encode the whole file (one text)", 0, 0},
+        {"file|data", 'f', SC_ARG_STR, &in.data_path, "FILE", "encode the whole text file as one text (default: -p)", 0, 0},
+        {"", 't', SC_ARG_GONE, NULL, NULL, "-t is the thread count in every command, as in llama.cpp; give the tokenizer "
+         "with --tokenizer FILE", 0, 0},
         {"decode", 0, SC_ARG_STR, &decode, "IDS", "decode ids ('1 2 3' or '1,2,3') to text", 0, 0},
         {"pieces", 0, SC_ARG_FLAG, &pieces, NULL, "print one 'id<TAB>piece' line per token", 0, 0},
         {"bos", 0, SC_ARG_FLAG, &bos, NULL, "prepend BOS", 0, 0},
@@ -77,7 +79,7 @@ int cmd_tokenize(int argc, char **argv) {
     size_t len = 0, dlen = 0;
     double t0 = sc_now(), t_load = 0, t_enc = 0, t_dec = 0;
     sc_status st = SC_OK;
-    if (!in.tok_path && !in.model_path) st = sc_errf(&err, SC_EARG, "give a tokenizer (-t TOK) or a model (-m MODEL)");
+    if (!in.tok_path && !in.model_path) st = sc_errf(&err, SC_EARG, "give a tokenizer (--tokenizer TOK) or a model (-m MODEL)");
     else if (!prompt && !in.data_path && !decode) st = sc_errf(&err, SC_EARG, "give -p TEXT, -f FILE or --decode IDS");
     if (!st) st = load_tok(&in, &err);
     t_load = sc_now() - t0;

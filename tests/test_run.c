@@ -259,7 +259,7 @@ int main(void) {
         CHECK(strcmp(srt_model_default_method(rt), "claws") == 0 && srt_model_default_density(rt) == 0.5);
         CHECK(srt_model_has_claws(rt));
         /* dense greedy vs sc_generate */
-        sc_gen_opts go = {STEPS, 0.0f, 0.9f, 1};
+        sc_gen_opts go = {STEPS, 0.0f, 0.9f, 1, 0};
         sc_gen_result gr;
         CHECK(sc_generate(ref, tok, &prompt, &go, NULL, &gr, &err) == SC_OK);
         int32_t ids[STEPS + 8];
