@@ -68,8 +68,8 @@ sc_status cli_steps(int64_t n_predict, int64_t steps_given, int64_t n_prompt, in
     /* the last token sampled is kept without being fed: N tokens need N - 1 positions after the prompt */
     int64_t n = n_predict == CLI_UNSET ? CLI_DEFAULT_PREDICT : n_predict, need = n_prompt + n - 1;
     if (need > limit && n_predict != CLI_UNSET)
-        return sc_errf(err, SC_EARG, "-n %lld after a prompt of %lld tokens (BOS included) needs %lld positions; %s "
-                       "holds %lld", (long long)n, (long long)n_prompt, (long long)need, limit_what, (long long)limit);
+        return sc_errf(err, SC_EARG, "-n %lld exceeds %s (%lld positions) after a prompt of %lld tokens (BOS included)",
+                       (long long)n, limit_what, (long long)limit, (long long)n_prompt);
     *steps = need > limit ? limit : need;
     return SC_OK;
 }

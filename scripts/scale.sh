@@ -94,7 +94,7 @@ step ppl "$S" ppl -m "$M" --tokens "$TOK" --ctx "$SEQ_LEN" "${T[@]}" --json
 step pack_q4_0 "$S" pack -m "$M" --layout q4_0 -o "$W/model-q4_0.spk" "${T[@]}" --json
 step pack_kmi4 "$S" pack -m "$M" --layout kmi4 --calib "$W/claws.scal" --method claws --density 0.5 \
   -o "$W/model-kmi4.spk" "${T[@]}" --json
-step run_kmi4 "$S" run -m "$W/model-kmi4.spk" -n 64 --temperature 0 --seed 1 "${T[@]}" --json
+step run_kmi4 "$S" run -m "$W/model-kmi4.spk" -n 64 --temp 0 --seed 1 "${T[@]}" --json
 
 echo
 echo "| step | exit | wall s | tokens/s | peak RssAnon MiB | budget MiB | peak VmRSS MiB | load |"

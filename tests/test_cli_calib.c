@@ -40,7 +40,7 @@ int main(void) {
     if (!bin || !tok || !text || !valid) return sc_test_finish();
     const char *S = SC_CLI_PATH;
     char M[4200];
-    snprintf(M, sizeof M, "-m %s -t %s", bin, tok);
+    snprintf(M, sizeof M, "-m %s --tokenizer %s", bin, tok);
     const char *one = sc_tmp_path("one.scal"), *a = sc_tmp_path("a.scal"), *b = sc_tmp_path("b.scal"),
                *ab = sc_tmp_path("ab.scal");
 
