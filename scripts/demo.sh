@@ -47,7 +47,7 @@ echo "== 5. run: decode up to 500 tokens from the artifact, dense and with the C
 for m in dense claws; do
   best=""
   for i in 1 2 3; do
-    line=$($SC run --artifact "$OUT/model.spk" -p "Once upon a time" --method "$m" --density "$DENSITY" -n 512 \
+    line=$($SC run -m "$OUT/model.spk" -p "Once upon a time" --method "$m" --density "$DENSITY" -n 500 -t 1 \
            --temp 0 2>&1 >/dev/null | grep '^run:')
     rate=$(sed -n 's/.*(\([0-9.]*\) tok\/s).*/\1/p' <<<"$line")
     if [ -z "$best" ] || awk "BEGIN{exit !($rate > $best)}"; then best=$rate; bestline=$line; fi
@@ -59,6 +59,6 @@ echo " real-shape decode speed, dense and sparse, is in docs/PERFORMANCE.md and 
 
 echo
 echo "== 6. the sparse artifact writes (CLAWS, density $DENSITY, greedy)"
-$SC run --artifact "$OUT/model.spk" -p "Once upon a time" --method claws --density "$DENSITY" -n 96 --temp 0 2>/dev/null
+$SC run -m "$OUT/model.spk" -p "Once upon a time" --method claws --density "$DENSITY" -n 96 --temp 0 2>/dev/null
 echo
 awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "demo finished in %.1f s\n", b - a}'

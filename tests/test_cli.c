@@ -75,8 +75,8 @@ int main(void) {
             CHECK(strcmp(core->valuestring, strstr(feat->valuestring, "avx512bw") ? "SkylakeX" : "Haswell") == 0);
     }
     cJSON_Delete(ij);
-    CHECK(run("%s ppl -m %s --ctx abc 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
-    CHECK(run("%s ppl -m %s --ctx 1 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
+    CHECK(run("%s ppl -m %s --ctx-size abc 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
+    CHECK(run("%s ppl -m %s --ctx-size 1 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
     CHECK(run("%s ppl -m /nonexistent/model.bin -f %s 2>&1%s", valid, 0, 0) == 2);
     CHECK(count_lines(out) == 1 && strstr(out, "/nonexistent/model.bin"));
     CHECK(run("%s ppl -m %s --tokenizer %s -f /nonexistent.txt 2>&1", bin, tok, 0) == 2 && count_lines(out) == 1);

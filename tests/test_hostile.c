@@ -15,7 +15,7 @@
  *     beyond int64; merged shards keep model.family and model.format;
  *   - run sizes the key/value cache for -n, not for the model's context (an
  *     artifact declaring 131,072 positions), grows it on demand with the same
- *     numbers, and -n / --ctx are validated (no silent "0 = whole context");
+ *     numbers, and -n / --ctx-size are validated (no silent "0 = whole context");
  *   - run and ppl apply the same configuration rules to an artifact;
  *   - a tokenizer.bin whose every piece is empty loads and works (it used to
  *     compute NULL + 0), also through an artifact;
@@ -479,7 +479,7 @@ static void test_kv_cache(void) {
     kv = cJSON_GetObjectItem(j, "kv_cache_positions");
     CHECK_MSG(cJSON_IsNumber(kv) && kv->valuedouble == 300, "%s", out);
     cJSON_Delete(j);
-    /* options: -n 0 has no hidden meaning, -n beyond the context or --ctx is refused */
+    /* options: -n 0 has no hidden meaning, -n beyond the context or --ctx-size is refused */
     snprintf(a, sizeof a, "run -m %s -n 0", spk);
     CHECK_REFUSED(cli(a), "-n 0 generates nothing");
     snprintf(a, sizeof a, "run -m %s --steps 0", spk);

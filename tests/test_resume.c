@@ -229,11 +229,11 @@ int main(void) {
         const char *full = sc_tmp_path("cli_full.scal"), *out = sc_tmp_path("cli.scal");
         char ck[4200], cmd[16384], outbuf[4096];
         snprintf(ck, sizeof ck, "%s.ckpt", out);
-        const char *args = "--seqs 40 --seq-len 64 --method claws,cats,cwic,cett --params stride=3 -q";
+        const char *args = "--max-docs 40 --ctx-size 64 --method claws,cats,cwic,cett --params stride=3 -q";
         snprintf(cmd, sizeof cmd, "%s compute -m %s --tokenizer %s -f %s %s -o %s", SC_CLI_PATH, bin, tokp, text, args, full);
         CHECK(sc_run(cmd, outbuf, sizeof outbuf) == 0);
         char *argv[] = {(char *)SC_CLI_PATH, "compute", "-m", (char *)bin, "--tokenizer", (char *)tokp, "-f", (char *)text,
-                        "--seqs", "40", "--seq-len", "64", "--method", "claws,cats,cwic,cett", "--params", "stride=3",
+                        "--max-docs", "40", "--ctx-size", "64", "--method", "claws,cats,cwic,cett", "--params", "stride=3",
                         "-q", "--checkpoint-every", "2", "-o", (char *)out, NULL};
         bool killed = kill_when_exists(argv, ck);
         CHECK(killed);
