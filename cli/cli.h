@@ -39,9 +39,8 @@ typedef struct cli_inputs {
  * where they overlap: -m model, -t threads, -f file, -c context, -s sampling seed. */
 #define CLI_TOKENIZER_HELP "tokenizer.json, tokenizer.model, llama2.c tokenizer.bin, .gguf or a dir (default: the model's)"
 #define CLI_MODEL_OPTS(in)                                                                                           \
-    {"model", 'm', SC_ARG_STR, &(in).model_path, "MODEL",                                                             \
-     "model: llama2.c .bin, .gguf, Hugging Face dir or .spk (required)", 0, 0},                                      \
-    {"artifact", 0, SC_ARG_STR, &(in).model_path, "FILE", "a packed artifact (.spk) as the model (same as -m)", 0, 0},   \
+    {"model|artifact", 'm', SC_ARG_STR, &(in).model_path, "MODEL",                                                    \
+     "model: llama2.c .bin, .gguf, Hugging Face dir or a packed artifact .spk (required)", 0, 0},                    \
     {"tokenizer", 0, SC_ARG_STR, &(in).tok_path, "TOK", CLI_TOKENIZER_HELP, 0, 0}
 #define CLI_DATA_OPTS(in)                                                                                            \
     {"file|data", 'f', SC_ARG_STR, &(in).data_path, "TEXT",                                                           \

@@ -19,7 +19,8 @@ int cmd_ppl(int argc, char **argv) {
         CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping by one token"),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal ppl -m stories260K.bin --tokenizer tok512.bin -f stories.txt --max-docs 200\n"
+"  sparsecal ppl -m model.gguf -f wiki.txt -c 512 -t 4 --json"),
     };
     int r = sc_parse_args("ppl", "Teacher-forced perplexity: every position of every sequence is scored from the\n"
                                  "sequence start; sequences longer than --ctx are cut into windows overlapping by one\n"
@@ -78,7 +79,8 @@ int cmd_generate(int argc, char **argv) {
         CLI_PREDICT_OPTS(n_predict, steps),
         CLI_SAMPLING_OPTS(temperature, top_k, top_p, seed),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object instead of streaming text", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal generate -m stories260K.gguf -p 'Once upon a time' -n 64 --temp 0\n"
+"  sparsecal generate -m model.gguf -p 'The dog' -n 128 --temp 0.8 --top-k 40 -s 7"),
     };
     int r = sc_parse_args("generate", "Generate text from BOS (plus the prompt) with the reference forward pass.", opts,
                           argc, argv, NULL, 0, NULL);

@@ -14,7 +14,8 @@ int cmd_info(int argc, char **argv) {
         {"tokenizer", 0, SC_ARG_STR, &in.tok_path, "TOK", "tokenizer to describe instead of the model's (default: the model's)", 0, 0},
         CLI_THREADS_OPT(in.threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal info -m stories260K.gguf\n"
+"  sparsecal info -m model/ --json"),
     };
     int r = sc_parse_args("info", "Describe a model: family, shapes, dtypes, parameter count, tokenizer, memory.", opts,
                           argc, argv, NULL, 0, NULL);

@@ -92,7 +92,7 @@ int cmd_run(int argc, char **argv) {
         {"score", 0, SC_ARG_FLAG, &score, NULL,
          "instead of generating: teacher-forced perplexity of --tokens through this decoder (every token routed; "
          "the id at t+1 scored from the logits at t), the numbers `eval -m FILE` prints", 0, 0},
-        {"tokens", 0, SC_ARG_STR, &tokens_path, "IDS", "--score: pre-tokenized file, one sequence of ids per line", 0, 0},
+        {"tokens", 0, SC_ARG_STR, &tokens_path, "IDS", "--score: pre-tokenized file, one sequence of ids per line (required with --score)", 0, 0},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
         {"no-mmap", 0, SC_ARG_FLAG, &no_mmap, NULL, "copy the weights into memory (huge pages where possible) instead of reading the file mapping: faster, costs the artifact's size in RAM", 0, 0},
@@ -100,7 +100,9 @@ int cmd_run(int argc, char **argv) {
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
         CLI_THREADS_OPT(threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal run -m m.spk -p 'Once upon a time' -n 64 --temp 0\n"
+"  sparsecal run -m m.spk -n 128 --ignore-eos -t 1 --method cats --density 0.3 --json\n"
+"  sparsecal run -m m.spk --score --tokens ids.txt --json"),
     };
     int r = sc_parse_args("run", "Decode token by token straight from a packed artifact with the runtime kernels: the\n"
                                  "weights stay quantised in their layouts, keys and values are cached, and each token's\n"
