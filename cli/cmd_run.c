@@ -153,6 +153,10 @@ int cmd_run(int argc, char **argv) {
         st = run_score(&art, path, tokens_path, &rt, ctx_cap, json, &err);
         goto done;
     }
+    /* the options alone (BOS as the prompt) before the tokenizer loads; again below with the prompt */
+    if ((st = cli_steps(n_predict, steps, 1, srt_model_max_ctx(m), ctx_cap ? "--ctx-size" : "the model's context",
+                        &(int64_t){0}, &err)))
+        goto done;
     if (tok_path) {
         if ((st = sc_tokenizer_load_auto(tok_path, c->vocab_size, &tok, &err))) goto done;
     } else if ((st = sc_artifact_load_tokenizer(path, &tok, &err))) {

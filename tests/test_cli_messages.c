@@ -106,7 +106,7 @@ int main(void) {
     says(a, 2, "the calibration file needs claws and larosa statistics");
     snprintf(a, sizeof a, "synth --dim 63 --heads 2 -o %s", sc_tmp_path("syn"));
     says(a, 2, "dim 63 is not a multiple of n_heads 2");
-    snprintf(a, sizeof a, "generate -m %s --tokenizer %s -n 3 -p 'Once upon a time there was'", M, T);
+    snprintf(a, sizeof a, "generate -m %s --tokenizer %s --steps 3 -p 'Once upon a time there was'", M, T);
     says(a, 2, "fills all 3 steps");
 
     /* progress into a pipe: whole lines, each "ppl: i/400 sequences", the last 400/400 */

@@ -131,7 +131,7 @@ int main(void) {
     snprintf(args, sizeof args, "generate -m %s", empty);
     refused(args, "is an empty file, not a model");
     snprintf(args, sizeof args, "ppl -m %s -f %s", sc_asset("tokenizers/llama2_sentencepiece/tokenizer.model"), text);
-    refused(args, "is a SentencePiece tokenizer.model (-t), not a model");
+    refused(args, "is a SentencePiece tokenizer.model (--tokenizer), not a model");
     snprintf(args, sizeof args, "eval -m %s --tokenizer %s -f %s --calib %s --method claws --density 0.5", model, tok, text, spk);
     snprintf(want, sizeof want, "%s is a sparsecal packed artifact (-m, run --artifact), not a calibration file", spk);
     refused(args, want);
