@@ -74,7 +74,7 @@ int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratc
 void sc_logits_top_k(float *logits, int64_t n, int64_t k, float *scratch);
 
 typedef struct sc_gen_opts {
-    int64_t steps;     /* total positions including BOS and prompt (llama2.c's -n) */
+    int64_t steps;     /* total positions including BOS and prompt (llama2.c's -n; the CLI's --steps) */
     float temperature; /* 0 = greedy */
     float top_p;
     uint64_t seed;

@@ -25,10 +25,10 @@ typedef struct cli_inputs {
     bool no_bos;
     bool add_eos;           /* --eos: append EOS to every document */
     bool parse_special;     /* --parse-special: special tokens written in text are recognised */
-    int64_t seed;           /* --seed S (S >= 1): shuffle documents deterministically; 0 keeps the file order */
+    int64_t seed;           /* --shuffle-seed S (S >= 1): shuffle documents deterministically; 0 keeps the file order */
     int64_t pack;           /* --pack N: sequences of exactly N tokens; 0: one document per sequence */
     const char *chat_format; /* --chat-format NAME for "messages" JSONL lines; NULL: from the tokenizer */
-    int64_t threads;        /* --threads N; 0: not given (see threads.h) */
+    int64_t threads;        /* -t/--threads N; 0: not given (see threads.h) */
     sc_model *model;
     sc_tokenizer *tok_owned; /* from --tokenizer, or tokenizer.json beside a Hugging Face model; else the model's */
     const sc_tokenizer *tok;
