@@ -28,7 +28,8 @@ static void usage(const char *cmd, const char *summary, const sc_opt *opts) {
         char left[64];
         int n = name_len(o->lng);
         if (o->shrt)
-            snprintf(left, sizeof left, "-%c, --%.*s%s%s", o->shrt, n, o->lng, o->meta ? " " : "", o->meta ? o->meta : "");
+            snprintf(left, sizeof left, "-%c, --%.*s%s%s", o->shrt, n, o->lng, o->meta ? " " : "",
+                o->meta ? o->meta : "");
         else
             snprintf(left, sizeof left, "    --%.*s%s%s", n, o->lng, o->meta ? " " : "", o->meta ? o->meta : "");
         printf("  %-28s %s", left, o->help);

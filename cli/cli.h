@@ -37,26 +37,37 @@ typedef struct cli_inputs {
 /* Option-table rows every command that reads a model and data shares (use
  * inside an sc_opt array; `in` is a cli_inputs lvalue). Names follow llama.cpp
  * where they overlap: -m model, -t threads, -f file, -c context, -s sampling seed. */
-#define CLI_TOKENIZER_HELP "tokenizer.json, tokenizer.model, llama2.c tokenizer.bin, .gguf or a dir (default: the model's)"
+#define CLI_TOKENIZER_HELP                                                                                     \
+    "tokenizer.json, tokenizer.model, llama2.c tokenizer.bin, .gguf or a dir (default: the model's)"
 #define CLI_MODEL_OPTS(in)                                                                                           \
     {"model|artifact", 'm', SC_ARG_STR, &(in).model_path, "MODEL",                                                    \
      "model: llama2.c .bin, .gguf, Hugging Face dir or a packed artifact .spk (required)", 0, 0},                    \
     {"tokenizer", 0, SC_ARG_STR, &(in).tok_path, "TOK", CLI_TOKENIZER_HELP, 0, 0}
-#define CLI_DATA_OPTS(in)                                                                                            \
-    {"file|data", 'f', SC_ARG_STR, &(in).data_path, "TEXT",                                                           \
-     "text (documents split at lines that are empty or only spaces/tabs; each document loses its leading and "  \
-     "trailing whitespace, nothing within it) or JSONL with \"text\" or chat \"messages\" (this or --tokens is required)", 0, 0}, \
-    {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS", "pre-tokenized file: one sequence of ids per line, used as given (default: none, -f)", 0, 0}, \
-    {"sep", 0, SC_ARG_STR, &(in).separator, "STR", "document separator instead of blank lines, e.g. '<|endoftext|>' (default: blank lines)", 0, 0}, \
-    {"max-docs|seqs", 0, SC_ARG_INT, &(in).max_docs, "N", "use at most N documents, after --shuffle-seed and --skip-docs (default 0: all)", 0, 1e15}, \
-    {"skip-docs", 0, SC_ARG_INT, &(in).skip_docs, "N", "leave out the first N documents, e.g. a held-out split: calibrate with --max-docs N, evaluate with --skip-docs N (default 0)", 0, 1e15}, \
-    {"no-bos", 0, SC_ARG_FLAG, &(in).no_bos, NULL, "do not prepend BOS to text documents", 0, 0},                     \
-    {"eos", 0, SC_ARG_FLAG, &(in).add_eos, NULL, "append EOS to every text document", 0, 0},                          \
-    {"parse-special", 0, SC_ARG_FLAG, &(in).parse_special, NULL, "recognise special tokens written in text", 0, 0},   \
-    {"shuffle-seed", 0, SC_ARG_INT, &(in).seed, "S", "shuffle documents deterministically with seed S >= 1 (default: file order)", 1, 4e18}, \
-    {"seed", 0, SC_ARG_GONE, NULL, NULL, "documents are shuffled with --shuffle-seed S (--seed is the sampling seed of generate and run)", 0, 0}, \
-    {"pack", 0, SC_ARG_INT, &(in).pack, "N", "pack documents end to end into sequences of exactly N tokens (default: one document per sequence)", 2, 1 << 24}, \
-    {"chat-format", 0, SC_ARG_STR, &(in).chat_format, "F",                                                           \
+#define CLI_DATA_OPTS(in)                                                                                         \
+    {"file|data", 'f', SC_ARG_STR, &(in).data_path, "TEXT",                                                        \
+     "text (documents split at lines that are empty or only spaces/tabs; each document loses its leading and "   \
+     "trailing whitespace, nothing within it) or JSONL with \"text\" or chat \"messages\" (this or --tokens is "  \
+     "required)", 0, 0},                                                                                          \
+    {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS",                                                            \
+     "pre-tokenized file: one sequence of ids per line, used as given (default: none, -f)", 0, 0},                \
+    {"sep", 0, SC_ARG_STR, &(in).separator, "STR",                                                                 \
+     "document separator instead of blank lines, e.g. '<|endoftext|>' (default: blank lines)", 0, 0},             \
+    {"max-docs|seqs", 0, SC_ARG_INT, &(in).max_docs, "N",                                                          \
+     "use at most N documents, after --shuffle-seed and --skip-docs (default 0: all)", 0, 1e15},                  \
+    {"skip-docs", 0, SC_ARG_INT, &(in).skip_docs, "N",                                                             \
+     "leave out the first N documents, e.g. a held-out split: calibrate with --max-docs N, evaluate with "        \
+     "--skip-docs N (default 0)", 0, 1e15},                                                                       \
+    {"no-bos", 0, SC_ARG_FLAG, &(in).no_bos, NULL, "do not prepend BOS to text documents", 0, 0},                  \
+    {"eos", 0, SC_ARG_FLAG, &(in).add_eos, NULL, "append EOS to every text document", 0, 0},                       \
+    {"parse-special", 0, SC_ARG_FLAG, &(in).parse_special, NULL, "recognise special tokens written in text", 0, 0}, \
+    {"shuffle-seed", 0, SC_ARG_INT, &(in).seed, "S",                                                               \
+     "shuffle documents deterministically with seed S >= 1 (default: file order)", 1, 4e18},                      \
+    {"seed", 0, SC_ARG_GONE, NULL, NULL,                                                                           \
+     "documents are shuffled with --shuffle-seed S (--seed is the sampling seed of generate and run)", 0, 0},     \
+    {"pack", 0, SC_ARG_INT, &(in).pack, "N",                                                                       \
+     "pack documents end to end into sequences of exactly N tokens (default: one document per sequence)", 2,      \
+     1 << 24},                                                                                                    \
+    {"chat-format", 0, SC_ARG_STR, &(in).chat_format, "F",                                                         \
      "chat format for JSONL \"messages\": llama3, gemma, chatml, mistral (default: from the tokenizer)", 0, 0}
 
 /* -t/--threads N, the threads a command computes with (BLAS and the runtime
@@ -107,8 +118,8 @@ sc_status cli_steps(int64_t n_predict, int64_t steps_given, int64_t n_prompt, in
 
 /* The sampling options of generate and run, named as llama.cpp's. */
 #define CLI_SAMPLING_OPTS(temperature, top_k, top_p, seed)                                                            \
-    {"temp|temperature", 0, SC_ARG_FLOAT, &(temperature), "T", "sampling temperature; 0 = greedy argmax (default 1.0)", \
-     0, 100},                                                                                                          \
+    {"temp|temperature", 0, SC_ARG_FLOAT, &(temperature), "T",                                                        \
+     "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},                                                \
     {"top-k", 0, SC_ARG_INT, &(top_k), "K",                                                                           \
      "sample among the K most likely tokens only (default 0: all of them; llama.cpp's default is 40)", 0, 1 << 24},  \
     {"top-p", 0, SC_ARG_FLOAT, &(top_p), "P", "nucleus sampling threshold; 1 = off (default 0.9)", 0, 1},             \

@@ -596,12 +596,14 @@ int cmd_bench(int argc, char **argv) {
     const sc_opt opts[] = {
         {"dims", 0, SC_ARG_STR, &dims, "IN:OUT[,...]", "GEMV shapes, input -> output (default 6144:1536, Gemma-4-E2B down)", 0, 0},
         {"sparsity", 0, SC_ARG_STR, &sps, "LIST", "sparsities of the sparse rows (default 0.3,0.5,0.6,0.7)", 0, 0},
-        {"threads", 't', SC_ARG_STR, &ths, "LIST", "thread counts, comma-separated as llama-bench's -t (default 1,2)", 0, 0},
+        {"threads", 't', SC_ARG_STR, &ths, "LIST", "thread counts, comma-separated as llama-bench's -t (default "
+            "1,2)", 0, 0},
         {"layers", 0, SC_ARG_INT, &layers, "N", "distinct matrices cycled per kernel (default 35)", 1, 1000},
         {"warmup", 0, SC_ARG_INT, &warm, "N", "warm-up passes (default 5)", 0, 1000},
         {"passes", 0, SC_ARG_INT, &passes, "N", "timed passes (default 50)", 1, 100000},
         {"runs", 0, SC_ARG_INT, &runs, "N", "repeats of the whole measurement; medians of runs (default 3)", 1, 15},
-        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, neon, dotprod (default auto: the best here)", 0, 0},
+        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, neon, dotprod (default auto: the best "
+            "here)", 0, 0},
         {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
         {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV (default: none)", 0, 0},
         {"md", 0, SC_ARG_STR, &md, "FILE", "also write the Markdown tables to FILE (default: none)", 0, 0},

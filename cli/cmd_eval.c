@@ -16,7 +16,8 @@ int cmd_ppl(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping by one token"),
+        CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping "
+            "by one token"),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         SC_OPTS_END("  sparsecal ppl -m stories260K.bin --tokenizer tok512.bin -f stories.txt --max-docs 200\n"
@@ -92,7 +93,8 @@ int cmd_generate(int argc, char **argv) {
     sc_status st = cli_load(&in, true, &err);
     if (!st && prompt && *prompt) st = sc_tokenizer_encode(in.tok, prompt, strlen(prompt), false, false, &ptoks, &err);
     /* BOS and the prompt come first */
-    if (!st) st = cli_steps(n_predict, steps, 1 + (int64_t)ptoks.n, in.model->cfg.max_seq_len, "the model's context", &steps, &err);
+    if (!st) st = cli_steps(n_predict, steps, 1 + (int64_t)ptoks.n, in.model->cfg.max_seq_len, "the model's "
+        "context", &steps, &err);
     if (!st) {
         sc_gen_opts o = {steps, (float)temperature, (float)top_p, seed, top_k};
         st = sc_generate(in.model, in.tok, &ptoks, &o, json ? NULL : stdout, &res, &err);

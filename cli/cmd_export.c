@@ -24,14 +24,16 @@ int cmd_export(int argc, char **argv) {
         {"model|artifact", 'm', SC_ARG_STR, &model, "MODEL",
          "with --calib: the model it was computed on (CETT and CWIC need its weights); alone: a packed artifact (.spk) "
          "whose stored routing data is exported (one of -m and --calib is required)", 0, 0},
-        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (.scal) whose routing data is exported (default: none)", 0, 0},
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (.scal) whose routing data is exported (default: "
+            "none)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D",
          "with --calib: the density, in (0, 1], CETT's thresholds are fitted to keep and CWIC's APR (1 / D) is set "
          "for, as pack --density (default 0.5)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..",
          "with --calib: method parameters, as pack: cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,"
          "dist=,stats= (default: each method's)", 0, 0},
-        {"out", 'o', SC_ARG_STR, &out, "FILE", "the safetensors file to write, names in docs/EXPORT.md (default: none; this or --teal-dir is required)", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "the safetensors file to write, names in docs/EXPORT.md (default: "
+            "none; this or --teal-dir is required)", 0, 0},
         {"teal-dir", 0, SC_ARG_STR, &teal_dir, "DIR",
          "with --calib: also write TEAL's files into DIR (histograms/layer-L/{self_attn,mlp}/histograms.pt, "
          "lookup/layer_L.csv), as the TEAL paper's code reads them (default: none)", 0, 0},

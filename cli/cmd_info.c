@@ -10,8 +10,10 @@ int cmd_info(int argc, char **argv) {
     cli_inputs in = {0};
     bool json = false;
     const sc_opt opts[] = {
-        {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model: llama2.c .bin, .gguf, Hugging Face dir or .spk (required)", 0, 0},
-        {"tokenizer", 0, SC_ARG_STR, &in.tok_path, "TOK", "tokenizer to describe instead of the model's (default: the model's)", 0, 0},
+        {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model: llama2.c .bin, .gguf, Hugging Face dir or .spk "
+            "(required)", 0, 0},
+        {"tokenizer", 0, SC_ARG_STR, &in.tok_path, "TOK", "tokenizer to describe instead of the model's (default: "
+            "the model's)", 0, 0},
         CLI_THREADS_OPT(in.threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         SC_OPTS_END("  sparsecal info -m stories260K.gguf\n"

@@ -84,7 +84,8 @@ int cmd_run(int argc, char **argv) {
         {"tokenizer", 0, SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
         CLI_PREDICT_OPTS(n_predict, steps),
-        CLI_CTX_OPT(ctx_cap, "most positions the key/value cache may hold (default: the model's context); it holds what -n needs"),
+        CLI_CTX_OPT(ctx_cap, "most positions the key/value cache may hold (default: the model's context); it holds "
+            "what -n needs"),
         CLI_SAMPLING_OPTS(temperature, top_k, top_p, seed),
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D",
@@ -92,7 +93,8 @@ int cmd_run(int argc, char **argv) {
         {"score", 0, SC_ARG_FLAG, &score, NULL,
          "instead of generating: teacher-forced perplexity of --tokens through this decoder (every token routed; "
          "the id at t+1 scored from the logits at t), the numbers `eval -m FILE` prints", 0, 0},
-        {"tokens", 0, SC_ARG_STR, &tokens_path, "IDS", "--score: pre-tokenized file, one sequence of ids per line (required with --score)", 0, 0},
+        {"tokens", 0, SC_ARG_STR, &tokens_path, "IDS", "--score: pre-tokenized file, one sequence of ids per line "
+            "(required with --score)", 0, 0},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
         {"no-mmap", 0, SC_ARG_FLAG, &no_mmap, NULL, "copy the weights into memory (huge pages where possible) instead of reading the file mapping: faster, costs the artifact's size in RAM", 0, 0},

@@ -234,7 +234,8 @@ int main(void) {
         const char *pc = sc_tmp_path("all.scal");
         CHECK(sc_run(M, NULL, 0) == 2);
         char cmd[16384];
-        snprintf(cmd, sizeof cmd, "%s compute -m %s --tokenizer %s -f %s --max-docs 40 --method claws,larosa,cett,clada -o %s -q",
+        snprintf(cmd, sizeof cmd, "%s compute -m %s --tokenizer %s -f %s --max-docs 40 --method "
+            "claws,larosa,cett,clada -o %s -q",
                  SC_CLI_PATH, bin, tokp, text, pc);
         CHECK(sc_run(cmd, out, sizeof out) == 0);
         snprintf(cmd, sizeof cmd, "%s eval -m %s --tokenizer %s -f %s --json -q", SC_CLI_PATH, bin, tokp, sample);
@@ -254,7 +255,8 @@ int main(void) {
                       "%s: %s", runs[i][0], out);
             cJSON_Delete(j);
         }
-        snprintf(cmd, sizeof cmd, "%s diag -m %s --tokenizer %s -f %s --calib %s --crot-seqs 10 --max-tokens 300 --json -q",
+        snprintf(cmd, sizeof cmd, "%s diag -m %s --tokenizer %s -f %s --calib %s --crot-seqs 10 --max-tokens 300 "
+            "--json -q",
                  SC_CLI_PATH, bin, tokp, text, pc);
         CHECK(sc_run(cmd, out, sizeof out) == 0);
         j = cJSON_Parse(out);

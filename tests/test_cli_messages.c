@@ -73,9 +73,11 @@ int main(void) {
     CHECK(cli(a) == 0);
     snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 --method claws -q -o %s", M, T, X, meth);
     CHECK(cli(a) == 0);
-    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 %s --layers 0:2 -o %s", M, T, X, common, lay);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 %s --layers 0:2 -o %s", M, T, X, common,
+        lay);
     CHECK(cli(a) == 0);
-    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 %s --ctx-size 64 -o %s", M, T, X, common, seq);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 %s --ctx-size 64 -o %s", M, T, X, common,
+        seq);
     CHECK(cli(a) == 0);
     snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 5 %s -o %s", M, T, X, common, data);
     CHECK(cli(a) == 0);

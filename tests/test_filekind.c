@@ -57,7 +57,8 @@ int main(void) {
     const char *txt = sc_tmp_path("notes.txt"), *blank = sc_tmp_path("blank.txt"), *empty = sc_tmp_path("empty.bin");
     const char *junk = sc_tmp_path("junk.bin");
     char args[4096];
-    snprintf(args, sizeof args, "compute -m %s --tokenizer %s -f %s --max-docs 5 --method claws -q -o %s", model, tok, text, scal);
+    snprintf(args, sizeof args, "compute -m %s --tokenizer %s -f %s --max-docs 5 --method claws -q -o "
+        "%s", model, tok, text, scal);
     CHECK(cli(args) == 0);
     snprintf(args, sizeof args, "pack -m %s --tokenizer %s --layout q8_0 -q -o %s", model, tok, spk);
     CHECK(cli(args) == 0);
@@ -132,7 +133,8 @@ int main(void) {
     refused(args, "is an empty file, not a model");
     snprintf(args, sizeof args, "ppl -m %s -f %s", sc_asset("tokenizers/llama2_sentencepiece/tokenizer.model"), text);
     refused(args, "is a SentencePiece tokenizer.model (--tokenizer), not a model");
-    snprintf(args, sizeof args, "eval -m %s --tokenizer %s -f %s --calib %s --method claws --density 0.5", model, tok, text, spk);
+    snprintf(args, sizeof args, "eval -m %s --tokenizer %s -f %s --calib %s --method claws --density "
+        "0.5", model, tok, text, spk);
     snprintf(want, sizeof want, "%s is a sparsecal packed artifact (-m, run --artifact), not a calibration file", spk);
     refused(args, want);
     snprintf(args, sizeof args, "merge %s %s -o %s", scal, gguf, sc_tmp_path("x.scal"));

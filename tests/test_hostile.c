@@ -374,7 +374,8 @@ static void test_calibration_files(void) {
     snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats -o %s -q", bin, tok, text, good);
     CHECK_MSG(cli(a) == 0, "%s", out);
     for (int i = 0; i < 2; i++) {
-        snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats --shard %d/2 -o %s -q", bin, tok, text, i,
+        snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats --shard %d/2 -o %s "
+            "-q", bin, tok, text, i,
                  i ? s1 : s0);
         CHECK_MSG(cli(a) == 0, "%s", out);
     }
@@ -395,13 +396,15 @@ static void test_calibration_files(void) {
     cJSON_Delete(jm);
 
     /* the reference: eval at density 0.5 reaches about 0.5 */
-    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, good);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s "
+        "-q", bin, tok, text, good);
     CHECK_MSG(cli(a) == 0, "%s", out);
 
     /* item 3: counts that overflow int64 when summed (the threshold used to wrap and give density 1) */
     hist_edit e1 = {"cats/layer1.hist", 5, INT64_MAX / 2, false, false};
     CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e1));
-    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, bad);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s "
+        "-q", bin, tok, text, bad);
     CHECK_REFUSED(cli(a), "cats/layer1.hist");
     hist_edit e2 = {"cats/layer2.hist", 3, -7, false, false}; /* a negative count */
     CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e2));
@@ -421,7 +424,8 @@ static void test_calibration_files(void) {
     if (lay) cJSON_ReplaceItemInArray(lay, 0, cJSON_CreateNumber(1e300));
     char *mt = cJSON_PrintUnformatted(jb);
     CHECK(mt && rewrite(good, bad, SRT_CT_SCAL, mt, NULL, NULL));
-    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, bad);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s "
+        "-q", bin, tok, text, bad);
     CHECK_REFUSED(cli(a), "options.layers must be two integers");
     CHECK(!strstr(out, "-9223372036854775808"));
     if (lay) cJSON_ReplaceItemInArray(lay, 0, cJSON_CreateNumber(0.5));
@@ -624,21 +628,27 @@ static void test_options(void) {
     snprintf(a, sizeof a, "generate -m %s --tokenizer %s --temp nan", bin, tok);
     CHECK_REFUSED(cli(a), "--temp expects a number");
     /* unknown --params keys name the known ones; known keys still work */
-    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats --params zzz=1 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats --params zzz=1 -o %s -q", bin, tok,
+        text, o);
     CHECK_REFUSED(cli(a), "unknown key 'zzz' (known: none)");
-    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett,coact --params tagret=0.5 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett,coact --params tagret=0.5 -o %s "
+        "-q", bin, tok, text, o);
     CHECK_REFUSED(cli(a), "unknown key 'tagret' (known: sample,stride,target,coact_sample,coact_stride,coact_density)");
-    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target=0.3,target=0.4 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target=0.3,target=0.4 -o %s "
+        "-q", bin, tok, text, o);
     CHECK_REFUSED(cli(a), "given twice");
-    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target -o %s "
+        "-q", bin, tok, text, o);
     CHECK_REFUSED(cli(a), "is not key=value");
     snprintf(a, sizeof a, "pack -m %s --tokenizer %s --params tagret=0.5 -o %s -q", bin, tok, o);
     CHECK_REFUSED(cli(a), "unknown key 'tagret' (known: in,h,target,");
-    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method larosa --params grid_step=0.1,zzz=1", bin, tok, text);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method larosa --params "
+        "grid_step=0.1,zzz=1", bin, tok, text);
     CHECK_REFUSED(cli(a), "unknown key 'zzz' (known: in,h,grid,grid_seqs,grid_step)");
     struct stat st;
     CHECK(stat(o, &st) != 0); /* nothing was written by any of them */
-    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target=0.3,sample=64 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target=0.3,sample=64 -o %s "
+        "-q", bin, tok, text, o);
     CHECK_MSG(cli(a) == 0, "%s", out);
 }
 

@@ -239,7 +239,8 @@ int main(void) {
     /* every method (8: claws, cats, larosa, cett, clada, teal, cwic, coact); a small TEAL sample keeps its greedy
      * curve cheap; 16 sequences of 64 tokens stay below every per-process sample cap */
     snprintf(M, sizeof M,
-             "-m %s --tokenizer %s -f %s --max-docs 16 --ctx-size 64 --method claws,cats,larosa,cett,clada,teal,cwic,coact "
+             "-m %s --tokenizer %s -f %s --max-docs 16 --ctx-size 64 --method "
+                 "claws,cats,larosa,cett,clada,teal,cwic,coact "
              "--params teal_seqs=2,teal_len=4 -q",
              bin, tok, text);
     const char *one = sc_tmp_path("one.scal"), *two = sc_tmp_path("mpi.scal"), *s0 = sc_tmp_path("s0.scal"),

@@ -434,12 +434,14 @@ int main(void) {
     {
         char cmd[2048], out1[8192], out2[8192];
         const char *f32 = sc_tmp_path("r_f32.spk"), *nocal = sc_tmp_path("nocal.spk");
-        snprintf(cmd, sizeof cmd, "%s run --artifact %s -p '%s' -n 80 --temp 0 --dense 2>/dev/null", SC_CLI_PATH, f32, PROMPT);
+        snprintf(cmd, sizeof cmd, "%s run --artifact %s -p '%s' -n 80 --temp 0 --dense 2>/dev/null", SC_CLI_PATH,
+            f32, PROMPT);
         CHECK(sc_run(cmd, out1, sizeof out1) == 0);
         snprintf(cmd, sizeof cmd, "%s generate -m %s -p '%s' -n 80 --temp 0 2>/dev/null", SC_CLI_PATH, f32, PROMPT);
         CHECK(sc_run(cmd, out2, sizeof out2) == 0);
         CHECK_MSG(strcmp(out1, out2) == 0 && strlen(out1) > 100, "run: [%s]\ngenerate: [%s]", out1, out2);
-        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --temp 0.8 --seed 7 --method claws --density 0.5 --threads 2 --json",
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --temp 0.8 --seed 7 --method claws --density 0.5 --threads 2 "
+            "--json",
                  SC_CLI_PATH, sc_tmp_path("r_kmi4.spk"));
         CHECK(sc_run(cmd, out1, sizeof out1) == 0);
         CHECK(strstr(out1, "\"method\":\"claws\"") && strstr(out1, "\"live_neurons\":86") &&

@@ -80,13 +80,15 @@ int main(void) {
     }
     /* a small calibration, and artifacts packed from it */
     const char *scal = sc_tmp_path("c.scal"), *lscal = sc_tmp_path("l.scal");
-    CHECK_MSG(cli("compute -m %s --tokenizer %s -f %s --max-docs 20 --method claws,cats,cett -o %s -q 2>&1", bin, tokp, text,
+    CHECK_MSG(cli("compute -m %s --tokenizer %s -f %s --max-docs 20 --method claws,cats,cett -o %s -q "
+        "2>&1", bin, tokp, text,
                   scal) == 0, "%s", out);
     const char *layouts[] = {"f32", "q4_0"};
     char spk[2][4096];
     for (int li = 0; li < 2; li++) {
         snprintf(spk[li], sizeof spk[li], "%s", sc_tmp_path(li ? "q4_0.spk" : "f32.spk"));
-        CHECK_MSG(cli("pack -m %s --tokenizer %s --calib %s --layout %s --method claws --density 0.5 -o %s -q 2>&1", bin, tokp,
+        CHECK_MSG(cli("pack -m %s --tokenizer %s --calib %s --layout %s --method claws --density 0.5 -o %s -q "
+            "2>&1", bin, tokp,
                       scal, layouts[li], spk[li]) == 0, "%s", out);
     }
 
@@ -147,7 +149,8 @@ int main(void) {
     CHECK(cli("eval -m %s --tokens %s --method cett --density 0.3 -q 2>&1", spk[0], ids) == 2 && strstr(out, "repack"));
     /* pack --method without --density says what it used */
     const char *def = sc_tmp_path("def.spk");
-    CHECK(cli("pack -m %s --tokenizer %s --calib %s --layout f32 --method cats -o %s -q 2>&1", bin, tokp, scal, def) == 0 &&
+    CHECK(cli("pack -m %s --tokenizer %s --calib %s --layout f32 --method cats -o %s -q 2>&1", bin, tokp, scal,
+        def) == 0 &&
           strstr(out, "default density 0.5"));
     CHECK(cli("eval -m %s --tokens %s --json -q 2>/dev/null", def, ids) == 0);
     j = cJSON_Parse(out);
@@ -155,8 +158,10 @@ int main(void) {
     cJSON_Delete(j);
     /* a LaRoSA-folded artifact routes with larosa (and dense) only */
     const char *lr = sc_tmp_path("lr.spk");
-    CHECK(cli("compute -m %s --tokenizer %s -f %s --max-docs 20 --method larosa -o %s -q 2>&1", bin, tokp, text, lscal) == 0);
-    CHECK_MSG(cli("pack -m %s --tokenizer %s --calib %s --layout f32 --method larosa --density 0.5 -o %s -q 2>&1", bin, tokp,
+    CHECK(cli("compute -m %s --tokenizer %s -f %s --max-docs 20 --method larosa -o %s -q 2>&1", bin, tokp, text,
+        lscal) == 0);
+    CHECK_MSG(cli("pack -m %s --tokenizer %s --calib %s --layout f32 --method larosa --density 0.5 -o %s -q "
+        "2>&1", bin, tokp,
                   lscal, lr) == 0, "%s", out);
     const char *refused[] = {"cats", "claws"};
     for (int k = 0; k < 2; k++) {
