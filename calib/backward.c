@@ -180,6 +180,13 @@ sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hk, double *loss, sc_err
     return layers_backward(f, hk, err);
 }
 
+sc_status sc_backward_from_norm(sc_forward *f, const float *dxn, const sc_hooks *hk, sc_err *err) {
+    SC_TRY(check_window(f, err));
+    if (!f->chunked) return sc_errf(err, SC_EARG, "backward: sc_backward_from_norm needs a chunked-loss workspace");
+    memcpy(f->g_xn, dxn, (size_t)(f->n_last * f->m->cfg.dim) * sizeof(float));
+    return layers_backward(f, hk, err);
+}
+
 /* softmax of a row in double, written to p */
 static double softmax_row(const float *z, int64_t V, double *p) {
     double mx = z[0];

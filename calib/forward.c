@@ -136,6 +136,8 @@ sc_status sc_forward_create_train(const sc_model *m, int64_t max_ctx, sc_forward
 
 float *sc_forward_logits(sc_forward *f) { return f->logits; }
 
+const float *sc_forward_final_norm(const sc_forward *f) { return f->chunked ? f->xn : NULL; }
+
 sc_status sc_forward_create_train_ex(const sc_model *m, int64_t max_ctx, unsigned flags, sc_forward **out,
                                      sc_err *err) {
     for (int64_t l = 0; l < m->cfg.n_layers; l++)

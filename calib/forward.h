@@ -43,7 +43,9 @@ typedef struct sc_tap_event {
     int64_t width;    /* columns */
     const int32_t *ids; /* the window's token ids */
     float *data;      /* forward: the activation, writable (a hook may replace it);
-                         backward: the gradient dL/d(activation), read-only by convention */
+                         backward: the gradient dL/d(activation), read-only by convention except
+                         at SC_TAP_H, where a hook may add what the pass cannot see (an adapter
+                         a linear hook applies to W_d); the pass continues from what it leaves */
     const float *act; /* backward only: the forward activation at this tap (as hooks left it) */
     bool is_grad;     /* true for backward events */
     bool replay;      /* forward events only: the backward pass is recomputing this layer (activation
@@ -167,6 +169,14 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
  * only vocabulary-sized buffer is one [T x chunk] block. *loss is the summed
  * CE as sc_loss_ce returns it. */
 sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hooks, double *loss, sc_err *err);
+
+/* For losses computed outside (the chunked distillation of train_loss.c): the
+ * final norm's output [n, dim] of the last window run on a chunked workspace
+ * (valid until the next run), and the backward pass from a given
+ * dL/d(final norm output) dxn [n, dim] of that window (as sc_backward_ce
+ * continues from its own). */
+const float *sc_forward_final_norm(const sc_forward *f);
+sc_status sc_backward_from_norm(sc_forward *f, const float *dxn, const sc_hooks *hooks, sc_err *err);
 
 /* Next-token cross-entropy of a window: loss = sum over t < n-1 of
  * -log softmax(logits[t])[ids[t+1]]; writes dL/dlogits [n, V] (row n-1 zero)

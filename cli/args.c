@@ -110,12 +110,12 @@ int sc_parse_args(const char *cmd, const char *summary, const sc_opt *opts, int 
             const char *name = a + 2;
             const char *eq = strchr(name, '=');
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
-            for (const sc_opt *p = opts; p->lng; p++)
-                if (name_matches(p->lng, name, len)) o = p;
+            for (const sc_opt *p = opts; p->lng; p++) /* a command's own row wins over a shared renamed one */
+                if (name_matches(p->lng, name, len) && (!o || o->kind == SC_ARG_GONE)) o = p;
             if (eq) inline_val = eq + 1;
         } else if (a[2] == '\0') {
             for (const sc_opt *p = opts; p->lng; p++)
-                if (p->shrt == a[1]) o = p;
+                if (p->shrt == a[1] && (!o || o->kind == SC_ARG_GONE)) o = p;
         }
         if (!o) {
             fprintf(stderr, "sparsecal %s: unknown option '%s' (see --help)\n", cmd, a);

@@ -11,7 +11,8 @@ typedef enum sc_argkind {
     SC_ARG_INT,
     SC_ARG_FLOAT,
     SC_ARG_U64,
-    SC_ARG_GONE, /* a spelling that was renamed: using it is an error that prints help (the new spelling); not listed */
+    SC_ARG_GONE, /* a renamed spelling: using it is an error printing help (the new one); not listed; a row of
+                  * another kind with the same name wins (a command's own --seed over the data options') */
 } sc_argkind;
 
 typedef struct sc_opt {

@@ -177,6 +177,7 @@ int cmd_bench_forward(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 
 #endif

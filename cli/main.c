@@ -46,6 +46,7 @@ static const command commands[] = {
     {"merge", cmd_merge, "sum compatible calibration files (shards) into one"},
     {"diag", cmd_diag, "rank-leverage diagnostics of static modifiers (CLAWS c_j, LaRoSA c_rot), the CLAWS paper's Tables 5/7"},
     {"eval", cmd_eval, "perplexity with MLP neurons routed by a method at a density"},
+    {"train", cmd_train, "recovery training: a LoRA adapter on W_d under an annealed soft top-K mask (claws-lora, cats-lora)"},
     {"pack", cmd_pack, "quantise a model (+ routing parameters) into a packed artifact (.spk)"},
     {"export", cmd_export, "routing data of a .scal or .spk as safetensors, and TEAL's per-layer files"},
     {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},

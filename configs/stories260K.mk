@@ -79,3 +79,9 @@ SYNTH_METHODS  ?= dense cats larosa
 SYNTH_STEPS    ?= 128
 SYNTH_CALIB_SEQS ?= 2
 SYNTH_CALIB_LEN  ?= 256
+
+# --- recovery training (make train, docs/TRAIN.md) --------------------------------------
+TRAIN_METHODS   ?= claws-lora cats-lora
+TRAIN_DENSITIES ?= 0.3 0.5
+# the paper's lr (1e-5) is for 2,500 steps on a 2B model; 400 steps on this model need more
+TRAIN_ARGS      ?= -n 400 --batch 8 --lr 3e-3 --shuffle-seed 1 --seed 1

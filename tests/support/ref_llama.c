@@ -155,6 +155,7 @@ const double *ref_llama_step(ref_llama *r, int token, int pos) {
             r->hb[i] = val * r->hb2[i];
             if (r->h_mask && !r->h_mask[((size_t)pos * r->n_layers + l) * r->hidden + i]) r->hb[i] = 0.0;
         }
+        if (r->h_hook) r->h_hook(r->h_user, r, l, pos, r->xb, r->hb);
         perturb(r, 1, l, pos, r->hb);
         matmul(r->xb, r->hb, r->w2 + (size_t)l * dim * r->hidden, r->hidden, dim);
         for (int i = 0; i < dim; i++) r->x[i] += r->xb[i];

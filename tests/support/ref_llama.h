@@ -20,6 +20,11 @@ typedef struct ref_llama {
     int pert_kind, pert_layer, pert_pos, pert_index;
     double pert_delta;
     const unsigned char *h_mask;
+    /* optional: called with h [hidden] of layer l at position pos (after
+     * h_mask, before pert kind 1) and the normalised MLP input xn [dim] it
+     * came from; may rewrite h (e.g. a soft mask computed from W_g xn) */
+    void (*h_hook)(void *user, const struct ref_llama *r, int layer, int pos, const double *xn, double *h);
+    void *h_user;
     /* state */
     double *x, *xb, *xb2, *hb, *hb2, *q, *att, *key_cache, *value_cache, *logits;
 } ref_llama;
