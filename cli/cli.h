@@ -63,7 +63,8 @@ typedef struct cli_inputs {
     {"shuffle-seed", 0, SC_ARG_INT, &(in).seed, "S",                                                               \
      "shuffle documents deterministically with seed S >= 1 (default: file order)", 1, 4e18},                      \
     {"seed", 0, SC_ARG_GONE, NULL, NULL,                                                                           \
-     "documents are shuffled with --shuffle-seed S (--seed is the sampling seed of generate and run)", 0, 0},     \
+     "documents are shuffled with --shuffle-seed S (--seed seeds sampling in generate and run, training in "     \
+     "train)", 0, 0},                                                                                             \
     {"pack", 0, SC_ARG_INT, &(in).pack, "N",                                                                       \
      "pack documents end to end into sequences of exactly N tokens (default: one document per sequence)", 2,      \
      1 << 24},                                                                                                    \
