@@ -206,8 +206,9 @@ static sc_status teal_create(const sc_model *m, const sc_method_opts *o, void **
     s->fp = calloc((size_t)nl, sizeof *s->fp);
     s->smp = calloc((size_t)nl, sizeof *s->smp);
     s->smp_rows = calloc((size_t)nl, sizeof *s->smp_rows);
-    /* while computing, room for K sequences of len rows (loading resizes through the engine) */
-    double bytes = (double)nl * (double)K * (double)len * (double)s->D * 4.0;
+    /* while computing, room for K sequences of len rows (loading resizes through the engine); none
+     * without the greedy allocation, which alone reads the sample */
+    double bytes = s->greedy ? (double)nl * (double)K * (double)len * (double)s->D * 4.0 : 0.0;
     bool ok = s->hist && s->curve && s->rows && s->fp && s->smp && s->smp_rows && bytes < 64e9;
     if (!ok) {
         teal_free(s);
@@ -215,8 +216,9 @@ static sc_status teal_create(const sc_model *m, const sc_method_opts *o, void **
                        bytes / 1e6);
     }
     /* the sample's blocks spill to disk when large (sample_store.h) */
-    sc_status st = sc_sample_resize((void **)&s->keys, (size_t)K * 2 * sizeof(int64_t), "teal: the sample keys", err);
-    for (int64_t l = 0; !st && l < nl; l++)
+    sc_status st = SC_OK;
+    if (s->greedy) st = sc_sample_resize((void **)&s->keys, (size_t)K * 2 * sizeof(int64_t), "teal: the sample keys", err);
+    for (int64_t l = 0; s->greedy && !st && l < nl; l++)
         st = sc_sample_resize((void **)&s->smp[l], (size_t)(K * len * s->D) * sizeof(float), "teal: the greedy sample",
                               err);
     if (st) {
