@@ -93,12 +93,12 @@ sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_da
     const sc_config *c = &m->cfg;
     bool clada = rm->flags & SC_RM_CLADA;
     const char *who = rm->name;
-    if (!o->calib) return sc_errf(err, SC_EARG, "eval: method %s needs a calibration file (--calib)", who);
+    if (!o->calib) return sc_errf(err, SC_EARG, "method %s needs a calibration file (--calib)", who);
     const void *cs = sc_calib_state(o->calib, "cett"), *ls = sc_calib_state(o->calib, "clada");
-    if (!cs) return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'cett' sample (compute --method cett%s)",
+    if (!cs) return sc_errf(err, SC_EARG, "the calibration file holds no 'cett' sample (compute --method cett%s)",
                             clada ? ",clada" : "");
     if (clada && !ls)
-        return sc_errf(err, SC_EARG, "eval: the calibration file holds no 'clada' signals (compute --method cett,clada)");
+        return sc_errf(err, SC_EARG, "the calibration file holds no 'clada' signals (compute --method cett,clada)");
     sc_cett_goal goal;
     sc_clada_plan cp;
     int64_t F = c->ffn_dim, L = c->n_layers, D = c->dim;
@@ -127,7 +127,7 @@ sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_da
     x.live_sum = calloc((size_t)L, sizeof(double));
     x.rows_l = calloc((size_t)L, sizeof(int64_t));
     if (!wn || !wnf || !x.thr || !x.fitted || !x.factor || !x.scratch || !x.idx || !x.live_sum || !x.rows_l) {
-        st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+        st = sc_errf(err, SC_ENOMEM, "out of memory");
         goto done;
     }
     out->lc.target = isnan(goal.density) ? goal.target : NAN;

@@ -245,7 +245,7 @@ sc_status sc_diag_run(const sc_model *m, const sc_dataset *d, const sc_diag_opts
                            (long long)l, g.cj[l] ? "larosa MLP-input rotation" : "CLAWS multipliers");
         }
     }
-    if ((st = sc_larosa_state(o->calib, D, "diag", &ls, err)) ||
+    if ((st = sc_larosa_state(o->calib, D, &ls, err)) ||
         (st = sc_larosa_rots_create(o->calib, 1u << SC_LAROSA_MLP, false, DG_RESIDENT_BYTES, &g.rots, err))) {
         dg_free(&g);
         return st;

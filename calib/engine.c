@@ -417,7 +417,7 @@ sc_status sc_calib_merge(sc_calib *dst, const sc_calib *src, sc_err *err) {
         for (int k = 0; k < na; k++) {
             bool concat = a[k].kind == SC_ARR_CONCAT;
             if ((!a[k].data || !b[k].data) && a[k].kind == SC_ARR_SUM) { /* a state opened for reading */
-                st = sc_errf(err, SC_EARG, "merge: %s: array %s is not in memory (load the files with sc_calib_load)",
+                st = sc_errf(err, SC_EARG, "%s: array %s is not in memory (load the files with sc_calib_load)",
                              me->name, a[k].name);
                 break;
             }

@@ -2,6 +2,7 @@
 
 #include "finite.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,32 @@ int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratc
     return srt_sampler_sample(s, logits, n, scratch);
 }
 
+void sc_logits_top_k(float *logits, int64_t n, int64_t k, float *scratch) {
+    if (k <= 0 || k >= n) return;
+    /* the k-th largest by quickselect on a copy (Hoare partition), then a cut below it */
+    memcpy(scratch, logits, (size_t)n * sizeof *scratch);
+    int64_t lo = 0, hi = n - 1, want = k - 1; /* index of the k-th largest in descending order */
+    while (lo < hi) {
+        float pivot = scratch[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (scratch[i] > pivot) i++;
+            while (scratch[j] < pivot) j--;
+            if (i <= j) {
+                float t = scratch[i];
+                scratch[i++] = scratch[j];
+                scratch[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    float kth = scratch[want];
+    for (int64_t i = 0; i < n; i++) /* the lowest finite value: the sampler refuses infinities, exp() makes it 0 */
+        if (logits[i] < kth) logits[i] = -FLT_MAX;
+}
+
 static void emit(FILE *out, const sc_tokenizer *tok, int32_t prev, int32_t id) {
     if (!out || !tok) return;
     char buf[512];
@@ -139,7 +166,7 @@ sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_token
                        (long long)res->n_prompt, (long long)steps);
     sc_forward *f;
     SC_TRY(sc_forward_create(m, steps, steps, &f, err));
-    float *scratch = malloc((size_t)c->vocab_size * 3 * sizeof(float));
+    float *scratch = malloc((size_t)c->vocab_size * 4 * sizeof(float));
     if (!scratch) {
         sc_forward_free(f);
         return sc_errf(err, SC_ENOMEM, "out of memory");
@@ -158,6 +185,7 @@ sc_status sc_generate(const sc_model *m, const sc_tokenizer *tok, const sc_token
     int64_t pos = res->n_prompt;
     while (st == SC_OK) {
         memcpy(row, last, (size_t)c->vocab_size * sizeof(float));
+        sc_logits_top_k(row, c->vocab_size, o->top_k, scratch + 3 * c->vocab_size);
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
         if (next < 0) {
             st = sc_explain_nonfinite(m, res->tokens.ids, pos, m->path, err);

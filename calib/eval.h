@@ -68,12 +68,17 @@ void sc_sampler_init(sc_sampler *s, float temperature, float top_p, uint64_t see
  * Returns -1 when a logit is NaN or inf (nothing to sample from: the caller
  * reports where the model went non-finite, finite.h). */
 int32_t sc_sampler_sample(sc_sampler *s, float *logits, int64_t n, float *scratch);
+/* Top-k before the sampler (temperature, top-p): every logit below the k-th
+ * largest becomes -FLT_MAX (ties with it stay). k <= 0 or k >= n: nothing
+ * changes. scratch holds n floats. */
+void sc_logits_top_k(float *logits, int64_t n, int64_t k, float *scratch);
 
 typedef struct sc_gen_opts {
-    int64_t steps;     /* total positions including BOS and prompt (llama2.c's -n) */
+    int64_t steps;     /* total positions including BOS and prompt (llama2.c's -n; the CLI's --steps) */
     float temperature; /* 0 = greedy */
     float top_p;
     uint64_t seed;
+    int64_t top_k;     /* 0: off */
 } sc_gen_opts;
 
 typedef struct sc_gen_result {

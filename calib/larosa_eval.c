@@ -135,11 +135,11 @@ sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_
         folded = folded || sc_model_present(m, &m->layers[l].attn_rot) || sc_model_present(m, &m->layers[l].mlp_rot);
     const void *st8 = o->calib ? sc_calib_state(o->calib, "larosa") : NULL;
     if (folded && st8)
-        return sc_errf(err, SC_EARG, "eval: %s already holds folded LaRoSA rotations; drop the calibration's", m->path);
+        return sc_errf(err, SC_EARG, "%s already holds folded LaRoSA rotations; drop the calibration's", m->path);
     if (!folded && !o->calib)
-        return sc_errf(err, SC_EARG, "eval: method larosa needs a calibration file (--calib) or an artifact packed "
+        return sc_errf(err, SC_EARG, "method larosa needs a calibration file (--calib) or an artifact packed "
                                      "with --method larosa");
-    if (!folded) SC_TRY(sc_larosa_state(o->calib, c->dim, "eval", &st8, err));
+    if (!folded) SC_TRY(sc_larosa_state(o->calib, c->dim, &st8, err));
     double cin = SRT_LAROSA_IN, ch = SRT_LAROSA_H, grid = 0, grid_seqs = 16, step = 0.05;
     const sc_param spec[] = {
         {"in", SC_PARAM_NUM, 0, 10, NULL, &cin, 0, NULL},
@@ -158,7 +158,7 @@ sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_
     x.idx = malloc((size_t)(D > F ? D : F) * sizeof(int32_t));
     sc_status st = SC_OK;
     if (!x.on || !x.z || !x.score || !x.scratch || !x.idx) {
-        st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+        st = sc_errf(err, SC_ENOMEM, "out of memory");
         goto done;
     }
     for (int64_t l = 0; folded && l < L; l++) {
@@ -195,7 +195,7 @@ sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_
             }
         }
         if (out->lc.n_grid == 0) {
-            st = sc_errf(err, SC_EARG, "eval: larosa grid: no split keeps sparsity %g within [0, 1] for both inputs", s);
+            st = sc_errf(err, SC_EARG, "larosa grid: no split keeps sparsity %g within [0, 1] for both inputs", s);
             goto done;
         }
     }

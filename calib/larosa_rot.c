@@ -7,13 +7,13 @@
 #include "larosa.h"
 #include "scal.h"
 
-sc_status sc_larosa_state(const sc_calib *c, int64_t dim, const char *who, const void **state, sc_err *err) {
+sc_status sc_larosa_state(const sc_calib *c, int64_t dim, const void **state, sc_err *err) {
     const void *s = *state = c ? sc_calib_state(c, "larosa") : NULL;
     if (!s)
-        return sc_errf(err, SC_EARG, "%s: the calibration file holds no 'larosa' statistics (compute --method larosa)", who);
+        return sc_errf(err, SC_EARG, "the calibration file holds no 'larosa' statistics (compute --method larosa)");
     if (sc_larosa_dim(s) != dim) {
         *state = NULL;
-        return sc_errf(err, SC_EARG, "%s: the larosa rotations are for d_model %lld, the model has %lld", who,
+        return sc_errf(err, SC_EARG, "the larosa rotations are for d_model %lld, the model has %lld",
                        (long long)sc_larosa_dim(s), (long long)dim);
     }
     return SC_OK;

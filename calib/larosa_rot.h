@@ -24,8 +24,8 @@ typedef struct sc_larosa_rot {
 } sc_larosa_rot;
 
 /* The larosa state of c for a model of width dim, or SC_EARG naming what is
- * missing (who: "eval", "pack", ... for the message). */
-sc_status sc_larosa_state(const sc_calib *c, int64_t dim, const char *who, const void **state, sc_err *err);
+ * missing (the command's name is the CLI's to add, cli_fail). */
+sc_status sc_larosa_state(const sc_calib *c, int64_t dim, const void **state, sc_err *err);
 /* The rotation of layer/which (SC_LAROSA_ATTN, _MLP) into r; SC_EARG if that
  * layer and input were not calibrated. */
 sc_status sc_larosa_rotation(const sc_calib *c, int64_t layer, int which, sc_larosa_rot *r, sc_err *err);

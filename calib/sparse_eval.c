@@ -37,7 +37,7 @@ sc_status sc_eval_sparse_observe(const sc_model *m, const sc_dataset *d, const s
     const sc_route_method *rm = sc_route_method_find(o->method);
     if (!rm) {
         char names[512];
-        return sc_errf(err, SC_EARG, "eval: unknown method '%s' (%s)", o->method ? o->method : "",
+        return sc_errf(err, SC_EARG, "unknown method '%s' (%s)", o->method ? o->method : "",
                        sc_route_method_names(names, sizeof names, false));
     }
     return rm->eval(rm, m, d, o, obs, out, err);
@@ -56,15 +56,15 @@ sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_
     sc_status st = SC_OK;
     if (*rm->calib) { /* claws: the multipliers; cats-threshold: the CATS histograms */
         const char *need = rm->calib;
-        if (!o->calib) return sc_errf(err, SC_EARG, "eval: method %s needs a calibration file (--calib)", o->method);
+        if (!o->calib) return sc_errf(err, SC_EARG, "method %s needs a calibration file (--calib)", o->method);
         void *state = sc_calib_state(o->calib, need);
         if (!state)
-            return sc_errf(err, SC_EARG, "eval: the calibration file holds no '%s' statistics (compute --method %s)",
+            return sc_errf(err, SC_EARG, "the calibration file holds no '%s' statistics (compute --method %s)",
                            need, need);
         c = calloc((size_t)cfg->n_layers, sizeof *c);
         thr = calloc((size_t)cfg->n_layers, sizeof *thr);
         if (!c || !thr) {
-            st = sc_errf(err, SC_ENOMEM, "eval: out of memory");
+            st = sc_errf(err, SC_ENOMEM, "out of memory");
             goto done;
         }
         for (int64_t l = 0; kind == SRT_ROUTER_CLAWS && l < cfg->n_layers; l++) c[l] = sc_claws_c(state, l);

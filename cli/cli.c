@@ -43,15 +43,35 @@ sc_status cli_check_output(const cli_inputs *in, const char *out, const char *co
     return SC_OK;
 }
 
-sc_status cli_steps(int64_t given, int64_t limit, const char *limit_what, int64_t *steps, sc_err *err) {
-    if (given < 0) {
-        *steps = limit < CLI_DEFAULT_STEPS ? limit : CLI_DEFAULT_STEPS;
+sc_status cli_steps(int64_t n_predict, int64_t steps_given, int64_t n_prompt, int64_t limit, const char *limit_what,
+                    int64_t *steps, sc_err *err) {
+    if (n_predict != CLI_UNSET && steps_given != CLI_UNSET)
+        return sc_errf(err, SC_EARG, "give -n (tokens to generate) or --steps (positions in all), not both");
+    if (n_predict == 0)
+        return sc_errf(err, SC_EARG, "-n 0 generates nothing: give -n N >= 1, or -1 for the whole context");
+    if (n_prompt > limit)
+        return sc_errf(err, SC_EARG, "the prompt (%lld tokens with BOS) does not fit in %s (%lld positions)",
+                       (long long)n_prompt, limit_what, (long long)limit);
+    if (steps_given != CLI_UNSET) {
+        if (steps_given > limit)
+            return sc_errf(err, SC_EARG, "--steps %lld exceeds %s (%lld positions)", (long long)steps_given, limit_what,
+                           (long long)limit);
+        if (n_prompt > steps_given)
+            return sc_errf(err, SC_EARG, "the prompt (%lld tokens with BOS) fills all %lld steps", (long long)n_prompt,
+                           (long long)steps_given);
+        *steps = steps_given;
         return SC_OK;
     }
-    if (given > limit)
-        return sc_errf(err, SC_EARG, "-n %lld exceeds %s (%lld positions)", (long long)given, limit_what,
-                       (long long)limit);
-    *steps = given;
+    if (n_predict == -1) {
+        *steps = limit;
+        return SC_OK;
+    }
+    /* the last token sampled is kept without being fed: N tokens need N - 1 positions after the prompt */
+    int64_t n = n_predict == CLI_UNSET ? CLI_DEFAULT_PREDICT : n_predict, need = n_prompt + n - 1;
+    if (need > limit && n_predict != CLI_UNSET)
+        return sc_errf(err, SC_EARG, "-n %lld exceeds %s (%lld positions) after a prompt of %lld tokens (BOS included)",
+                       (long long)n, limit_what, (long long)limit, (long long)n_prompt);
+    *steps = need > limit ? limit : need;
     return SC_OK;
 }
 
@@ -97,8 +117,8 @@ sc_status cli_load(cli_inputs *in, bool need_tok, sc_err *err) {
         in->tok = in->model->tokenizer;
     }
     if (need_tok && !in->tok)
-        return sc_errf(err, SC_EARG, "%s: the model file carries no tokenizer; give one with -t%s%s", in->model_path,
-                       in->model->note[0] ? " (" : "", in->model->note[0] ? in->model->note : "");
+        return sc_errf(err, SC_EARG, "%s: the model file carries no tokenizer; give one with --tokenizer%s%s",
+                       in->model_path, in->model->note[0] ? " (" : "", in->model->note[0] ? in->model->note : "");
     if (need_tok && in->model->note[0] && !tok_path) fprintf(stderr, "note: %s\n", in->model->note);
     return SC_OK;
 }
@@ -116,7 +136,8 @@ sc_status cli_load_data(cli_inputs *in, sc_dataset *d, sc_err *err) {
     }
     if (!in->data_path) return sc_errf(err, SC_EARG, "no data given (-f TEXT or --tokens IDS)");
     if (!in->tok)
-        return sc_errf(err, SC_EARG, "%s: text data needs a tokenizer; give -t, or pre-tokenized ids with --tokens",
+        return sc_errf(err, SC_EARG,
+                       "%s: text data needs a tokenizer; give --tokenizer, or pre-tokenized ids with --tokens",
                        in->data_path);
     sc_data_opts o;
     sc_data_opts_default(&o);

@@ -613,21 +613,24 @@ int cmd_bench(int argc, char **argv) {
     const sc_opt opts[] = {
         {"dims", 0, SC_ARG_STR, &dims, "IN:OUT[,...]", "GEMV shapes, input -> output (default 6144:1536, Gemma-4-E2B down)", 0, 0},
         {"sparsity", 0, SC_ARG_STR, &sps, "LIST", "sparsities of the sparse rows (default 0.3,0.5,0.6,0.7)", 0, 0},
-        {"threads", 0, SC_ARG_STR, &ths, "LIST", "thread counts (default 1,2)", 0, 0},
+        {"threads", 't', SC_ARG_STR, &ths, "LIST", "thread counts, comma-separated as llama-bench's -t (default "
+            "1,2)", 0, 0},
         {"layers", 0, SC_ARG_INT, &layers, "N", "distinct matrices cycled per kernel (default 35)", 1, 1000},
         {"warmup", 0, SC_ARG_INT, &warm, "N", "warm-up passes (default 5)", 0, 1000},
         {"passes", 0, SC_ARG_INT, &passes, "N", "timed passes (default 50)", 1, 100000},
         {"runs", 0, SC_ARG_INT, &runs, "N", "repeats of the whole measurement; medians of runs (default 3)", 1, 15},
-        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, neon, dotprod", 0, 0},
+        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, neon, dotprod (default auto: the best "
+            "here)", 0, 0},
         {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
         {"huge-pages", 0, SC_ARG_FLAG, &huge_pages, NULL, "weights in 2 MB-aligned memory advised for transparent huge pages (as run --no-mmap)", 0, 0},
-        {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV", 0, 0},
-        {"md", 0, SC_ARG_STR, &md, "FILE", "also write the Markdown tables to FILE", 0, 0},
-        {"png", 0, SC_ARG_STR, &png, "FILE", "plot speed-ups against sparsity (gnuplot)", 0, 0},
+        {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV (default: none)", 0, 0},
+        {"md", 0, SC_ARG_STR, &md, "FILE", "also write the Markdown tables to FILE (default: none)", 0, 0},
+        {"png", 0, SC_ARG_STR, &png, "FILE", "plot speed-ups against sparsity with gnuplot (default: none)", 0, 0},
         {"live", 0, SC_ARG_STR, &live_kind, "KIND", "random (default), clustered (whole 32-neuron groups live) or groups:G", 0, 0},
         {"quick", 0, SC_ARG_FLAG, &quick, NULL, "a smoke run: 1 run of 10 passes after 2 warm-up passes", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print JSON instead of Markdown", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal bench --sparsity 0.3,0.5,0.7 -t 1,2\n"
+"  sparsecal bench --quick --dims 2048:8192 --csv k.csv --json"),
     };
     int r = sc_parse_args("bench",
                           "Cold-cache GEMV benchmark (the CLAWS paper, App. E): distinct weight matrices cycled so weights\n"

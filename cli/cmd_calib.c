@@ -41,39 +41,47 @@ int cmd_compute(int argc, char **argv) {
     cli_inputs in = {0};
     const char *methods = NULL, *out = NULL, *layers = NULL, *shard = NULL, *loss = "ce", *student = "cats",
                *params = NULL, *spill = NULL;
-    int64_t seqs = 0, seq_len = 0, compress = 3, ckpt_every = 0;
+    int64_t seq_len = 0, compress = 3, ckpt_every = 0;
     double student_density = 0.5, ce_weight = 0.2;
     bool json = false, quiet = false, resume = false;
     char names[256] = "", method_help[320]; /* the calibration methods' registry (method.h) */
     for (const sc_method *const *me = sc_methods(); *me; me++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", (*me)->name);
-    snprintf(method_help, sizeof method_help, "methods: %s (comma-separated)", names);
+    snprintf(method_help, sizeof method_help, "methods: %s, comma-separated (required)", names);
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
         {"method", 0, SC_ARG_STR, &methods, "M[,M]", method_help, 0, 0},
-        {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal)", 0, 0},
-        {"seqs", 0, SC_ARG_INT, &seqs, "N", "use the first N sequences (default: all)", 0, 1e15},
-        {"seq-len", 0, SC_ARG_INT, &seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
-        {"shard", 0, SC_ARG_STR, &shard, "I/N", "process every N-th sequence starting at I (merge shards later); not under mpirun", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "calibration file to write (.scal) (required)", 0, 0},
+        {"ctx-size|ctx|seq-len", 'c', SC_ARG_INT, &seq_len, "N", "tokens per sequence, longer ones are cut (default: "
+            "the model's context)", 2, 1 << 21},
+        {"shard", 0, SC_ARG_STR, &shard, "I/N", "process every N-th sequence starting at I (merge shards later); not "
+            "under mpirun (default: all)", 0, 0},
         {"layers", 0, SC_ARG_STR, &layers, "A:B", "calibrate layers A..B-1 (default: all)", 0, 0},
-        {"loss", 0, SC_ARG_STR, &loss, "ce|distill", "loss for gradients: next-token CE, or KL(student||teacher) + w*CE", 0, 0},
-        {"student", 0, SC_ARG_STR, &student, "R", "distill: the student's router (cats, oracle, dense)", 0, 0},
+        {"loss", 0, SC_ARG_STR, &loss, "ce|distill", "loss for gradients: next-token CE, or KL(student||teacher) + "
+            "w*CE (default ce)", 0, 0},
+        {"student", 0, SC_ARG_STR, &student, "R", "distill: the student's router (cats, oracle, dense; default "
+            "cats)", 0, 0},
         {"student-density", 0, SC_ARG_FLOAT, &student_density, "D", "distill: the student's density, in (0, 1] (default 0.5)", 0, 0},
         {"ce-weight", 0, SC_ARG_FLOAT, &ce_weight, "W", "distill: weight of the CE term (default 0.2)", 0, 1e6},
-        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters", 0, 0},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters (default: each method's, "
+            "docs/CALIBRATION.md)", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level for the arrays, 0 = raw (default 3)", 0, 19},
         {"spill-dir", 0, SC_ARG_STR, &spill, "DIR",
          "stored samples (cett, clada, teal, coact) of 32 MiB or more per layer live in an unlinked file here, not in "
          "memory (default: $SPARSECAL_SPILL_DIR, else $TMPDIR, else /tmp; 'off': in memory)", 0, 0},
         {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N",
-         "every N sequences save the accumulators to FILE.ckpt (MPI: FILE.ckpt.rankR); removed on success", 1, 1e15},
+         "every N sequences save the accumulators to FILE.ckpt (MPI: FILE.ckpt.rankR); removed on success (default: "
+             "no checkpoints)", 1, 1e15},
         {"resume", 0, SC_ARG_FLAG, &resume, NULL,
          "continue from FILE.ckpt (same model, data, options, shard; none yet: start from the beginning)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal compute -m stories260K.bin --tokenizer tok512.bin -f stories.txt --max-docs 1000 "
+            "--method claws,cats -o c.scal\n"
+"  sparsecal compute -m model/ -f calib.jsonl -c 512 -t 8 --method larosa,teal,cett --checkpoint-every 100 --resume "
+    "-o all.scal"),
     };
     double t_start = sc_now();
     cli_mpi mp;
@@ -142,7 +150,6 @@ int cmd_compute(int argc, char **argv) {
     co.student_density = student_density;
     co.ce_weight = ce_weight;
     co.seq_len = seq_len;
-    co.max_seqs = seqs;
     co.params = params;
     if (spill) sc_sample_spill(strcmp(spill, "off") ? spill : NULL, SC_SAMPLE_SPILL_MIN);
     co.progress = quiet || mp.rank > 0 ? NULL : stderr; /* progress of rank 0's share */
@@ -211,10 +218,10 @@ int cmd_merge(int argc, char **argv) {
     int compress = 3;
     int64_t level = 3;
     const sc_opt opts[] = {
-        {"out", 'o', SC_ARG_STR, &out, "FILE", "merged calibration file", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "merged calibration file (required)", 0, 0},
         {"compress", 0, SC_ARG_INT, &level, "LEVEL", "zstd level, 0 = raw (default 3)", 0, 19},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal merge a.scal b.scal -o ab.scal --json"),
     };
     const char *inputs[257];
     int n_in = 0;
@@ -344,16 +351,21 @@ int cmd_eval(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (claws, cats-threshold)", 0, 0},
-        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters (cett/clada target=,lambda=,gamma=,qs=,qh=; larosa; cwic)", 0, 0},
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file, for the methods that need one (claws, "
+            "cats-threshold, ...; default: none)", 0, 0},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters (cett/clada "
+            "target=,lambda=,gamma=,qs=,qh=; larosa; cwic; default: each method's)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token, in (0, 1] (default 1; on an "
          "artifact its own density)", 0, 0},
-        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's)", 2, 1 << 21},
+        CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping "
+            "by one token"),
         {"second-half", 0, SC_ARG_FLAG, &second_half, NULL, "score only the second half of each window (as griffin does)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal eval -m stories260K.bin --tokenizer tok512.bin -f stories.txt --skip-docs 1000 "
+            "--max-docs 500 --calib c.scal --method claws --density 0.5\n"
+"  sparsecal eval -m m.spk -f stories.txt --skip-docs 1000 --max-docs 500 --json"),
     };
     int r = sc_parse_args("eval", about, opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;

@@ -88,16 +88,20 @@ int cmd_diag(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file with claws and larosa statistics", 0, 0},
-        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per sequence, longer ones are cut (default: the model's)", 2, 1 << 21},
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file with claws and larosa statistics (required)", 0, 0},
+        CLI_CTX_OPT(ctx, "tokens per sequence, longer ones are cut (default: the model's context)"),
         {"crot-seqs", 0, SC_ARG_INT, &crot, "N", "sequences used for c_rot = E|Q^T dL/dx| (default: half)", 0, 1e15},
         {"max-tokens", 0, SC_ARG_INT, &max_tokens, "N", "tokens of the later sequences for the statistics (default 2048)", 1, 1e9},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "density of the selected-set change, in (0, 1] (default 0.5)", 0, 0},
-        {"dump-ranks", 0, SC_ARG_STR, &dump, "FILE", "write per-coordinate ranks before/after the modifier as CSV (Figure 3)", 0, 0},
+        {"dump-ranks", 0, SC_ARG_STR, &dump, "FILE", "write per-coordinate ranks before/after the modifier as CSV, "
+            "Figure 3 (default: no dump)", 0, 0},
         {"dump-tokens", 0, SC_ARG_INT, &dump_tokens, "N", "tokens per layer and family in the dump (default 64)", 1, 1e9},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object instead of Markdown", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal diag -m stories260K.bin --tokenizer tok512.bin -f stories.txt --max-docs 200 "
+            "--calib c.scal\n"
+"  sparsecal diag -m stories260K.bin --tokenizer tok512.bin -f stories.txt --calib c.scal --crot-seqs 50 "
+    "--dump-ranks ranks.csv --json"),
     };
     int r = sc_parse_args("diag",
                           "Rank-leverage diagnostics (the CLAWS paper, Tables 5 and 7): spread of the base scores |Q^T x| and\n"

@@ -16,10 +16,12 @@ int cmd_ppl(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "context window (default: the model's); longer sequences are cut", 2, 1 << 21},
+        CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping "
+            "by one token"),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal ppl -m stories260K.bin --tokenizer tok512.bin -f stories.txt --max-docs 200\n"
+"  sparsecal ppl -m model.gguf -f wiki.txt -c 512 -t 4 --json"),
     };
     int r = sc_parse_args("ppl", "Teacher-forced perplexity: every position of every sequence is scored from the\n"
                                  "sequence start; sequences longer than --ctx are cut into windows overlapping by one\n"
@@ -67,7 +69,7 @@ int cmd_ppl(int argc, char **argv) {
 int cmd_generate(int argc, char **argv) {
     cli_inputs in = {0};
     const char *prompt = NULL;
-    int64_t steps = -1;
+    int64_t n_predict = CLI_UNSET, steps = CLI_UNSET, top_k = 0;
     double temperature = 1.0, top_p = 0.9;
     uint64_t seed = 0;
     bool json = false;
@@ -75,12 +77,11 @@ int cmd_generate(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
         CLI_THREADS_OPT(in.threads),
-        CLI_STEPS_OPT(steps),
-        {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
-        {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
-        {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
+        CLI_PREDICT_OPTS(n_predict, steps),
+        CLI_SAMPLING_OPTS(temperature, top_k, top_p, seed),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object instead of streaming text", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal generate -m stories260K.gguf -p 'Once upon a time' -n 64 --temp 0\n"
+"  sparsecal generate -m model.gguf -p 'The dog' -n 128 --temp 0.8 --top-k 40 -s 7"),
     };
     int r = sc_parse_args("generate", "Generate text from BOS (plus the prompt) with the reference forward pass.", opts,
                           argc, argv, NULL, 0, NULL);
@@ -90,10 +91,12 @@ int cmd_generate(int argc, char **argv) {
     sc_tokens ptoks = {0};
     sc_gen_result res = {0};
     sc_status st = cli_load(&in, true, &err);
-    if (!st) st = cli_steps(steps, in.model->cfg.max_seq_len, "the model's context", &steps, &err);
     if (!st && prompt && *prompt) st = sc_tokenizer_encode(in.tok, prompt, strlen(prompt), false, false, &ptoks, &err);
+    /* BOS and the prompt come first */
+    if (!st) st = cli_steps(n_predict, steps, 1 + (int64_t)ptoks.n, in.model->cfg.max_seq_len, "the model's "
+        "context", &steps, &err);
     if (!st) {
-        sc_gen_opts o = {steps, (float)temperature, (float)top_p, seed};
+        sc_gen_opts o = {steps, (float)temperature, (float)top_p, seed, top_k};
         st = sc_generate(in.model, in.tok, &ptoks, &o, json ? NULL : stdout, &res, &err);
     }
     if (!st && json) {

@@ -21,23 +21,25 @@ int cmd_export(int argc, char **argv) {
     double density = NAN;
     bool json = false;
     const sc_opt opts[] = {
-        {"model", 'm', SC_ARG_STR, &model, "MODEL",
+        {"model|artifact", 'm', SC_ARG_STR, &model, "MODEL",
          "with --calib: the model it was computed on (CETT and CWIC need its weights); alone: a packed artifact (.spk) "
-         "whose stored routing data is exported", 0, 0},
-        {"artifact", 0, SC_ARG_STR, &model, "FILE", "a packed artifact (.spk) (same as -m)", 0, 0},
-        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (.scal) whose routing data is exported", 0, 0},
+         "whose stored routing data is exported (one of -m and --calib is required)", 0, 0},
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file (.scal) whose routing data is exported (default: "
+            "none)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D",
          "with --calib: the density, in (0, 1], CETT's thresholds are fitted to keep and CWIC's APR (1 / D) is set "
          "for, as pack --density (default 0.5)", 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..",
          "with --calib: method parameters, as pack: cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,"
-         "dist=,stats=", 0, 0},
-        {"out", 'o', SC_ARG_STR, &out, "FILE", "the safetensors file to write (names: docs/EXPORT.md)", 0, 0},
+         "dist=,stats= (default: each method's)", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "the safetensors file to write, names in docs/EXPORT.md (default: "
+            "none; this or --teal-dir is required)", 0, 0},
         {"teal-dir", 0, SC_ARG_STR, &teal_dir, "DIR",
          "with --calib: also write TEAL's files into DIR (histograms/layer-L/{self_attn,mlp}/histograms.pt, "
-         "lookup/layer_L.csv), as the TEAL paper's code reads them", 0, 0},
+         "lookup/layer_L.csv), as the TEAL paper's code reads them (default: none)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal export --calib c.scal -m stories260K.bin -o routing.safetensors --teal-dir teal/\n"
+"  sparsecal export -m m.spk -o routing.safetensors --json"),
     };
     int r = sc_parse_args(
         "export",

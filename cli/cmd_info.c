@@ -10,11 +10,14 @@ int cmd_info(int argc, char **argv) {
     cli_inputs in = {0};
     bool json = false;
     const sc_opt opts[] = {
-        {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model: llama2.c .bin, .gguf, or Hugging Face dir", 0, 0},
-        {"tokenizer", 't', SC_ARG_STR, &in.tok_path, "TOK", "tokenizer to describe instead of the model's", 0, 0},
+        {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model: llama2.c .bin, .gguf, Hugging Face dir or .spk "
+            "(required)", 0, 0},
+        {"tokenizer", 0, SC_ARG_STR, &in.tok_path, "TOK", "tokenizer to describe instead of the model's (default: "
+            "the model's)", 0, 0},
         CLI_THREADS_OPT(in.threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal info -m stories260K.gguf\n"
+"  sparsecal info -m model/ --json"),
     };
     int r = sc_parse_args("info", "Describe a model: family, shapes, dtypes, parameter count, tokenizer, memory.", opts,
                           argc, argv, NULL, 0, NULL);
@@ -87,7 +90,7 @@ int cmd_info(int argc, char **argv) {
                    (long long)sc_tokenizer_vocab_size(in.tok), in.tok_path ? in.tok_path : "from the model file",
                    sc_tokenizer_bos(in.tok), sc_tokenizer_eos(in.tok));
         else
-            printf("tokenizer   none in the model file (give -t, or use --tokens)\n");
+            printf("tokenizer   none in the model file (give --tokenizer, or use --tokens)\n");
         if (m->note[0]) printf("note        %s\n", m->note);
         printf("memory      %.2f MiB weights mapped in place, %.2f MiB converted to f32 at load, %.2f MiB as f32 "
                "converted on use (a layer at a time), RSS %.2f MiB\n",

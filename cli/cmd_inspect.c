@@ -256,7 +256,8 @@ int cmd_inspect(int argc, char **argv) {
         {"values", 0, SC_ARG_FLAG, &want_values, NULL,
          "with --json: every section's elements, row-major, as numbers that read back exactly (null: non-finite)",
          0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal inspect c.scal\n"
+"  sparsecal inspect m.spk --json --stats"),
     };
     const char *pos[1];
     int n_pos = 0;
@@ -290,7 +291,8 @@ int cmd_verify(int argc, char **argv) {
     const sc_opt opts[] = {
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "print nothing on success", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal verify m.spk\n"
+"  sparsecal verify c.scal --json"),
     };
     const char *pos[1];
     int n_pos = 0;

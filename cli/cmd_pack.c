@@ -32,18 +32,24 @@ int cmd_pack(int argc, char **argv) {
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored", 0, 0},
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored (default: "
+            "none, a dense artifact)", 0, 0},
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), zigzag (column-sparse)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
-        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats=", 0, 0},
+        {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; "
+            "cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats= (default: each "
+                "method's)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", density_help, 0, 0},
-        {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights first", 0, 0},
+        {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights "
+            "first (default: none)", 0, 0},
         {"permute", 0, SC_ARG_FLAG, &permute, NULL, "reorder FFN neurons so that co-live neurons are adjacent (needs --calib with coact, else cats/claws activity)", 0, 0},
         {"compress", 0, SC_ARG_INT, &compress, "LEVEL", "zstd level per section; 0 = raw, mmap-able (default)", 0, 19},
-        {"out", 'o', SC_ARG_STR, &out, "FILE", "artifact to write (.spk)", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "FILE", "artifact to write (.spk) (required)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal pack -m stories260K.bin --tokenizer tok512.bin --calib c.scal --layout kmi4 "
+            "--method claws --density 0.5 -o m.spk\n"
+"  sparsecal pack -m model.gguf --layout q8_0 -o dense.spk"),
     };
     int r = sc_parse_args("pack",
                           "Quantise a model into a packed artifact for the runtime: weights in the layout's format,\n"

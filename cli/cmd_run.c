@@ -71,7 +71,7 @@ static sc_status run_score(const cli_artifact *a, const char *path, const char *
 
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL, *tokens_path = NULL;
-    int64_t steps = -1, threads = 0, ctx_cap = 0;
+    int64_t n_predict = CLI_UNSET, steps = CLI_UNSET, threads = 0, ctx_cap = 0, top_k = 0;
     double temperature = 1.0, top_p = 0.9, density = NAN; /* NAN: not given */
     uint64_t seed = 0;
     bool json = false, dense = false, ignore_eos = false, fallback = false, no_mmap = false, score = false;
@@ -80,21 +80,21 @@ int cmd_run(int argc, char **argv) {
              "router: %s (default: the artifact's, from pack --method; refused with the reason when the artifact "
              "lacks its data; a LaRoSA-folded artifact runs only larosa and dense)", srt_method_names());
     const sc_opt opts[] = {
-        {"artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run", 0, 0},
-        {"tokenizer", 't', SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
+        {"model|artifact", 'm', SC_ARG_STR, &path, "FILE", "the packed artifact (.spk) to run (required)", 0, 0},
+        {"tokenizer", 0, SC_ARG_STR, &tok_path, "TOK", "tokenizer (default: the one embedded in the artifact)", 0, 0},
         {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "prompt (default: none, start from BOS)", 0, 0},
-        CLI_STEPS_OPT(steps),
-        {"ctx", 'c', SC_ARG_INT, &ctx_cap, "N", "most positions the key/value cache may hold (default: the model's context); it holds what -n needs", 2, 1 << 24},
-        {"temperature", 0, SC_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy argmax (default 1.0)", 0, 100},
-        {"top-p", 0, SC_ARG_FLOAT, &top_p, "P", "nucleus sampling threshold (default 0.9)", 0, 1},
-        {"seed", 's', SC_ARG_U64, &seed, "S", "random seed (default: from the clock)", 0, 0},
+        CLI_PREDICT_OPTS(n_predict, steps),
+        CLI_CTX_OPT(ctx_cap, "most positions the key/value cache may hold (default: the model's context); it holds "
+            "what -n needs"),
+        CLI_SAMPLING_OPTS(temperature, top_k, top_p, seed),
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D",
          "fraction of MLP neurons kept per token, in (0, 1] (default: the artifact's, from pack --density)", 0, 0},
         {"score", 0, SC_ARG_FLAG, &score, NULL,
          "instead of generating: teacher-forced perplexity of --tokens through this decoder (every token routed; "
          "the id at t+1 scored from the logits at t), the numbers `eval -m FILE` prints", 0, 0},
-        {"tokens", 0, SC_ARG_STR, &tokens_path, "IDS", "--score: pre-tokenized file, one sequence of ids per line", 0, 0},
+        {"tokens", 0, SC_ARG_STR, &tokens_path, "IDS", "--score: pre-tokenized file, one sequence of ids per line "
+            "(required with --score)", 0, 0},
         {"dense", 0, SC_ARG_FLAG, &dense, NULL, "run every MLP neuron (same as --method dense)", 0, 0},
         {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
         {"no-mmap", 0, SC_ARG_FLAG, &no_mmap, NULL, "copy the weights into memory (huge pages where possible) instead of reading the file mapping: faster, costs the artifact's size in RAM", 0, 0},
@@ -102,7 +102,9 @@ int cmd_run(int argc, char **argv) {
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod (default: the best here)", 0, 0},
         CLI_THREADS_OPT(threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal run -m m.spk -p 'Once upon a time' -n 64 --temp 0\n"
+"  sparsecal run -m m.spk -n 128 --ignore-eos -t 1 --method cats --density 0.3 --json\n"
+"  sparsecal run -m m.spk --score --tokens ids.txt --json"),
     };
     int r = sc_parse_args("run", "Decode token by token straight from a packed artifact with the runtime kernels: the\n"
                                  "weights stay quantised in their layouts, keys and values are cached, and each token's\n"
@@ -112,7 +114,7 @@ int cmd_run(int argc, char **argv) {
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
     if (!path) {
-        sc_errf(&err, SC_EARG, "no artifact given (--artifact FILE)");
+        sc_errf(&err, SC_EARG, "no artifact given (-m FILE.spk)");
         return cli_fail("run", SC_EARG, &err);
     }
     if (score != (tokens_path != NULL)) {
@@ -153,12 +155,10 @@ int cmd_run(int argc, char **argv) {
         st = run_score(&art, path, tokens_path, &rt, ctx_cap, json, &err);
         goto done;
     }
-    if ((st = cli_steps(steps, srt_model_max_ctx(m), ctx_cap ? "--ctx" : "the model's context", &steps, &err)))
+    /* the options alone (BOS as the prompt) before the tokenizer loads; again below with the prompt */
+    if ((st = cli_steps(n_predict, steps, 1, srt_model_max_ctx(m), ctx_cap ? "--ctx-size" : "the model's context",
+                        &(int64_t){0}, &err)))
         goto done;
-    if (srt_model_reserve(m, steps) != SRT_OK) {
-        st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
-        goto done;
-    }
     if (tok_path) {
         if ((st = sc_tokenizer_load_auto(tok_path, c->vocab_size, &tok, &err))) goto done;
     } else if ((st = sc_artifact_load_tokenizer(path, &tok, &err))) {
@@ -198,12 +198,14 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     int64_t n_prompt = (int64_t)toks.n;
-    if (n_prompt > steps || n_prompt > srt_model_max_ctx(m)) {
-        st = sc_errf(&err, SC_EARG, "the prompt (%lld tokens with BOS) fills all %lld steps", (long long)n_prompt,
-                     (long long)steps);
+    if ((st = cli_steps(n_predict, steps, n_prompt, srt_model_max_ctx(m),
+                        ctx_cap ? "--ctx-size" : "the model's context", &steps, &err)))
+        goto done;
+    if (srt_model_reserve(m, steps) != SRT_OK) {
+        st = sc_errf(&err, SC_ENOMEM, "out of memory for a key/value cache of %lld positions", (long long)steps);
         goto done;
     }
-    scratch = malloc((size_t)c->vocab_size * 3 * sizeof(float));
+    scratch = malloc((size_t)c->vocab_size * 4 * sizeof(float));
     size_t tn = 0, tcap = 256;
     text = json ? malloc(tcap) : NULL;
     if (!scratch || (json && !text)) {
@@ -241,6 +243,7 @@ int cmd_run(int argc, char **argv) {
     bool fb_dense = false;
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
+        sc_logits_top_k(row, c->vocab_size, top_k, scratch + 3 * c->vocab_size);
         int32_t next = sc_sampler_sample(&smp, row, c->vocab_size, scratch);
         if (next < 0) { /* the step checks its logits; this cannot happen unless that check is gone */
             st = sc_errf(&err, SC_EFORMAT, "%s: non-finite logits at position %lld", path, (long long)(pos - 1));

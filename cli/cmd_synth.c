@@ -41,22 +41,26 @@ int cmd_synth(int argc, char **argv) {
     int64_t tok_seqs = 4, tok_len = 1024;
     bool gguf = false;
     const sc_opt opts[] = {
-        {"out", 'o', SC_ARG_STR, &out, "DIR", "output directory (config.json, model.safetensors, tokens.txt), or the file with --gguf", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "DIR", "output directory (config.json, model.safetensors, tokens.txt), or the "
+            "file with --gguf (required)", 0, 0},
         {"gguf", 0, SC_ARG_FLAG, &gguf, NULL, "write one GGUF file for llama.cpp instead (llama family; same weights)", 0, 0},
-        {"gguf-vocab", 0, SC_ARG_STR, &vocab_gguf, "FILE", "with --gguf: copy the tokenizer.* metadata of this GGUF (e.g. a vocab-only file)", 0, 0},
-        {"dim", 0, SC_ARG_INT, &o.dim, "N", "d_model", 8, 65536},
-        {"ffn", 0, SC_ARG_INT, &o.ffn_dim, "N", "D_ffn", 1, 262144},
-        {"layers", 0, SC_ARG_INT, &o.n_layers, "N", "number of layers", 1, 1024},
-        {"heads", 0, SC_ARG_INT, &o.n_heads, "N", "query heads", 1, 1024},
-        {"kv-heads", 0, SC_ARG_INT, &o.n_kv_heads, "N", "key/value heads", 1, 1024},
-        {"vocab", 0, SC_ARG_INT, &o.vocab_size, "N", "vocabulary size", 2, 1 << 22},
-        {"seq-len", 0, SC_ARG_INT, &o.max_seq_len, "N", "max_position_embeddings", 2, 1 << 21},
-        {"seed", 0, SC_ARG_U64, &o.seed, "S", "weight seed", 0, 0},
-        {"dtype", 0, SC_ARG_STR, &dtype, "T", "f32 or bf16 (--gguf: also f16)", 0, 0},
-        {"family", 0, SC_ARG_STR, &o.family, "F", "llama, mistral, qwen2 or gemma", 0, 0},
+        {"gguf-vocab", 0, SC_ARG_STR, &vocab_gguf, "FILE", "with --gguf: copy the tokenizer.* metadata of this GGUF, "
+            "e.g. a vocab-only file (default: no vocabulary)", 0, 0},
+        {"dim", 0, SC_ARG_INT, &o.dim, "N", "d_model (default 256)", 8, 65536},
+        {"ffn", 0, SC_ARG_INT, &o.ffn_dim, "N", "D_ffn (default 768)", 1, 262144},
+        {"layers", 0, SC_ARG_INT, &o.n_layers, "N", "number of layers (default 4)", 1, 1024},
+        {"heads", 0, SC_ARG_INT, &o.n_heads, "N", "query heads (default 8)", 1, 1024},
+        {"kv-heads", 0, SC_ARG_INT, &o.n_kv_heads, "N", "key/value heads (default 4)", 1, 1024},
+        {"vocab", 0, SC_ARG_INT, &o.vocab_size, "N", "vocabulary size (default 32000)", 2, 1 << 22},
+        {"seq-len", 0, SC_ARG_INT, &o.max_seq_len, "N", "the model's context, max_position_embeddings (default "
+            "2048)", 2, 1 << 21},
+        {"seed", 0, SC_ARG_U64, &o.seed, "S", "seed of the random weights and tokens (default 1)", 0, 0},
+        {"dtype", 0, SC_ARG_STR, &dtype, "T", "f32 or bf16; --gguf: also f16 (default f32)", 0, 0},
+        {"family", 0, SC_ARG_STR, &o.family, "F", "llama, mistral, qwen2 or gemma (default llama)", 0, 0},
         {"token-seqs", 0, SC_ARG_INT, &tok_seqs, "N", "random token sequences written to tokens.txt (default 4)", 0, 1 << 20},
         {"token-len", 0, SC_ARG_INT, &tok_len, "N", "length of each (default 1024)", 1, 1 << 21},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal synth --dim 2048 --ffn 8192 --layers 4 -o /tmp/synth\n"
+"  sparsecal synth --dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4 --dtype f16 --gguf -o /tmp/tl.gguf"),
     };
     int r = sc_parse_args("synth", "Write a synthetic model with seeded random weights as config.json +\n"
                                    "model.safetensors, plus tokens.txt with random token sequences; or, with --gguf,\n"
@@ -108,16 +112,18 @@ int cmd_bench_forward(int argc, char **argv) {
     uint64_t seed = 1;
     bool json = false, backward = false;
     const sc_opt opts[] = {
-        {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model (e.g. a `sparsecal synth` directory)", 0, 0},
-        {"ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per window (default 1024)", 2, 1 << 20},
+        {"model", 'm', SC_ARG_STR, &in.model_path, "MODEL", "model, e.g. a `sparsecal synth` directory "
+            "(required)", 0, 0},
+        {"ctx-size|ctx", 'c', SC_ARG_INT, &ctx, "N", "tokens per window (default 1024)", 2, 1 << 20},
         {"backward", 0, SC_ARG_FLAG, &backward, NULL,
          "also time what compute runs for a gradient method (CLAWS): the checkpointed training forward, the\n"
          "chunked cross-entropy and the backward pass with its layer recomputation, per window", 0, 0},
         {"reps", 'r', SC_ARG_INT, &reps, "N", "timed windows (default 3, after one warm-up)", 1, 1000},
-        {"seed", 0, SC_ARG_U64, &seed, "S", "seed for the random token ids", 0, 0},
+        {"seed", 0, SC_ARG_U64, &seed, "S", "seed of the random token ids (default 1)", 0, 0},
         CLI_THREADS_OPT(in.threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal bench-forward -m /tmp/synth -c 1024 -t 2\n"
+"  sparsecal bench-forward -m /tmp/synth -c 512 --backward --json"),
     };
     int r = sc_parse_args("bench-forward",
                           "Time the reference forward pass on windows of --ctx random tokens and the same\n"

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 
-/* -t alone: the tokenizer file (a llama2.c tokenizer.bin holds as many pieces
+/* --tokenizer alone: the tokenizer file (a llama2.c tokenizer.bin holds as many pieces
  * as its records); with -m, the model's vocabulary size checks it */
 static sc_status load_tok(cli_inputs *in, sc_err *err) {
     if (in->tok_path && !in->model_path) {
@@ -56,16 +56,23 @@ int cmd_tokenize(int argc, char **argv) {
     int64_t bench = 0;
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
-        {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "text to encode", 0, 0},
-        {"file", 'f', SC_ARG_STR, &in.data_path, "FILE", "encode the whole file (one text)", 0, 0},
-        {"decode", 0, SC_ARG_STR, &decode, "IDS", "decode ids ('1 2 3' or '1,2,3') to text", 0, 0},
+        {"prompt", 'p', SC_ARG_STR, &prompt, "TEXT", "text to encode (this, -f or --decode is required)", 0, 0},
+        {"file|data", 'f', SC_ARG_STR, &in.data_path, "FILE", "encode the whole text file as one text (default: "
+            "-p)", 0, 0},
+        {"", 't', SC_ARG_GONE, NULL, NULL, "-t is the thread count in every command, as in llama.cpp; give the "
+            "tokenizer "
+         "with --tokenizer FILE", 0, 0},
+        {"decode", 0, SC_ARG_STR, &decode, "IDS", "decode ids ('1 2 3' or '1,2,3') to text (default: encode)", 0, 0},
         {"pieces", 0, SC_ARG_FLAG, &pieces, NULL, "print one 'id<TAB>piece' line per token", 0, 0},
         {"bos", 0, SC_ARG_FLAG, &bos, NULL, "prepend BOS", 0, 0},
         {"eos", 0, SC_ARG_FLAG, &eos, NULL, "append EOS", 0, 0},
         {"parse-special", 0, SC_ARG_FLAG, &special, NULL, "recognise special tokens written in the text", 0, 0},
-        {"bench", 0, SC_ARG_INT, &bench, "N", "encode (and decode) the text N times on one core; print MB/s", 1, 1e6},
+        {"bench", 0, SC_ARG_INT, &bench, "N", "encode (and decode) the text N times on one core; print MB/s "
+            "(default: once, no timing)", 1, 1e6},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal tokenize -m m.spk -p 'Once upon a time' --bos\n"
+"  sparsecal tokenize --tokenizer tokenizer.json --decode '9906,1917'\n"
+"  sparsecal tokenize --tokenizer tok512.bin -f stories.txt --bench 3 --json"),
     };
     int r = sc_parse_args("tokenize", "Encode text to token ids (or decode ids) with any tokenizer sparsecal reads;\n"
                                       "--bench measures single-core encoding throughput and load time.",
@@ -77,7 +84,8 @@ int cmd_tokenize(int argc, char **argv) {
     size_t len = 0, dlen = 0;
     double t0 = sc_now(), t_load = 0, t_enc = 0, t_dec = 0;
     sc_status st = SC_OK;
-    if (!in.tok_path && !in.model_path) st = sc_errf(&err, SC_EARG, "give a tokenizer (-t TOK) or a model (-m MODEL)");
+    if (!in.tok_path && !in.model_path) st = sc_errf(&err, SC_EARG, "give a tokenizer (--tokenizer TOK) or a model "
+        "(-m MODEL)");
     else if (!prompt && !in.data_path && !decode) st = sc_errf(&err, SC_EARG, "give -p TEXT, -f FILE or --decode IDS");
     if (!st) st = load_tok(&in, &err);
     t_load = sc_now() - t0;

@@ -91,16 +91,22 @@ int cmd_train(int argc, char **argv) {
         CLI_MODEL_OPTS(in),
         CLI_DATA_OPTS(in),
         CLI_THREADS_OPT(in.threads),
-        {"method", 0, SC_ARG_STR, &method, "M", "claws-lora (scores |phi(u)| c_j, needs --calib) or cats-lora (|phi(u)|)", 0, 0},
-        {"calib", 0, SC_ARG_STR, &calib, "FILE", "claws-lora: the calibration with CLAWS multipliers (compute --method claws)", 0, 0},
+        {"seed", 's', SC_ARG_U64, &o.seed, "S", "training seed: the adapter's initialisation and the order of sequences "
+         "(default 1)", 0, 0},
+        {"method", 0, SC_ARG_STR, &method, "M", "claws-lora (scores |phi(u)| c_j, needs --calib) or cats-lora (|phi(u)|) "
+         "(required)", 0, 0},
+        {"calib", 0, SC_ARG_STR, &calib, "FILE", "claws-lora: the calibration with CLAWS multipliers, compute --method "
+         "claws (default: none)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &o.density, "D", "fraction of MLP neurons the top-K keeps, in (0, 1] (default 0.5)", 0, 0},
-        {"out", 'o', SC_ARG_STR, &out, "DIR", "the adapter directory to write (adapter_model.safetensors, adapter_config.json)", 0, 0},
+        {"out", 'o', SC_ARG_STR, &out, "DIR", "the adapter directory to write (adapter_model.safetensors, adapter_config.json) "
+         "(required)", 0, 0},
         {"rank", 0, SC_ARG_INT, &o.rank, "R", "LoRA rank (default min(128, dim, ffn))", 1, 1 << 20},
         {"alpha", 0, SC_ARG_FLOAT, &o.alpha, "A", "LoRA alpha (default: the rank, scale 1)", 0, 0},
         {"steps", 'n', SC_ARG_INT, &o.steps, "N", "optimizer steps (default 2500, the paper's: far too many for a CPU, set it)", 1, 1 << 30},
         {"batch", 0, SC_ARG_INT, &o.batch, "B", "sequences per micro-batch (default 8)", 1, 1 << 20},
         {"grad-accum", 0, SC_ARG_INT, &o.grad_accum, "G", "micro-batches per optimizer step (default 1)", 1, 1 << 20},
-        {"seq-len", 0, SC_ARG_INT, &o.seq_len, "L", "tokens per sequence, longer ones are cut (default: model context)", 2, 1 << 21},
+        {"ctx-size|seq-len", 'c', SC_ARG_INT, &o.seq_len, "N", "tokens per sequence, longer ones are cut (default: the "
+         "model's context)", 2, 1 << 21},
         {"lr", 0, SC_ARG_FLOAT, &o.lr, "LR", "AdamW peak learning rate (default 1e-5, the paper's)", 0, 0},
         {"beta1", 0, SC_ARG_FLOAT, &o.beta1, "B1", "AdamW beta1 (default 0.9)", 0, 0},
         {"beta2", 0, SC_ARG_FLOAT, &o.beta2, "B2", "AdamW beta2 (default 0.999)", 0, 0},
@@ -111,12 +117,16 @@ int cmd_train(int argc, char **argv) {
         {"tau1", 0, SC_ARG_FLOAT, &o.tau1, "T", "mask temperature after the anneal, held (default 0.01)", 0, 1e6},
         {"anneal", 0, SC_ARG_FLOAT, &o.anneal, "F", "fraction of steps over which tau falls linearly (default 0.6)", 0, 1},
         {"ce-weight", 0, SC_ARG_FLOAT, &o.ce_weight, "W", "weight of the cross-entropy beside KL(student || teacher) (default 0.2)", 0, 1e6},
-        {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N", "every N steps save the trainer state to DIR.ckpt; removed on success", 1, 1e15},
+        {"checkpoint-every", 0, SC_ARG_INT, &ckpt_every, "N", "every N steps save the trainer state to DIR.ckpt; removed on success "
+         "(default: no checkpoints)", 1, 1e15},
         {"resume", 0, SC_ARG_FLAG, &resume, NULL, "continue from DIR.ckpt (same model, data and options; none yet: start at step 1)", 0, 0},
-        {"log", 0, SC_ARG_STR, &log, "FILE", "write the loss history as CSV (step, lr, tau, loss, kl, ce, density, tokens)", 0, 0},
+        {"log", 0, SC_ARG_STR, &log, "FILE", "write the loss history as CSV: step, lr, tau, loss, kl, ce, density, tokens "
+         "(default: none)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print a JSON summary", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
-        {NULL, 0, 0, NULL, NULL, NULL, 0, 0},
+        SC_OPTS_END("  sparsecal train -m stories260K.bin --tokenizer tok512.bin -f stories.txt --max-docs 1000 "
+                    "--method claws-lora --calib c.scal --density 0.5 -n 200 --batch 8 --lr 3e-3 -o ad\n"
+                    "  sparsecal train -m model/ --tokens ids.txt -c 512 --method cats-lora -n 2 --batch 1 -t 2 -o ad"),
     };
     int r = sc_parse_args(
         "train",
@@ -148,7 +158,6 @@ int cmd_train(int argc, char **argv) {
     else if (sc_file_exists(out) && !sc_is_dir(out)) /* refused now, not after the training */
         st = sc_errf(&err, SC_EARG, "-o %s: exists and is not a directory (the adapter is a directory)", out);
     if (st) return cli_fail("train", st, &err);
-    if (in.seed > 0) o.seed = (uint64_t)in.seed;
     o.method = method;
     o.progress = quiet ? NULL : stderr;
     char wpath[4096], cpath[4096], ckpt[4096];

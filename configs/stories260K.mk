@@ -84,4 +84,4 @@ SYNTH_CALIB_LEN  ?= 256
 TRAIN_METHODS   ?= claws-lora cats-lora
 TRAIN_DENSITIES ?= 0.3 0.5
 # the paper's lr (1e-5) is for 2,500 steps on a 2B model; 400 steps on this model need more
-TRAIN_ARGS      ?= -n 400 --batch 8 --lr 3e-3 --seed 1
+TRAIN_ARGS      ?= -n 400 --batch 8 --lr 3e-3 --shuffle-seed 1 --seed 1

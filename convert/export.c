@@ -44,7 +44,7 @@ static sc_status ex_add(ex_list *x, const char *name, const float *v, int64_t ro
     if (x->n == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 64;
         ex_tensor *t = realloc(x->t, cap * sizeof *t);
-        if (!t) return sc_errf(err, SC_ENOMEM, "export: out of memory");
+        if (!t) return sc_errf(err, SC_ENOMEM, "out of memory");
         x->t = t;
         x->cap = cap;
     }
@@ -57,7 +57,7 @@ static sc_status ex_add(ex_list *x, const char *name, const float *v, int64_t ro
     t->which = which;
     if (v) {
         size_t n = (size_t)(rows * (cols ? cols : 1));
-        if (!(t->v = malloc(n * sizeof(float)))) return sc_errf(err, SC_ENOMEM, "export: out of memory");
+        if (!(t->v = malloc(n * sizeof(float)))) return sc_errf(err, SC_ENOMEM, "out of memory");
         memcpy(t->v, v, n * sizeof(float));
     }
     x->n++;
@@ -101,7 +101,7 @@ static sc_status ex_write(const ex_list *x, const char *out, const sc_st_meta *m
     }
     if (!specs || (most && !(buf = malloc((size_t)most * sizeof(float))))) {
         free(specs);
-        return sc_errf(err, SC_ENOMEM, "export: out of memory");
+        return sc_errf(err, SC_ENOMEM, "out of memory");
     }
     sc_st_writer *w = NULL;
     sc_status st = sc_st_writer_create(out, specs, x->n, meta, n_meta, &w, err);
@@ -156,7 +156,7 @@ sc_status sc_export_calib(const sc_model *m, const sc_calib *c, const sc_export_
     cJSON *r = cJSON_CreateObject();
     ex_list x = {0};
     sc_status st = r ? sc_routing_arrays(m, &po, collect, &x, NULL, NULL, r, err)
-                     : sc_errf(err, SC_ENOMEM, "export: out of memory");
+                     : sc_errf(err, SC_ENOMEM, "out of memory");
     const void *ls = sc_calib_state(c, "larosa");
     const int64_t D = m->cfg.dim;
     for (int64_t l = 0; ls && l < m->cfg.n_layers && !st; l++)
@@ -169,7 +169,7 @@ sc_status sc_export_calib(const sc_model *m, const sc_calib *c, const sc_export_
     char *routing = NULL;
     if (!st) {
         cJSON_DeleteItemFromObjectCaseSensitive(r, "method"); /* no router is chosen by an export */
-        if (!(routing = sc_json_print(r, false))) st = sc_errf(err, SC_ENOMEM, "export: out of memory");
+        if (!(routing = sc_json_print(r, false))) st = sc_errf(err, SC_ENOMEM, "out of memory");
     }
     if (!st) {
         const sc_st_meta meta[] = EX_META("calibration", c->model_id, c->data_id, routing,
@@ -209,7 +209,7 @@ static sc_status layer_perm(srt_container *ct, const char *path, long long layer
         return sc_errf(err, SC_EFORMAT, "%s", srt_container_errmsg(ct));
     const uint32_t *perm = p;
     uint8_t *seen = calloc((size_t)F, 1);
-    if (!seen) return sc_errf(err, SC_ENOMEM, "export: out of memory");
+    if (!seen) return sc_errf(err, SC_ENOMEM, "out of memory");
     bool ok = true;
     for (int64_t i = 0; i < F && ok; i++) {
         ok = perm[i] < (uint64_t)F && !seen[perm[i]];
@@ -263,7 +263,7 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
     const int64_t F = (int64_t)jf->valuedouble, D = (int64_t)jd->valuedouble, NL = (int64_t)jl->valuedouble;
     float *tmp = malloc((size_t)F * sizeof *tmp);
     if (!tmp) {
-        st = sc_errf(err, SC_ENOMEM, "export: out of memory");
+        st = sc_errf(err, SC_ENOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < srt_container_section_count(ct) && !st; i++) {
@@ -310,7 +310,7 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
         }
     if (!st && rotated) st = sc_model_load(path, &m, err); /* the rotations dequantised with their layouts */
     if (!st && cJSON_IsObject(routing) && !(rtext = sc_json_print(routing, false)))
-        st = sc_errf(err, SC_ENOMEM, "export: out of memory");
+        st = sc_errf(err, SC_ENOMEM, "out of memory");
     if (!st) {
         const cJSON *did = cJSON_GetObjectItemCaseSensitive(routing, "calibration_data_id");
         const sc_st_meta meta[] = EX_META("artifact", cJSON_IsString(src) ? src->valuestring : "",
@@ -394,7 +394,7 @@ sc_status sc_export_teal(const sc_calib *c, const char *dir, int64_t *files, sc_
     void *ts = sc_calib_state(c, "teal");
     if (!ts) return sc_errf(err, SC_EARG, "the calibration holds no TEAL statistics (compute --method teal)");
     float *buf = malloc((size_t)(8 * SC_TEAL_NB) * sizeof *buf);
-    if (!buf) return sc_errf(err, SC_ENOMEM, "export: out of memory");
+    if (!buf) return sc_errf(err, SC_ENOMEM, "out of memory");
     sc_status st = SC_OK;
     char path[4096];
     for (int64_t l = 0; l < c->n_layers && !st; l++) {

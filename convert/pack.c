@@ -124,20 +124,20 @@ static sc_status add_matrix(packer *p, const char *name, srt_layout l, const flo
     const float *src = W;
     if (rs != rows || cs != cols) {
         if (!grow((void **)&p->pad, &p->pad_cap, (size_t)(rs * cs) * sizeof(float)))
-            return sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+            return sc_errf(err, SC_ENOMEM, "out of memory for %s", name);
         memset(p->pad, 0, (size_t)(rs * cs) * sizeof(float));
         for (int64_t r = 0; r < rows; r++) memcpy(p->pad + r * cs, W + r * cols, (size_t)cols * sizeof(float));
         src = p->pad;
     }
     size_t bytes;
     if (tr->size(&bytes, rs, cs, g) != SRT_OK)
-        return sc_errf(err, SC_EUNSUPPORTED, "pack: layout %s cannot hold %s [%lld x %lld]", tr->name, name,
+        return sc_errf(err, SC_EUNSUPPORTED, "layout %s cannot hold %s [%lld x %lld]", tr->name, name,
                        (long long)rows, (long long)cols);
-    if (!grow(&p->buf, &p->buf_cap, bytes)) return sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+    if (!grow(&p->buf, &p->buf_cap, bytes)) return sc_errf(err, SC_ENOMEM, "out of memory for %s", name);
     srt_matrix mat;
     srt_status ks = tr->pack(&mat, p->buf, bytes, src, rs, cs, g);
     if (ks != SRT_OK)
-        return sc_errf(err, SC_EFORMAT, "pack: %s: %s (non-finite weights?)", name, srt_status_str(ks));
+        return sc_errf(err, SC_EFORMAT, "%s: %s (non-finite weights?)", name, srt_status_str(ks));
     uint64_t dims[1] = {(uint64_t)bytes};
     if (srt_writer_add(p->w, name, SRT_CT_BYTES, 1, dims, p->buf, bytes, p->o->compress)) return wr_fail(p, err);
     matrix_entry(p, name, tr, rows, cols, rs, cs, g);
@@ -267,7 +267,7 @@ static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb
     const int64_t cs_max = round_up(D, 32);
     float *rows = malloc((size_t)(chunk * cs_max) * sizeof(float)), *tmp = NULL;
     int32_t *ids = malloc((size_t)chunk * sizeof(int32_t));
-    if (!rows || !ids) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the vocabulary chunks");
+    if (!rows || !ids) st = sc_errf(err, SC_ENOMEM, "out of memory for the vocabulary chunks");
     for (int which = 0; which < 2 && !st; which++) {
         const bool cls = which == 1;
         if (!(cls ? cls_lazy : emb_lazy)) continue;
@@ -278,11 +278,11 @@ static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb
         int64_t q = l == SRT_LAYOUT_F32 ? 1 : 32, cs = round_up(D, q), rs = round_up(V, q);
         size_t chunk_bytes = 0, total = 0;
         if (!raw && (tr->size(&chunk_bytes, chunk, cs, 0) != SRT_OK || tr->size(&total, rs, cs, 0) != SRT_OK)) {
-            st = sc_errf(err, SC_EUNSUPPORTED, "pack: layout %s cannot hold %s", tr->name, name);
+            st = sc_errf(err, SC_EUNSUPPORTED, "layout %s cannot hold %s", tr->name, name);
             break;
         }
         if (!raw && !grow(&p->buf, &p->buf_cap, chunk_bytes)) {
-            st = sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+            st = sc_errf(err, SC_ENOMEM, "out of memory for %s", name);
             break;
         }
         uint64_t dims[1] = {raw ? (uint64_t)(V * D) : (uint64_t)total};
@@ -302,7 +302,7 @@ static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb
                 st = vocab_rows(m, cls, r0, real, rows, ids, err);
             } else if (real > 0) { /* columns padded with zeros */
                 if (!tmp && !(tmp = malloc((size_t)(chunk * D) * sizeof(float)))) {
-                    st = sc_errf(err, SC_ENOMEM, "pack: out of memory for %s", name);
+                    st = sc_errf(err, SC_ENOMEM, "out of memory for %s", name);
                     break;
                 }
                 if (!(st = vocab_rows(m, cls, r0, real, tmp, ids, err)))
@@ -318,7 +318,7 @@ static sc_status add_vocab_matrices(packer *p, const sc_model *m, srt_layout emb
             srt_status ks = tr->size(&bytes, n, cs, 0);
             if (ks == SRT_OK) ks = tr->pack(&mat, p->buf, bytes, rows, n, cs, 0);
             if (ks != SRT_OK)
-                st = sc_errf(err, SC_EFORMAT, "pack: %s: %s (non-finite weights?)", name, srt_status_str(ks));
+                st = sc_errf(err, SC_EFORMAT, "%s: %s (non-finite weights?)", name, srt_status_str(ks));
             else if (srt_writer_append(p->w, p->buf, bytes))
                 st = wr_fail(p, err);
         }
@@ -335,7 +335,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
                   sc_pack_result *res, sc_err *err) {
     memset(res, 0, sizeof *res);
     const layout_plan *plan = find_plan(o->layout);
-    if (!plan) return sc_errf(err, SC_EARG, "pack: unknown layout '%s' (f32, q8_0, q4_0, kmi4, zigzag)", o->layout);
+    if (!plan) return sc_errf(err, SC_EARG, "unknown layout '%s' (f32, q8_0, q4_0, kmi4, zigzag)", o->layout);
     const sc_config *c = &m->cfg;
     double t0 = sc_now();
     char msg[512] = "";
@@ -367,23 +367,23 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         pg = malloc((size_t)(F * D) * sizeof *pg);
         pu = malloc((size_t)(F * D) * sizeof *pu);
         pd = malloc((size_t)(F * D) * sizeof *pd);
-        if (!perm || !pg || !pu || !pd) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the permutation");
+        if (!perm || !pg || !pu || !pd) st = sc_errf(err, SC_ENOMEM, "out of memory for the permutation");
         p.perm_all = calloc((size_t)(c->n_layers * F), sizeof *p.perm_all);
-        if (!p.perm_all && !st) st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the permutation");
+        if (!p.perm_all && !st) st = sc_errf(err, SC_ENOMEM, "out of memory for the permutation");
     }
     fold_buf fb = {0};
     const sc_route_method *rm = o->method ? sc_route_method_find(o->method) : NULL;
     if (!st && rm && (rm->flags & SC_RM_FOLD)) { /* larosa: the rotations go into the weights */
         if (!o->calib || !sc_calib_state(o->calib, "larosa"))
-            st = sc_errf(err, SC_EARG, "pack --method larosa needs a calibration file with larosa statistics (--calib)");
+            st = sc_errf(err, SC_EARG, "--method larosa needs a calibration file with larosa statistics (--calib)");
         else
-            st = sc_larosa_state(o->calib, D, "pack", &p.larosa, err);
+            st = sc_larosa_state(o->calib, D, &p.larosa, err);
         int64_t big = qd > F ? qd : F;
         if (!st && (!(fb.Qf = malloc((size_t)(D * D) * sizeof(float))) || !(fb.R = malloc((size_t)(D * D) * sizeof(float))) ||
                     !(fb.wq = malloc((size_t)(big * D) * sizeof(float))) || !(fb.wk = malloc((size_t)(kvd * D) * sizeof(float))) ||
                     !(fb.wv = malloc((size_t)(kvd * D) * sizeof(float))) || !(fb.wg = malloc((size_t)(F * D) * sizeof(float))) ||
                     !(fb.wu = malloc((size_t)(F * D) * sizeof(float))) || !(fb.ones = malloc((size_t)D * sizeof(float)))))
-            st = sc_errf(err, SC_ENOMEM, "pack: out of memory for the LaRoSA folding");
+            st = sc_errf(err, SC_ENOMEM, "out of memory for the LaRoSA folding");
         for (int64_t i = 0; !st && i < D; i++) fb.ones[i] = 1.0f;
     }
     int64_t n_folded = 0;
@@ -461,7 +461,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     sc_progress_end(&pr);
     fold_free(&fb);
     if (!st && p.larosa && n_folded == 0)
-        st = sc_errf(err, SC_EARG, "pack --method larosa: the calibration holds no rotation for any layer of this model");
+        st = sc_errf(err, SC_EARG, "--method larosa: the calibration holds no rotation for any layer of this model");
     cJSON_AddNumberToObject(man, SRT_MAN_LAROSA_FOLDED, (double)n_folded);
     free(perm);
     free(pg);
@@ -474,7 +474,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
     if (!st) st = add_tokenizer(&p, tok, man, err);
     char *text = st ? NULL : sc_json_print(man, false);
     if (!st && (!text || srt_writer_set_manifest(p.w, text, strlen(text)) || srt_writer_finish(p.w)))
-        st = text ? wr_fail(&p, err) : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+        st = text ? wr_fail(&p, err) : sc_errf(err, SC_ENOMEM, "out of memory");
     if (!st) res->bytes_out = srt_writer_bytes_written(p.w);
     free(text);
     cJSON_Delete(man);

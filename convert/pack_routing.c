@@ -82,7 +82,7 @@ static void permuted(const rt *x, int64_t layer, const float *v, float *out) {
 static sc_status claws(rt *x, void *state, sc_err *err) {
     int64_t F = x->m->cfg.ffn_dim;
     float *c = malloc((size_t)F * sizeof *c);
-    sc_status st = c ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    sc_status st = c ? SC_OK : sc_errf(err, SC_ENOMEM, "out of memory");
     for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
         const double *cj = sc_claws_c(state, l);
         if (!cj) continue;
@@ -111,7 +111,7 @@ static sc_status cats(rt *x, void *state, sc_err *err) {
 static sc_status teal(rt *x, void *state, sc_err *err) {
     double *cum = malloc(SC_TEAL_NB * sizeof *cum);
     float *curve = NULL;
-    sc_status st = cum ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    sc_status st = cum ? SC_OK : sc_errf(err, SC_ENOMEM, "out of memory");
     int64_t stored = 0;
     for (int64_t l = 0; l < x->m->cfg.n_layers && !st; l++) {
         float t[SC_TEAL_NTAPS * SRT_THR_GRID];
@@ -125,7 +125,7 @@ static sc_status teal(rt *x, void *state, sc_err *err) {
         if (!cv || rows < 2) continue; /* greedy curves only when computed (teal_greedy=1) */
         float *g = realloc(curve, (size_t)(rows * SC_TEAL_CURVE_COLS) * sizeof *g);
         if (!g) {
-            st = sc_errf(err, SC_ENOMEM, "pack: out of memory");
+            st = sc_errf(err, SC_ENOMEM, "out of memory");
             break;
         }
         curve = g;
@@ -159,7 +159,7 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
     SC_TRY(sc_plan_clada(x->o->params, sig_rows > 0 ? ls : NULL, "clada", &cp, err));
     double *wn = malloc((size_t)F * sizeof *wn);
     float *thr = malloc((size_t)F * sizeof *thr), *wnf = malloc((size_t)F * sizeof *wnf);
-    sc_status st = wn && thr && wnf ? SC_OK : sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    sc_status st = wn && thr && wnf ? SC_OK : sc_errf(err, SC_ENOMEM, "out of memory");
     cJSON *cj = cJSON_AddObjectToObject(x->r, SRT_RT_CETT), *tl = cJSON_AddArrayToObject(cj, SRT_RT_CETT_THRESHOLDS);
     if (by_density)
         cJSON_AddNumberToObject(cj, SRT_RT_CETT_DENSITY, goal.density);
@@ -275,7 +275,7 @@ sc_status sc_routing_arrays(const sc_model *m, const sc_pack_opts *o, sc_routing
     cJSON_AddStringToObject(r, SRT_RT_CALIB_MODEL_ID, c->model_id);
     cJSON_AddStringToObject(r, SRT_RT_CALIB_DATA_ID, c->data_id);
     rt x = {m, o, sink, user, perm_all, r, malloc((size_t)m->cfg.ffn_dim * sizeof(float))};
-    if (!x.f) return sc_errf(err, SC_ENOMEM, "pack: out of memory");
+    if (!x.f) return sc_errf(err, SC_ENOMEM, "out of memory");
     sc_status st = SC_OK;
     for (size_t i = 0; i < sizeof storers / sizeof storers[0] && !st; i++) {
         const struct storer *s = &storers[i];

@@ -453,7 +453,7 @@ sc_status sc_synth_write_gguf(const sc_synth_opts *o, const char *path, const ch
     if (vocab_gguf) {
         st = copy_tokenizer_kvs(&kv, vocab_gguf, c.vocab_size, &n_kv, err);
     } else {
-        kv_str(&kv, "tokenizer.ggml.model", "no_vocab"); /* llama.cpp runs it; sparsecal then needs -t */
+        kv_str(&kv, "tokenizer.ggml.model", "no_vocab"); /* llama.cpp runs it; sparsecal then needs --tokenizer */
         n_kv++;
     }
     /* tensor infos: ne[0] is the contiguous dimension; offsets aligned */

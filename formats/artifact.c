@@ -128,7 +128,7 @@ sc_status sc_artifact_load_tokenizer(const char *path, sc_tokenizer **out, sc_er
     if (!st && !*out) {
         const cJSON *note =
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TOKENIZER), "note");
-        st = sc_errf(err, SC_EFORMAT, "%s: the artifact embeds no tokenizer%s%.300s%s; give one with -t", path,
+        st = sc_errf(err, SC_EFORMAT, "%s: the artifact embeds no tokenizer%s%.300s%s; give one with --tokenizer", path,
                      cJSON_IsString(note) ? " (" : "", cJSON_IsString(note) ? note->valuestring : "",
                      cJSON_IsString(note) ? ")" : "");
     }

@@ -361,7 +361,7 @@ static sc_status encode_shuffled(enc_ctx *c, sc_err *err) {
 sc_status sc_data_load_text(const char *path, const sc_tokenizer *tok, const sc_data_opts *o, sc_dataset *out,
                             sc_err *err) {
     memset(out, 0, sizeof *out);
-    if (!tok) return sc_errf(err, SC_EARG, "%s: text data needs a tokenizer (give -t, or use --tokens)", path);
+    if (!tok) return sc_errf(err, SC_EARG, "%s: text data needs a tokenizer (give --tokenizer, or use --tokens)", path);
     SC_TRY(sc_file_expect(path, DATA_KINDS, "text data", err));
     char *text;
     size_t len;

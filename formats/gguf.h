@@ -130,7 +130,7 @@ bool sc_gguf_ggml_dtype(uint32_t ggml_type, sc_dtype *out);
 
 /* ---- vocabulary ---- */
 /* Reads only the tokenizer (tokenizer.ggml.*) of a GGUF file, e.g. a
- * vocabulary-only file given with `-t file.gguf`: tokenizer models "llama"
+ * vocabulary-only file given with `--tokenizer file.gguf`: tokenizer models "llama"
  * (SentencePiece-style) and "gpt2" (byte-level BPE with merges); others give
  * SC_EUNSUPPORTED. */
 sc_status sc_gguf_load_tokenizer(const char *path, struct sc_tokenizer **out, sc_err *err);

@@ -370,7 +370,7 @@ static sc_status read_vocab(builder *b, bool build) {
     const char *kind;
     int len;
     if (!tokenizer_kind(b->g, &kind, &len)) {
-        if (build) snprintf(m->note, sizeof m->note, "the file carries no tokenizer; use -t or --tokens");
+        if (build) snprintf(m->note, sizeof m->note, "the file carries no tokenizer; use --tokenizer or --tokens");
         return SC_OK;
     }
     const sc_gguf_value *toks = NULL;
@@ -386,7 +386,8 @@ static sc_status read_vocab(builder *b, bool build) {
     sc_status st = build_tokenizer(b->g, kind, len, &m->tokenizer, &e);
     if (st == SC_EUNSUPPORTED) {
         const char *why = strstr(e.msg, ": ") ? strstr(e.msg, ": ") + 2 : e.msg;
-        snprintf(m->note, sizeof m->note, "tokenizer.ggml.model '%.*s': %.160s; use -t or --tokens", len, kind, why);
+        snprintf(m->note, sizeof m->note, "tokenizer.ggml.model '%.*s': %.160s; use --tokenizer or "
+            "--tokens", len, kind, why);
         return SC_OK;
     }
     if (st != SC_OK) *b->err = e;
@@ -494,7 +495,8 @@ sc_status sc_load_gguf(const char *path, sc_model **out, sc_err *err) {
     sc_model *m = NULL;
     sc_status st;
     if (sc_gguf_tensor_count(g) == 0) {
-        st = sc_errf(err, SC_EFORMAT, "%s: no tensors: vocabulary-only file (use it as a tokenizer with -t)", path);
+        st = sc_errf(err, SC_EFORMAT, "%s: no tensors: vocabulary-only file (use it as a tokenizer with "
+            "--tokenizer)", path);
         goto done;
     }
     m = sc_model_new(path, "gguf");

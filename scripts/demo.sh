@@ -22,23 +22,23 @@ trap 'rm -rf "$OUT"' EXIT
 t0=$(date +%s.%N)
 
 echo "== 1. the model"
-$SC info -m "$MODEL" -t "$TOK"
+$SC info -m "$MODEL" --tokenizer "$TOK"
 
 echo
 echo "== 2. calibrate: CLAWS saliency (forward + backward) and CATS statistics on the first $NCAL documents"
-$SC compute -m "$MODEL" -t "$TOK" -f "$TEXT" --max-docs "$NCAL" --method claws,cats -o "$OUT/model.scal"
+$SC compute -m "$MODEL" --tokenizer "$TOK" -f "$TEXT" --max-docs "$NCAL" --method claws,cats -o "$OUT/model.scal"
 
 echo
 echo "== 3. evaluate on the next $NEVAL (held-out) documents: dense, CATS and CLAWS at density $DENSITY"
-$SC eval -m "$MODEL" -t "$TOK" -f "$TEXT" --skip-docs "$NCAL" --max-docs "$NEVAL" --method dense 2>/dev/null
+$SC eval -m "$MODEL" --tokenizer "$TOK" -f "$TEXT" --skip-docs "$NCAL" --max-docs "$NEVAL" --method dense 2>/dev/null
 for m in cats claws; do
-  $SC eval -m "$MODEL" -t "$TOK" -f "$TEXT" --skip-docs "$NCAL" --max-docs "$NEVAL" --calib "$OUT/model.scal" \
+  $SC eval -m "$MODEL" --tokenizer "$TOK" -f "$TEXT" --skip-docs "$NCAL" --max-docs "$NEVAL" --calib "$OUT/model.scal" \
     --method "$m" --density "$DENSITY" 2>/dev/null
 done
 
 echo
 echo "== 4. pack: kmi4 (4-bit, row-sparse friendly) with the CLAWS router at density $DENSITY"
-$SC pack -m "$MODEL" -t "$TOK" --calib "$OUT/model.scal" --layout kmi4 --method claws --density "$DENSITY" \
+$SC pack -m "$MODEL" --tokenizer "$TOK" --calib "$OUT/model.scal" --layout kmi4 --method claws --density "$DENSITY" \
   -o "$OUT/model.spk" 2>&1 | tail -1
 $SC ppl -m "$OUT/model.spk" -f "$TEXT" --skip-docs "$NCAL" --max-docs "$NEVAL" 2>/dev/null | sed 's/^/artifact, dense: /'
 
@@ -47,8 +47,8 @@ echo "== 5. run: decode up to 500 tokens from the artifact, dense and with the C
 for m in dense claws; do
   best=""
   for i in 1 2 3; do
-    line=$($SC run --artifact "$OUT/model.spk" -p "Once upon a time" --method "$m" --density "$DENSITY" -n 512 \
-           --temperature 0 2>&1 >/dev/null | grep '^run:')
+    line=$($SC run -m "$OUT/model.spk" -p "Once upon a time" --method "$m" --density "$DENSITY" -n 500 -t 1 \
+           --temp 0 2>&1 >/dev/null | grep '^run:')
     rate=$(sed -n 's/.*(\([0-9.]*\) tok\/s).*/\1/p' <<<"$line")
     if [ -z "$best" ] || awk "BEGIN{exit !($rate > $best)}"; then best=$rate; bestline=$line; fi
   done
@@ -59,6 +59,6 @@ echo " real-shape decode speed, dense and sparse, is in docs/PERFORMANCE.md and 
 
 echo
 echo "== 6. the sparse artifact writes (CLAWS, density $DENSITY, greedy)"
-$SC run --artifact "$OUT/model.spk" -p "Once upon a time" --method claws --density "$DENSITY" -n 96 --temperature 0 2>/dev/null
+$SC run -m "$OUT/model.spk" -p "Once upon a time" --method claws --density "$DENSITY" -n 96 --temp 0 2>/dev/null
 echo
 awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "demo finished in %.1f s\n", b - a}'

@@ -38,7 +38,7 @@ for l in f32 q8_0 q4_0 kmi4 zigzag; do
 done
 "$SC" pack -m "$T/m" --layout kmi4 --calib "$T/all.scal" --method cett -o "$OUT/spk/synth_cett.spk" -q
 "$SC" pack -m "$T/m" --layout zigzag --calib "$OUT/scal/larosa.scal" --method larosa -o "$OUT/spk/synth_larosa.spk" -q
-"$SC" pack -m "$A/models/stories260K.bin" -t "$A/models/tok512.bin" --layout q4_0 -o "$OUT/spk/stories_q4_0.spk" -q
+"$SC" pack -m "$A/models/stories260K.bin" --tokenizer "$A/models/tok512.bin" --layout q4_0 -o "$OUT/spk/stories_q4_0.spk" -q
 
 # GGUF and safetensors: the small files the format tests write (tiny models in every dtype and
 # family, vocabularies, crafted hostile headers), kept by SC_KEEP_TMP in a directory of our own

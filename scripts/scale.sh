@@ -84,17 +84,17 @@ EOF
 }
 
 T=(--threads "$THREADS")
-step compute_claws "$S" compute -m "$M" --tokens "$TOK" --seq-len "$SEQ_LEN" --method claws -o "$W/claws.scal" "${T[@]}" --json
+step compute_claws "$S" compute -m "$M" --tokens "$TOK" --ctx-size "$SEQ_LEN" --method claws -o "$W/claws.scal" "${T[@]}" --json
 # TEAL's greedy allocation re-runs a layer on its sample ~100 times per projection (hours per
 # layer at 8B on 2 cores): the statistics are measured here, the allocation is left out
-step compute_cats_larosa_teal_cett "$S" compute -m "$M" --tokens "$TOK" --seq-len "$SEQ_LEN" \
+step compute_cats_larosa_teal_cett "$S" compute -m "$M" --tokens "$TOK" --ctx-size "$SEQ_LEN" \
   --method cats,larosa,teal,cett --params teal_greedy=0 -o "$W/stats.scal" "${T[@]}" --json
-step eval_cats "$S" eval -m "$M" --tokens "$TOK" --ctx "$SEQ_LEN" --method cats --density 0.5 "${T[@]}" --json
-step ppl "$S" ppl -m "$M" --tokens "$TOK" --ctx "$SEQ_LEN" "${T[@]}" --json
+step eval_cats "$S" eval -m "$M" --tokens "$TOK" --ctx-size "$SEQ_LEN" --method cats --density 0.5 "${T[@]}" --json
+step ppl "$S" ppl -m "$M" --tokens "$TOK" --ctx-size "$SEQ_LEN" "${T[@]}" --json
 step pack_q4_0 "$S" pack -m "$M" --layout q4_0 -o "$W/model-q4_0.spk" "${T[@]}" --json
 step pack_kmi4 "$S" pack -m "$M" --layout kmi4 --calib "$W/claws.scal" --method claws --density 0.5 \
   -o "$W/model-kmi4.spk" "${T[@]}" --json
-step run_kmi4 "$S" run -m "$W/model-kmi4.spk" -n 64 --temperature 0 --seed 1 "${T[@]}" --json
+step run_kmi4 "$S" run -m "$W/model-kmi4.spk" -n 64 --temp 0 --seed 1 "${T[@]}" --json
 
 echo
 echo "| step | exit | wall s | tokens/s | peak RssAnon MiB | budget MiB | peak VmRSS MiB | load |"

@@ -19,9 +19,9 @@ cmake --install "$B" --prefix "$P" >/dev/null
 [ -f "$P/$PYDIR/sparsecal/__init__.py" ] && [ -f "$P/$PYDIR/sparsecal/_where.py" ] || fail "no package in $P/$PYDIR"
 S=$P/bin/sparsecal M=$A/models/stories260K.bin T=$A/models/tok512.bin X=$A/text/tinystories_valid_a.txt
 [ -f "$M" ] || fail "assets not found in $A (set SPARSECAL_ASSETS)"
-"$S" compute -m "$M" -t "$T" -f "$X" --max-docs 20 --method claws -o "$d/c.scal" -q
-"$S" pack -m "$M" -t "$T" --calib "$d/c.scal" --layout kmi4 --method claws --density 0.5 -o "$d/m.spk" -q 2>/dev/null
-want=$("$S" run --artifact "$d/m.spk" -p "Once upon a time" -n 40 --temperature 0 --threads 1 --json 2>/dev/null |
+"$S" compute -m "$M" --tokenizer "$T" -f "$X" --max-docs 20 --method claws -o "$d/c.scal" -q
+"$S" pack -m "$M" --tokenizer "$T" --calib "$d/c.scal" --layout kmi4 --method claws --density 0.5 -o "$d/m.spk" -q 2>/dev/null
+want=$("$S" run --artifact "$d/m.spk" -p "Once upon a time" --steps 40 --temp 0 --threads 1 --json 2>/dev/null |
        grep -o '"tokens":\[[0-9,]*\]')
 got=$(cd "$d" && env -u SPARSERT_LIB -u SPARSECAL_CLI -u SPARSECAL_BUILD LD_PRELOAD="$PRELOAD" PATH=/usr/bin:/bin \
       PYTHONPATH="$P/$PYDIR" "$PY" -c '

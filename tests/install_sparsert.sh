@@ -3,7 +3,7 @@
 # (tests/install/decode.c) built against the installed libsparsert three ways:
 # pkg-config (shared), and the CMake package's sparsert::sparsert (shared) and
 # sparsert::sparsert_static. Each decodes greedily from an artifact packed by
-# the installed sparsecal and must print the ids `sparsecal run --temperature 0`
+# the installed sparsecal and must print the ids `sparsecal run --temp 0`
 # prints for the same prompt.
 #   tests/install_sparsert.sh BUILD_DIR SOURCE_DIR ASSETS_DIR CC [EXTRA_CFLAGS]
 set -euo pipefail
@@ -30,10 +30,10 @@ done
 
 M=$A/models/stories260K.bin T=$A/models/tok512.bin X=$A/text/tinystories_valid_a.txt
 [ -f "$M" ] || fail "assets not found in $A (set SPARSECAL_ASSETS)"
-"$S" compute -m "$M" -t "$T" -f "$X" --max-docs 20 --method claws -o "$d/c.scal" -q
-"$S" pack -m "$M" -t "$T" --calib "$d/c.scal" --layout kmi4 --method claws --density 0.5 -o "$d/m.spk" -q 2>/dev/null
+"$S" compute -m "$M" --tokenizer "$T" -f "$X" --max-docs 20 --method claws -o "$d/c.scal" -q
+"$S" pack -m "$M" --tokenizer "$T" --calib "$d/c.scal" --layout kmi4 --method claws --density 0.5 -o "$d/m.spk" -q 2>/dev/null
 STEPS=40
-json=$("$S" run --artifact "$d/m.spk" -p "Once upon a time" -n $STEPS --temperature 0 --json 2>/dev/null)
+json=$("$S" run --artifact "$d/m.spk" -p "Once upon a time" --steps $STEPS --temp 0 --json 2>/dev/null)
 want=$(grep -o '"tokens":\[[0-9,]*\]' <<<"$json" | tr -dc '0-9,' | tr , ' ')
 np=$(grep -o '"prompt_tokens":[0-9]*' <<<"$json" | cut -d: -f2)
 [ -n "$want" ] && [ -n "$np" ] || fail "no tokens in run --json: $json"

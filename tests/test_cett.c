@@ -230,14 +230,15 @@ int main(void) {
     /* 4. the CLI: compute, eval (every method at sparsity 0 equals dense), diag */
     {
         char M[4200];
-        snprintf(M, sizeof M, "%s compute -m %s -t %s", SC_CLI_PATH, bin, tokp);
+        snprintf(M, sizeof M, "%s compute -m %s --tokenizer %s", SC_CLI_PATH, bin, tokp);
         const char *pc = sc_tmp_path("all.scal");
         CHECK(sc_run(M, NULL, 0) == 2);
         char cmd[16384];
-        snprintf(cmd, sizeof cmd, "%s compute -m %s -t %s -f %s --max-docs 40 --method claws,larosa,cett,clada -o %s -q",
+        snprintf(cmd, sizeof cmd, "%s compute -m %s --tokenizer %s -f %s --max-docs 40 --method "
+            "claws,larosa,cett,clada -o %s -q",
                  SC_CLI_PATH, bin, tokp, text, pc);
         CHECK(sc_run(cmd, out, sizeof out) == 0);
-        snprintf(cmd, sizeof cmd, "%s eval -m %s -t %s -f %s --json -q", SC_CLI_PATH, bin, tokp, sample);
+        snprintf(cmd, sizeof cmd, "%s eval -m %s --tokenizer %s -f %s --json -q", SC_CLI_PATH, bin, tokp, sample);
         CHECK(sc_run(cmd, out, sizeof out) == 0);
         cJSON *j = cJSON_Parse(out);
         double dense = cJSON_GetObjectItem(j, "ppl")->valuedouble;
@@ -246,7 +247,7 @@ int main(void) {
         const char *runs[5][2] = {{"larosa", "--density 1"}, {"cett", "--params target=0"}, {"clada", "--params target=0"},
                                   {"cett", "--density 1"}, {"clada", "--density 1"}};
         for (int i = 0; i < 5; i++) {
-            snprintf(cmd, sizeof cmd, "%s eval -m %s -t %s -f %s --calib %s --method %s %s --json -q",
+            snprintf(cmd, sizeof cmd, "%s eval -m %s --tokenizer %s -f %s --calib %s --method %s %s --json -q",
                      SC_CLI_PATH, bin, tokp, sample, pc, runs[i][0], runs[i][1]);
             CHECK(sc_run(cmd, out, sizeof out) == 0);
             j = cJSON_Parse(out);
@@ -254,7 +255,8 @@ int main(void) {
                       "%s: %s", runs[i][0], out);
             cJSON_Delete(j);
         }
-        snprintf(cmd, sizeof cmd, "%s diag -m %s -t %s -f %s --calib %s --crot-seqs 10 --max-tokens 300 --json -q",
+        snprintf(cmd, sizeof cmd, "%s diag -m %s --tokenizer %s -f %s --calib %s --crot-seqs 10 --max-tokens 300 "
+            "--json -q",
                  SC_CLI_PATH, bin, tokp, text, pc);
         CHECK(sc_run(cmd, out, sizeof out) == 0);
         j = cJSON_Parse(out);
@@ -268,7 +270,7 @@ int main(void) {
         cJSON_Delete(j);
         /* --dump-ranks: per (family, layer, token) both rank columns are permutations of k / (n - 1) */
         const char *dp = sc_tmp_path("ranks.csv");
-        snprintf(cmd, sizeof cmd, "%s diag -m %s -t %s -f %s --calib %s --crot-seqs 10 --max-tokens 300 -q "
+        snprintf(cmd, sizeof cmd, "%s diag -m %s --tokenizer %s -f %s --calib %s --crot-seqs 10 --max-tokens 300 -q "
                                   "--dump-ranks %s --dump-tokens 3 > /dev/null",
                  SC_CLI_PATH, bin, tokp, text, pc, dp);
         CHECK(sc_run(cmd, out, sizeof out) == 0);
@@ -302,7 +304,7 @@ int main(void) {
             CHECK_MSG(ok && groups == 2 * 3 * m->cfg.n_layers && rows == 3 * m->cfg.n_layers * (m->cfg.dim + m->cfg.ffn_dim) &&
                       moved > 0, "%lld groups, %lld rows", groups, rows);
         }
-        snprintf(cmd, sizeof cmd, "%s diag -m %s -t %s -f %s --calib %s 2>&1", SC_CLI_PATH, bin, tokp, text,
+        snprintf(cmd, sizeof cmd, "%s diag -m %s --tokenizer %s -f %s --calib %s 2>&1", SC_CLI_PATH, bin, tokp, text,
                  sc_tmp_path("ca.scal"));
         CHECK(sc_run(cmd, out, sizeof out) == 2 && strstr(out, "claws"));
     }

@@ -75,13 +75,13 @@ int main(void) {
             CHECK(strcmp(core->valuestring, strstr(feat->valuestring, "avx512bw") ? "SkylakeX" : "Haswell") == 0);
     }
     cJSON_Delete(ij);
-    CHECK(run("%s ppl -m %s --ctx abc 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
-    CHECK(run("%s ppl -m %s --ctx 1 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
+    CHECK(run("%s ppl -m %s --ctx-size abc 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
+    CHECK(run("%s ppl -m %s --ctx-size 1 2>&1%s", bin, 0, 0) == 2 && count_lines(out) == 1);
     CHECK(run("%s ppl -m /nonexistent/model.bin -f %s 2>&1%s", valid, 0, 0) == 2);
     CHECK(count_lines(out) == 1 && strstr(out, "/nonexistent/model.bin"));
-    CHECK(run("%s ppl -m %s -t %s -f /nonexistent.txt 2>&1", bin, tok, 0) == 2 && count_lines(out) == 1);
+    CHECK(run("%s ppl -m %s --tokenizer %s -f /nonexistent.txt 2>&1", bin, tok, 0) == 2 && count_lines(out) == 1);
     CHECK(run("%s ppl -m %s -f %s 2>&1", bin, valid, 0) == 2); /* a .bin has no tokenizer: say so */
-    CHECK(strstr(out, "-t") != NULL && count_lines(out) == 1);
+    CHECK(strstr(out, "--tokenizer") != NULL && count_lines(out) == 1);
 
     /* a corrupt model: one line naming the file, non-zero exit */
     const char *bad = sc_tmp_path("bad.gguf");
@@ -97,7 +97,7 @@ int main(void) {
     const char *models[][2] = {{bin, tok}, {gguf, NULL}};
     for (int i = 0; i < 2; i++) {
         char tokopt[4200] = "";
-        if (models[i][1]) snprintf(tokopt, sizeof tokopt, "-t %s", models[i][1]);
+        if (models[i][1]) snprintf(tokopt, sizeof tokopt, "--tokenizer %s", models[i][1]);
         CHECK(run("%s ppl -m %s %s -f %s --json -q", models[i][0], tokopt, valid) == 0);
         cJSON *j = cJSON_Parse(out);
         CHECK(j != NULL);
@@ -122,9 +122,9 @@ int main(void) {
 
     /* greedy generation from BOS reproduces the oracle's text */
     const cJSON *gt = cJSON_GetObjectItemCaseSensitive(fx, "greedy_text");
-    CHECK(run("%s generate -m %s -t %s --temperature 0 2>/dev/null", bin, tok, 0) == 0);
+    CHECK(run("%s generate -m %s --tokenizer %s --temp 0 2>/dev/null", bin, tok, 0) == 0);
     CHECK(cJSON_IsString(gt) && strncmp(out, gt->valuestring, strlen(gt->valuestring)) == 0);
-    CHECK(run("%s generate -m %s --temperature 0 -n 64 --json%s", gguf, 0, 0) == 0);
+    CHECK(run("%s generate -m %s --temp 0 -n 64 --json%s", gguf, 0, 0) == 0);
     j = cJSON_Parse(out);
     const cJSON *txt = cJSON_GetObjectItemCaseSensitive(j, "text");
     CHECK(cJSON_IsString(txt) && strlen(txt->valuestring) > 20 &&
@@ -132,9 +132,9 @@ int main(void) {
     CHECK(json_num(j, "generated_tokens") == 64); /* llama2.c: positions 0..63 fed, 64 sampled */
     cJSON_Delete(j);
     /* sampling is reproducible for a seed */
-    CHECK(run("%s generate -m %s --seed 42 -n 80 --temperature 0.9 2>/dev/null%s", gguf, 0, 0) == 0);
+    CHECK(run("%s generate -m %s --seed 42 -n 80 --temp 0.9 2>/dev/null%s", gguf, 0, 0) == 0);
     char *first = strdup(out);
-    CHECK(run("%s generate -m %s --seed 42 -n 80 --temperature 0.9 2>/dev/null%s", gguf, 0, 0) == 0);
+    CHECK(run("%s generate -m %s --seed 42 -n 80 --temp 0.9 2>/dev/null%s", gguf, 0, 0) == 0);
     CHECK(strcmp(first, out) == 0);
     free(first);
 

@@ -40,17 +40,20 @@ int main(void) {
     if (!bin || !tok || !text || !valid) return sc_test_finish();
     const char *S = SC_CLI_PATH;
     char M[4200];
-    snprintf(M, sizeof M, "-m %s -t %s", bin, tok);
+    snprintf(M, sizeof M, "-m %s --tokenizer %s", bin, tok);
     const char *one = sc_tmp_path("one.scal"), *a = sc_tmp_path("a.scal"), *b = sc_tmp_path("b.scal"),
                *ab = sc_tmp_path("ab.scal");
 
     /* compute: one run and two shards, merged */
-    CHECK(run("%s compute %s -f %s --method claws,cats --seqs 24 --seq-len 96 -o %s -q --json", S, M, valid, one) == 0);
+    CHECK(run("%s compute %s -f %s --method claws,cats --max-docs 24 --ctx-size 96 -o %s -q --json", S, M, valid,
+        one) == 0);
     cJSON *j = cJSON_Parse(out);
     CHECK(j && num(j, "sequences") == 24 && num(j, "tokens") > 100);
     cJSON_Delete(j);
-    CHECK(run("%s compute %s -f %s --method claws,cats --seqs 24 --seq-len 96 --shard 0/2 -o %s -q", S, M, valid, a) == 0);
-    CHECK(run("%s compute %s -f %s --method claws,cats --seqs 24 --seq-len 96 --shard 1/2 -o %s -q", S, M, valid, b) == 0);
+    CHECK(run("%s compute %s -f %s --method claws,cats --max-docs 24 --ctx-size 96 --shard 0/2 -o %s "
+        "-q", S, M, valid, a) == 0);
+    CHECK(run("%s compute %s -f %s --method claws,cats --max-docs 24 --ctx-size 96 --shard 1/2 -o %s "
+        "-q", S, M, valid, b) == 0);
     CHECK(run("%s merge %s %s -o %s --json", S, a, b, ab) == 0);
     j = cJSON_Parse(out);
     CHECK(j && num(j, "sequences") == 24);
@@ -96,7 +99,8 @@ int main(void) {
     CHECK(run("%s compute %s -f %s --method nope -o %s 2>&1", S, M, text, sc_tmp_path("n.scal")) == 2);
     CHECK(run("%s compute %s -f %s --method claws --shard 2/2 -o %s 2>&1", S, M, text, sc_tmp_path("n.scal")) == 2);
     CHECK(run("%s compute %s -f %s --method claws --layers 3:9 -o %s 2>&1", S, M, text, sc_tmp_path("n.scal")) == 2);
-    CHECK(run("%s compute %s -f %s --method claws --loss distill --student cats --student-density 0.5 --seqs 3 -o %s -q",
+    CHECK(run("%s compute %s -f %s --method claws --loss distill --student cats --student-density 0.5 --max-docs 3 "
+        "-o %s -q",
               S, M, text, sc_tmp_path("d.scal")) == 0);
 
     /* inspect and verify read the file */

@@ -69,15 +69,17 @@ int main(void) {
     const char *base = sc_tmp_path("base.scal"), *meth = sc_tmp_path("meth.scal"), *lay = sc_tmp_path("lay.scal");
     const char *seq = sc_tmp_path("seq.scal"), *data = sc_tmp_path("data.scal"), *merged = sc_tmp_path("m.scal");
     const char *common = "--method claws,cats -q";
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 %s -o %s", M, T, X, common, base);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 %s -o %s", M, T, X, common, base);
     CHECK(cli(a) == 0);
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 --method claws -q -o %s", M, T, X, meth);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 --method claws -q -o %s", M, T, X, meth);
     CHECK(cli(a) == 0);
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 %s --layers 0:2 -o %s", M, T, X, common, lay);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 %s --layers 0:2 -o %s", M, T, X, common,
+        lay);
     CHECK(cli(a) == 0);
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 6 %s --seq-len 64 -o %s", M, T, X, common, seq);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 6 %s --ctx-size 64 -o %s", M, T, X, common,
+        seq);
     CHECK(cli(a) == 0);
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --max-docs 5 %s -o %s", M, T, X, common, data);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --max-docs 5 %s -o %s", M, T, X, common, data);
     CHECK(cli(a) == 0);
     char want[1024];
     snprintf(a, sizeof a, "merge %s %s -o %s", base, meth, merged);
@@ -94,23 +96,23 @@ int main(void) {
     says(a, 2, "shard 0/1 is already included; it would be counted twice");
 
     /* library failures reach the user with the command named once */
-    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --max-docs 2 --method teal", M, T, X);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --max-docs 2 --method teal", M, T, X);
     says(a, 2, "method teal needs a calibration file (--calib)");
-    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --max-docs 2 --method cett", M, T, X);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --max-docs 2 --method cett", M, T, X);
     says(a, 2, "method cett needs a calibration file (--calib)");
-    snprintf(a, sizeof a, "pack -m %s -t %s --method larosa --density 0.5 -o %s", M, T, sc_tmp_path("x.spk"));
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --method larosa --density 0.5 -o %s", M, T, sc_tmp_path("x.spk"));
     says(a, 2, "--method larosa needs a calibration file with larosa statistics (--calib)");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method nope -o %s", M, T, X, sc_tmp_path("x.scal"));
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method nope -o %s", M, T, X, sc_tmp_path("x.scal"));
     says(a, 2, "unknown method 'nope'");
-    snprintf(a, sizeof a, "diag -m %s -t %s -f %s --max-docs 2 --calib %s", M, T, X, base);
+    snprintf(a, sizeof a, "diag -m %s --tokenizer %s -f %s --max-docs 2 --calib %s", M, T, X, base);
     says(a, 2, "the calibration file needs claws and larosa statistics");
     snprintf(a, sizeof a, "synth --dim 63 --heads 2 -o %s", sc_tmp_path("syn"));
     says(a, 2, "dim 63 is not a multiple of n_heads 2");
-    snprintf(a, sizeof a, "generate -m %s -t %s -n 3 -p 'Once upon a time there was'", M, T);
+    snprintf(a, sizeof a, "generate -m %s --tokenizer %s --steps 3 -p 'Once upon a time there was'", M, T);
     says(a, 2, "fills all 3 steps");
 
     /* progress into a pipe: whole lines, each "ppl: i/400 sequences", the last 400/400 */
-    snprintf(a, sizeof a, "ppl -m %s -t %s -f %s --max-docs 400", M, T, X);
+    snprintf(a, sizeof a, "ppl -m %s --tokenizer %s -f %s --max-docs 400", M, T, X);
     CHECK(cli(a) == 0);
     size_t n = lines(out), prog = 0;
     const char *last = NULL;

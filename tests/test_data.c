@@ -68,7 +68,7 @@ int main(void) {
     CHECK(d.n_seqs == 3010); /* MANIFEST: the first 3,010 validation stories */
     for (size_t i = 0; i < d.n_seqs; i++) CHECK(d.seqs[i].ids[0] == 1);
     /* --skip-docs / --max-docs select a window of documents: a held-out split,
-     * in file order and after --seed shuffling alike */
+     * in file order and after --shuffle-seed shuffling alike */
     for (int shuffled = 0; shuffled < 2; shuffled++) {
         sc_data_opts w = o;
         sc_dataset all, part, tail;

@@ -8,7 +8,7 @@
  *  - the CLI names a file given in the wrong place for what it is, on one
  *    line, exit status 2: a .scal as a model, a .spk as a calibration, a
  *    model, a calibration or text as a tokenizer, a model as data, ...;
- *  - `tokenize -m MODEL -t tokenizer.bin` and `tokenize -t tokenizer.bin`. */
+ *  - `tokenize -m MODEL --tokenizer tokenizer.bin` and `tokenize --tokenizer tokenizer.bin`. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,9 +57,10 @@ int main(void) {
     const char *txt = sc_tmp_path("notes.txt"), *blank = sc_tmp_path("blank.txt"), *empty = sc_tmp_path("empty.bin");
     const char *junk = sc_tmp_path("junk.bin");
     char args[4096];
-    snprintf(args, sizeof args, "compute -m %s -t %s -f %s --max-docs 5 --method claws -q -o %s", model, tok, text, scal);
+    snprintf(args, sizeof args, "compute -m %s --tokenizer %s -f %s --max-docs 5 --method claws -q -o "
+        "%s", model, tok, text, scal);
     CHECK(cli(args) == 0);
-    snprintf(args, sizeof args, "pack -m %s -t %s --layout q8_0 -q -o %s", model, tok, spk);
+    snprintf(args, sizeof args, "pack -m %s --tokenizer %s --layout q8_0 -q -o %s", model, tok, spk);
     CHECK(cli(args) == 0);
     CHECK(sc_write_bytes(txt, "Once upon a time\nthere was a cat.\n", 34));
     const char *bl = "\n#\n\nOnce upon a time there was a cat who sat on a mat.\n"; /* 0x0A, 35, 0x0A, 10 */
@@ -131,8 +132,9 @@ int main(void) {
     snprintf(args, sizeof args, "generate -m %s", empty);
     refused(args, "is an empty file, not a model");
     snprintf(args, sizeof args, "ppl -m %s -f %s", sc_asset("tokenizers/llama2_sentencepiece/tokenizer.model"), text);
-    refused(args, "is a SentencePiece tokenizer.model (-t), not a model");
-    snprintf(args, sizeof args, "eval -m %s -t %s -f %s --calib %s --method claws --density 0.5", model, tok, text, spk);
+    refused(args, "is a SentencePiece tokenizer.model (--tokenizer), not a model");
+    snprintf(args, sizeof args, "eval -m %s --tokenizer %s -f %s --calib %s --method claws --density "
+        "0.5", model, tok, text, spk);
     snprintf(want, sizeof want, "%s is a sparsecal packed artifact (-m, run --artifact), not a calibration file", spk);
     refused(args, want);
     snprintf(args, sizeof args, "merge %s %s -o %s", scal, gguf, sc_tmp_path("x.scal"));
@@ -141,27 +143,27 @@ int main(void) {
     refused(args, "stories260K.bin is a llama2.c checkpoint (-m), not a sparsecal file (.scal or .spk)");
     snprintf(args, sizeof args, "run --artifact %s", scal);
     refused(args, "is a sparsecal calibration file (--calib), not a packed artifact");
-    snprintf(args, sizeof args, "ppl -m %s -t %s -f %s", model, txt, text);
+    snprintf(args, sizeof args, "ppl -m %s --tokenizer %s -f %s", model, txt, text);
     refused(args, "notes.txt is a text file (-f), not a tokenizer");
-    snprintf(args, sizeof args, "tokenize -t %s -p hello", scal);
+    snprintf(args, sizeof args, "tokenize --tokenizer %s -p hello", scal);
     refused(args, "is a sparsecal calibration file (--calib), not a tokenizer");
-    snprintf(args, sizeof args, "tokenize -t %s -p hello", gguf);
+    snprintf(args, sizeof args, "tokenize --tokenizer %s -p hello", gguf);
     CHECK_MSG(cli(args) == 0, "a GGUF carries its vocabulary: [%s]", out);
-    snprintf(args, sizeof args, "ppl -m %s -t %s -f %s", model, tok, model);
+    snprintf(args, sizeof args, "ppl -m %s --tokenizer %s -f %s", model, tok, model);
     refused(args, "stories260K.bin is a llama2.c checkpoint (-m), not text data");
     snprintf(args, sizeof args, "ppl -m %s --tokens %s", model, spk);
     refused(args, "is a sparsecal packed artifact (-m, run --artifact), not a file of token ids");
 
-    /* tokenize: -t with -m (the model's vocabulary size) and -t alone, the 0x0A file too */
+    /* tokenize: --tokenizer with -m (the model's vocabulary size) and --tokenizer alone, the 0x0A file too */
     char ref[256] = "";
-    snprintf(args, sizeof args, "tokenize -t %s -p 'Once upon a time'", tok);
+    snprintf(args, sizeof args, "tokenize --tokenizer %s -p 'Once upon a time'", tok);
     CHECK(cli(args) == 0 && strlen(out) > 5);
     snprintf(ref, sizeof ref, "%s", out);
-    snprintf(args, sizeof args, "tokenize -m %s -t %s -p 'Once upon a time'", model, tok);
+    snprintf(args, sizeof args, "tokenize -m %s --tokenizer %s -p 'Once upon a time'", model, tok);
     CHECK_MSG(cli(args) == 0 && !strcmp(out, ref), "[%s] vs [%s]", out, ref);
-    snprintf(args, sizeof args, "tokenize -m %s -t %s -p 'Once upon a time'", model, tok10);
+    snprintf(args, sizeof args, "tokenize -m %s --tokenizer %s -p 'Once upon a time'", model, tok10);
     CHECK_MSG(cli(args) == 0 && !strcmp(out, ref), "[%s] vs [%s]", out, ref);
-    snprintf(args, sizeof args, "tokenize -t %s -p 'Once upon a time'", spk);
+    snprintf(args, sizeof args, "tokenize --tokenizer %s -p 'Once upon a time'", spk);
     CHECK_MSG(cli(args) == 0 && !strcmp(out, ref), "the artifact's tokenizer: [%s] vs [%s]", out, ref);
     return sc_test_finish();
 }

@@ -263,7 +263,7 @@ int main(void) {
 
     /* 7. greedy generation equals greedy decoding with the reference */
     {
-        sc_gen_opts go = {200, 0.0f, 0.9f, 1};
+        sc_gen_opts go = {200, 0.0f, 0.9f, 1, 0};
         sc_gen_result gr;
         CHECK(sc_generate(m, tok, NULL, &go, NULL, &gr, &err) == SC_OK);
         int next = 1, agree = 1;

@@ -15,7 +15,7 @@
  *     beyond int64; merged shards keep model.family and model.format;
  *   - run sizes the key/value cache for -n, not for the model's context (an
  *     artifact declaring 131,072 positions), grows it on demand with the same
- *     numbers, and -n / --ctx are validated (no silent "0 = whole context");
+ *     numbers, and -n / --ctx-size are validated (no silent "0 = whole context");
  *   - run and ppl apply the same configuration rules to an artifact;
  *   - a tokenizer.bin whose every piece is empty loads and works (it used to
  *     compute NULL + 0), also through an artifact;
@@ -91,37 +91,37 @@ static void test_output_is_input(void) {
     CHECK(symlink(bin, lnk) == 0 && link(bin, hard) == 0);
 
     /* pack: the model by its own path, through a symlink, through a hard link */
-    snprintf(a, sizeof a, "pack -m %s -t %s -o %s -q", bin, tok, bin);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s -o %s -q", bin, tok, bin);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
-    snprintf(a, sizeof a, "pack -m %s -t %s -o %s -q", lnk, tok, bin);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s -o %s -q", lnk, tok, bin);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
-    snprintf(a, sizeof a, "pack -m %s -t %s -o %s -q", bin, tok, lnk);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s -o %s -q", bin, tok, lnk);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
-    snprintf(a, sizeof a, "pack -m %s -t %s -o %s -q", hard, tok, bin);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s -o %s -q", hard, tok, bin);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
     /* pack: the tokenizer */
-    snprintf(a, sizeof a, "pack -m %s -t %s -o %s -q", bin, tok, tok);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s -o %s -q", bin, tok, tok);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
     /* compute: model, data, tokenizer */
     const char *scal = sc_tmp_path("c.scal");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats -o %s -q", bin, tok, text, text);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats -o %s -q", bin, tok, text, text);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats -o %s -q", bin, tok, text, bin);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats -o %s -q", bin, tok, text, bin);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats -o %s -q", bin, tok, text, tok);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats -o %s -q", bin, tok, text, tok);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
     /* a calibration file to use as an input below */
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats -o %s -q", bin, tok, text, scal);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats -o %s -q", bin, tok, text, scal);
     CHECK_MSG(cli(a) == 0, "%s", out);
     char scal_copy[1024];
     snprintf(scal_copy, sizeof scal_copy, "%s", sc_tmp_path("c_copy.scal"));
     CHECK(copy_file(scal, scal_copy));
     /* pack --calib, merge's inputs, diag --dump-ranks onto --calib */
-    snprintf(a, sizeof a, "pack -m %s -t %s --calib %s -o %s -q", bin, tok, scal, scal);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --calib %s -o %s -q", bin, tok, scal, scal);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
     snprintf(a, sizeof a, "merge %s %s -o %s", scal, scal_copy, scal_copy);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
-    snprintf(a, sizeof a, "diag -m %s -t %s -f %s --calib %s --dump-ranks %s -q", bin, tok, text, scal, scal);
+    snprintf(a, sizeof a, "diag -m %s --tokenizer %s -f %s --calib %s --dump-ranks %s -q", bin, tok, text, scal, scal);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
     CHECK(same_bytes(scal, scal_copy));
     /* a file inside a model directory (read by the loader, not named on the command line) */
@@ -137,9 +137,9 @@ static void test_output_is_input(void) {
     CHECK(copy_file(src, st_path));
     snprintf(st_copy, sizeof st_copy, "%s", sc_tmp_path("st_copy"));
     CHECK(copy_file(st_path, st_copy));
-    snprintf(a, sizeof a, "pack -m %s -t %s -o %s -q", hf, tok, st_path);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s -o %s -q", hf, tok, st_path);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats -o %s -q", hf, tok, text, st_path);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats -o %s -q", hf, tok, text, st_path);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
     CHECK(same_bytes(st_path, st_copy));
     /* pack --lora: the adapter's weights */
@@ -163,7 +163,7 @@ static void test_output_is_input(void) {
     sc_st_writer_free(w);
     snprintf(ad_copy, sizeof ad_copy, "%s", sc_tmp_path("ad_copy"));
     CHECK(copy_file(ad_st, ad_copy));
-    snprintf(a, sizeof a, "pack -m %s -t %s --lora %s -o %s -q", bin, tok, ad, ad_st);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --lora %s -o %s -q", bin, tok, ad, ad_st);
     CHECK_REFUSED(cli(a), "refusing to overwrite an input");
     CHECK(same_bytes(ad_st, ad_copy));
     /* every input is intact */
@@ -174,14 +174,14 @@ static void test_output_is_input(void) {
     /* an existing non-regular file (a FIFO) is never replaced */
     const char *fifo = sc_tmp_path("fifo");
     CHECK(mkfifo(fifo, 0600) == 0);
-    snprintf(a, sizeof a, "pack -m %s -t %s -o %s -q", bin, tok, fifo);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s -o %s -q", bin, tok, fifo);
     CHECK_REFUSED(cli(a), "not a regular file");
     CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
 
     /* a symlinked output: the link stays, its target is replaced and keeps mode 0600 */
     const char *target = sc_tmp_path("target.spk"), *via = sc_tmp_path("via.spk");
     CHECK(sc_write_bytes(target, "old", 3) && chmod(target, 0600) == 0 && symlink("target.spk", via) == 0);
-    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", bin, tok, via);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout q8_0 -o %s -q", bin, tok, via);
     CHECK_MSG(cli(a) == 0, "%s", out);
     CHECK(lstat(via, &st) == 0 && S_ISLNK(st.st_mode));
     CHECK(lstat(target, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600 && st.st_size > 3);
@@ -189,7 +189,7 @@ static void test_output_is_input(void) {
     CHECK_MSG(cli(a) == 0, "%s", out);
     /* a new file gets 0666 less the umask */
     const char *fresh = sc_tmp_path("fresh.spk");
-    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", bin, tok, fresh);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout q8_0 -o %s -q", bin, tok, fresh);
     mode_t um = umask(022);
     CHECK_MSG(cli(a) == 0, "%s", out);
     umask(um);
@@ -239,28 +239,28 @@ static void test_nonfinite_weights(void) {
     CHECK(poison(bin, inf_wg, m->layers[2].wg, 17, INFINITY));      /* one inf in layer 2's gate */
     sc_model_free(m);
     /* the reference path: generate (sampled and greedy) and ppl */
-    snprintf(a, sizeof a, "generate -m %s -t %s -n 16 --seed 1", nan_final, tok);
+    snprintf(a, sizeof a, "generate -m %s --tokenizer %s -n 16 --seed 1", nan_final, tok);
     CHECK_REFUSED(cli(a), "NaN at position 0) first in the final RMSNorm (final_norm)");
-    snprintf(a, sizeof a, "generate -m %s -t %s -n 16 --temperature 0", nan_final, tok);
+    snprintf(a, sizeof a, "generate -m %s --tokenizer %s -n 16 --temp 0", nan_final, tok);
     CHECK_REFUSED(cli(a), "final_norm");
-    snprintf(a, sizeof a, "generate -m %s -t %s -n 16 --seed 1", inf_wg, tok);
+    snprintf(a, sizeof a, "generate -m %s --tokenizer %s -n 16 --seed 1", inf_wg, tok);
     CHECK_REFUSED(cli(a), "+inf at position 0) first in layer 2, the gate projection (wg)");
-    snprintf(a, sizeof a, "ppl -m %s -t %s -f %s -q", nan_final, tok, text);
+    snprintf(a, sizeof a, "ppl -m %s --tokenizer %s -f %s -q", nan_final, tok, text);
     CHECK_REFUSED(cli(a), "final_norm");
-    snprintf(a, sizeof a, "ppl -m %s -t %s -f %s -q", inf_wg, tok, text);
+    snprintf(a, sizeof a, "ppl -m %s --tokenizer %s -f %s -q", inf_wg, tok, text);
     CHECK_REFUSED(cli(a), "layer 2, the gate projection (wg)");
     /* the runtime: an f32 artifact carries the values as they are */
     const char *spk_nan = sc_tmp_path("nan_final.spk"), *spk_inf = sc_tmp_path("inf_wg.spk");
-    snprintf(a, sizeof a, "pack -m %s -t %s --layout f32 -o %s -q", nan_final, tok, spk_nan);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout f32 -o %s -q", nan_final, tok, spk_nan);
     CHECK_MSG(cli(a) == 0, "%s", out);
-    snprintf(a, sizeof a, "pack -m %s -t %s --layout f32 -o %s -q", inf_wg, tok, spk_inf);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout f32 -o %s -q", inf_wg, tok, spk_inf);
     CHECK_MSG(cli(a) == 0, "%s", out);
     snprintf(a, sizeof a, "run -m %s -n 8 --seed 1", spk_nan);
     CHECK_REFUSED(cli(a), "position 0: non-finite values first in the final RMSNorm (tensor final_norm)");
-    snprintf(a, sizeof a, "run -m %s -n 8 --temperature 0 -p 'Once upon'", spk_inf);
+    snprintf(a, sizeof a, "run -m %s -n 8 --temp 0 -p 'Once upon'", spk_inf);
     CHECK_REFUSED(cli(a), "position 0: non-finite values first in layer 2 MLP: the gate projection (tensor l2.wg)");
     /* a quantised artifact's final norm stays f32 */
-    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", nan_final, tok, spk_nan);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout q8_0 -o %s -q", nan_final, tok, spk_nan);
     CHECK_MSG(cli(a) == 0, "%s", out);
     snprintf(a, sizeof a, "run -m %s -n 8 --method cats --density 0.5", spk_nan);
     CHECK_REFUSED(cli(a), "final_norm");
@@ -371,10 +371,11 @@ static void test_calibration_files(void) {
     snprintf(merged, sizeof merged, "%s", sc_tmp_path("merged.scal"));
     snprintf(bad, sizeof bad, "%s", sc_tmp_path("bad.scal"));
     snprintf(bad2, sizeof bad2, "%s", sc_tmp_path("bad2.scal"));
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats -o %s -q", bin, tok, text, good);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats -o %s -q", bin, tok, text, good);
     CHECK_MSG(cli(a) == 0, "%s", out);
     for (int i = 0; i < 2; i++) {
-        snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats --shard %d/2 -o %s -q", bin, tok, text, i,
+        snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats --shard %d/2 -o %s "
+            "-q", bin, tok, text, i,
                  i ? s1 : s0);
         CHECK_MSG(cli(a) == 0, "%s", out);
     }
@@ -395,13 +396,15 @@ static void test_calibration_files(void) {
     cJSON_Delete(jm);
 
     /* the reference: eval at density 0.5 reaches about 0.5 */
-    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, good);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s "
+        "-q", bin, tok, text, good);
     CHECK_MSG(cli(a) == 0, "%s", out);
 
     /* item 3: counts that overflow int64 when summed (the threshold used to wrap and give density 1) */
     hist_edit e1 = {"cats/layer1.hist", 5, INT64_MAX / 2, false, false};
     CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e1));
-    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, bad);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s "
+        "-q", bin, tok, text, bad);
     CHECK_REFUSED(cli(a), "cats/layer1.hist");
     hist_edit e2 = {"cats/layer2.hist", 3, -7, false, false}; /* a negative count */
     CHECK(rewrite(good, bad, SRT_CT_SCAL, NULL, edit_hist, &e2));
@@ -421,7 +424,8 @@ static void test_calibration_files(void) {
     if (lay) cJSON_ReplaceItemInArray(lay, 0, cJSON_CreateNumber(1e300));
     char *mt = cJSON_PrintUnformatted(jb);
     CHECK(mt && rewrite(good, bad, SRT_CT_SCAL, mt, NULL, NULL));
-    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats-threshold --density 0.5 --calib %s -q", bin, tok, text, bad);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats-threshold --density 0.5 --calib %s "
+        "-q", bin, tok, text, bad);
     CHECK_REFUSED(cli(a), "options.layers must be two integers");
     CHECK(!strstr(out, "-9223372036854775808"));
     if (lay) cJSON_ReplaceItemInArray(lay, 0, cJSON_CreateNumber(0.5));
@@ -479,18 +483,20 @@ static void test_kv_cache(void) {
     kv = cJSON_GetObjectItem(j, "kv_cache_positions");
     CHECK_MSG(cJSON_IsNumber(kv) && kv->valuedouble == 300, "%s", out);
     cJSON_Delete(j);
-    /* options: -n 0 has no hidden meaning, -n beyond the context or --ctx is refused */
+    /* options: -n 0 has no hidden meaning, -n beyond the context or --ctx-size is refused */
     snprintf(a, sizeof a, "run -m %s -n 0", spk);
+    CHECK_REFUSED(cli(a), "-n 0 generates nothing");
+    snprintf(a, sizeof a, "run -m %s --steps 0", spk);
     CHECK_REFUSED(cli(a), "--steps 0 is out of range");
     snprintf(a, sizeof a, "run -m %s -n 200000", spk);
     CHECK_REFUSED(cli(a), "-n 200000 exceeds the model's context");
-    snprintf(a, sizeof a, "run -m %s -n 100 --ctx 64", spk);
-    CHECK_REFUSED(cli(a), "-n 100 exceeds --ctx (64 positions)");
+    snprintf(a, sizeof a, "run -m %s -n 100 --ctx-size 64", spk);
+    CHECK_REFUSED(cli(a), "-n 100 exceeds --ctx-size (64 positions)");
     const char *bin = sc_asset("models/stories260K.bin"), *tok = sc_asset("models/tok512.bin");
     if (bin && tok) {
-        snprintf(a, sizeof a, "generate -m %s -t %s -n 0", bin, tok);
-        CHECK_REFUSED(cli(a), "--steps 0 is out of range");
-        snprintf(a, sizeof a, "generate -m %s -t %s -n 513", bin, tok);
+        snprintf(a, sizeof a, "generate -m %s --tokenizer %s -n 0", bin, tok);
+        CHECK_REFUSED(cli(a), "-n 0 generates nothing");
+        snprintf(a, sizeof a, "generate -m %s --tokenizer %s -n 513", bin, tok);
         CHECK_REFUSED(cli(a), "-n 513 exceeds the model's context (512 positions)");
     }
 
@@ -535,7 +541,7 @@ static void test_config_rules(void) {
     char a[16384], spk[1024], bad[1024];
     snprintf(spk, sizeof spk, "%s", sc_tmp_path("cfg.spk"));
     snprintf(bad, sizeof bad, "%s", sc_tmp_path("cfg_bad.spk"));
-    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", bin, tok, spk);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout q8_0 -o %s -q", bin, tok, spk);
     CHECK_MSG(cli(a) == 0, "%s", out);
     const struct {
         const char *key;
@@ -589,11 +595,11 @@ static void test_empty_tokenizer(void) {
         memcpy(buf + 8 + 8 * i, &zero, 4);
     }
     CHECK(sc_write_bytes(tok, buf, sizeof buf));
-    snprintf(a, sizeof a, "generate -m %s -t %s -n 6 --seed 3", bin, tok);
+    snprintf(a, sizeof a, "generate -m %s --tokenizer %s -n 6 --seed 3", bin, tok);
     CHECK_MSG(cli(a) == 0, "%s", out);
-    snprintf(a, sizeof a, "info -m %s -t %s", bin, tok);
+    snprintf(a, sizeof a, "info -m %s --tokenizer %s", bin, tok);
     CHECK_MSG(cli(a) == 0, "%s", out);
-    snprintf(a, sizeof a, "pack -m %s -t %s --layout q8_0 -o %s -q", bin, tok, spk);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout q8_0 -o %s -q", bin, tok, spk);
     CHECK_MSG(cli(a) == 0, "%s", out);
     snprintf(a, sizeof a, "run -m %s -n 6 --seed 3", spk); /* the vocabulary read back from the artifact */
     CHECK_MSG(cli(a) == 0, "%s", out);
@@ -615,28 +621,34 @@ static void test_options(void) {
     CHECK_REFUSED(cli("bench --quick --sparsity nan"), "--sparsity wants numbers in [0, 0.99]");
     CHECK_REFUSED(cli("bench --quick --sparsity 0.5,inf"), "--sparsity");
     CHECK_REFUSED(cli("bench --quick --threads 1.5"), "--threads wants whole numbers");
-    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method cats --density nan", bin, tok, text);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method cats --density nan", bin, tok, text);
     CHECK_REFUSED(cli(a), "--density expects a number, got 'nan'");
-    snprintf(a, sizeof a, "pack -m %s -t %s --density inf -o %s", bin, tok, o);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --density inf -o %s", bin, tok, o);
     CHECK_REFUSED(cli(a), "--density expects a number, got 'inf'");
-    snprintf(a, sizeof a, "generate -m %s -t %s --temperature nan", bin, tok);
-    CHECK_REFUSED(cli(a), "--temperature expects a number");
+    snprintf(a, sizeof a, "generate -m %s --tokenizer %s --temp nan", bin, tok);
+    CHECK_REFUSED(cli(a), "--temp expects a number");
     /* unknown --params keys name the known ones; known keys still work */
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cats --params zzz=1 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cats --params zzz=1 -o %s -q", bin, tok,
+        text, o);
     CHECK_REFUSED(cli(a), "unknown key 'zzz' (known: none)");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett,coact --params tagret=0.5 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett,coact --params tagret=0.5 -o %s "
+        "-q", bin, tok, text, o);
     CHECK_REFUSED(cli(a), "unknown key 'tagret' (known: sample,stride,target,coact_sample,coact_stride,coact_density)");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett --params target=0.3,target=0.4 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target=0.3,target=0.4 -o %s "
+        "-q", bin, tok, text, o);
     CHECK_REFUSED(cli(a), "given twice");
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett --params target -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target -o %s "
+        "-q", bin, tok, text, o);
     CHECK_REFUSED(cli(a), "is not key=value");
-    snprintf(a, sizeof a, "pack -m %s -t %s --params tagret=0.5 -o %s -q", bin, tok, o);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --params tagret=0.5 -o %s -q", bin, tok, o);
     CHECK_REFUSED(cli(a), "unknown key 'tagret' (known: in,h,target,");
-    snprintf(a, sizeof a, "eval -m %s -t %s -f %s --method larosa --params grid_step=0.1,zzz=1", bin, tok, text);
+    snprintf(a, sizeof a, "eval -m %s --tokenizer %s -f %s --method larosa --params "
+        "grid_step=0.1,zzz=1", bin, tok, text);
     CHECK_REFUSED(cli(a), "unknown key 'zzz' (known: in,h,grid,grid_seqs,grid_step)");
     struct stat st;
     CHECK(stat(o, &st) != 0); /* nothing was written by any of them */
-    snprintf(a, sizeof a, "compute -m %s -t %s -f %s --method cett --params target=0.3,sample=64 -o %s -q", bin, tok, text, o);
+    snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method cett --params target=0.3,sample=64 -o %s "
+        "-q", bin, tok, text, o);
     CHECK_MSG(cli(a) == 0, "%s", out);
 }
 

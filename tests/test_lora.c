@@ -98,7 +98,8 @@ int main(void) {
     write_config(dir, "{\"r\": 4, \"lora_alpha\": 8}");
     char cmd[16384], out[4096];
     const char *p0 = sc_tmp_path("base.spk"), *p1 = sc_tmp_path("lora.spk");
-    snprintf(cmd, sizeof cmd, "%s pack -m %s -t %s --layout f32 -o %s -q && %s pack -m %s -t %s --layout f32 --lora %s -o %s -q",
+    snprintf(cmd, sizeof cmd, "%s pack -m %s --tokenizer %s --layout f32 -o %s -q && %s pack -m %s --tokenizer %s "
+        "--layout f32 --lora %s -o %s -q",
              SC_CLI_PATH, bin, tok, p0, SC_CLI_PATH, bin, tok, dir, p1);
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     sc_model *a, *b;

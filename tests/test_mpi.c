@@ -229,7 +229,8 @@ int main(void) {
     /* every method (8: claws, cats, larosa, cett, clada, teal, cwic, coact); a small TEAL sample keeps its greedy
      * curve cheap; 16 sequences of 64 tokens stay below every per-process sample cap */
     snprintf(M, sizeof M,
-             "-m %s -t %s -f %s --seqs 16 --seq-len 64 --method claws,cats,larosa,cett,clada,teal,cwic,coact "
+             "-m %s --tokenizer %s -f %s --max-docs 16 --ctx-size 64 --method "
+                 "claws,cats,larosa,cett,clada,teal,cwic,coact "
              "--params teal_seqs=2,teal_len=4 -q",
              bin, tok, text);
     const char *one = sc_tmp_path("one.scal"), *two = sc_tmp_path("mpi.scal"), *s0 = sc_tmp_path("s0.scal"),
@@ -290,7 +291,7 @@ int main(void) {
     CHECK_MSG(rc != 0 && count_lines(out, "sparsecal compute: rank 1 of 2:") == 1 &&
                   count_lines(out, "sparsecal compute:") == 1,
               "exit %d: %s", rc, out);
-    rc = run("%s -n 1 %s compute %s -o %s : -n 1 %s compute %s --seq-len 32 -o %s 2>&1", mpi, S, M, bad, S, M, bad);
+    rc = run("%s -n 1 %s compute %s -o %s : -n 1 %s compute %s --ctx-size 32 -o %s 2>&1", mpi, S, M, bad, S, M, bad);
     CHECK_MSG(rc != 0 && count_lines(out, "sparsecal compute: rank 0 of 2: rank 1's statistics do not merge with rank 0's: computed "
                                   "with other options: seq_len 32 vs 64") == 1 &&
                   count_lines(out, "sparsecal compute:") == 1,

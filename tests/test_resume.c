@@ -219,11 +219,14 @@ int main(void) {
         const char *full = sc_tmp_path("cli_full.scal"), *out = sc_tmp_path("cli.scal");
         char ck[4200], cmd[16384], outbuf[4096];
         snprintf(ck, sizeof ck, "%s.ckpt", out);
-        const char *args = "--seqs 40 --seq-len 64 --method claws,cats,cwic,cett --params stride=3 -q";
-        snprintf(cmd, sizeof cmd, "%s compute -m %s -t %s -f %s %s -o %s", SC_CLI_PATH, bin, tokp, text, args, full);
+        const char *args = "--max-docs 40 --ctx-size 64 --method claws,cats,cwic,cett --params stride=3 -q";
+        snprintf(cmd, sizeof cmd, "%s compute -m %s --tokenizer %s -f %s %s -o %s", SC_CLI_PATH, bin, tokp, text,
+            args, full);
         CHECK(sc_run(cmd, outbuf, sizeof outbuf) == 0);
-        char *argv[] = {(char *)SC_CLI_PATH, "compute", "-m", (char *)bin, "-t", (char *)tokp, "-f", (char *)text,
-                        "--seqs", "40", "--seq-len", "64", "--method", "claws,cats,cwic,cett", "--params", "stride=3",
+        char *argv[] = {(char *)SC_CLI_PATH, "compute", "-m", (char *)bin, "--tokenizer", (char *)tokp, "-f",
+            (char *)text,
+                        "--max-docs", "40", "--ctx-size", "64", "--method", "claws,cats,cwic,cett", "--params",
+                            "stride=3",
                         "-q", "--checkpoint-every", "2", "-o", (char *)out, NULL};
         bool killed = kill_when_exists(argv, ck);
         CHECK(killed);
@@ -233,13 +236,15 @@ int main(void) {
         printf("cli: killed with a checkpoint of %lld of %lld sequences\n", (long long)done, (long long)of);
         CHECK(done >= 2 && done % 2 == 0 && of == 40);
         sc_calib_free(c);
-        snprintf(cmd, sizeof cmd, "%s compute -m %s -t %s -f %s %s --checkpoint-every 2 --resume -o %s", SC_CLI_PATH, bin,
+        snprintf(cmd, sizeof cmd, "%s compute -m %s --tokenizer %s -f %s %s --checkpoint-every 2 --resume -o "
+            "%s", SC_CLI_PATH, bin,
                  tokp, text, args, out);
         CHECK(sc_run(cmd, outbuf, sizeof outbuf) == 0);
         CHECK(sc_files_equal(full, out));
         CHECK(access(ck, F_OK) != 0); /* removed on success */
         /* --resume with no checkpoint starts from the beginning (a note on stderr) */
-        snprintf(cmd, sizeof cmd, "%s compute -m %s -t %s -f %s %s --resume -o %s 2>&1", SC_CLI_PATH, bin, tokp, text,
+        snprintf(cmd, sizeof cmd, "%s compute -m %s --tokenizer %s -f %s %s --resume -o %s 2>&1", SC_CLI_PATH, bin,
+            tokp, text,
                  args, out);
         CHECK(sc_run(cmd, outbuf, sizeof outbuf) == 0 && strstr(outbuf, "starting from the first sequence"));
         CHECK(sc_files_equal(full, out));

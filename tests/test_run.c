@@ -216,7 +216,7 @@ int main(void) {
         CHECK(strcmp(srt_model_default_method(rt), "claws") == 0 && srt_model_default_density(rt) == 0.5);
         CHECK(srt_model_has_claws(rt));
         /* dense greedy vs sc_generate */
-        sc_gen_opts go = {STEPS, 0.0f, 0.9f, 1};
+        sc_gen_opts go = {STEPS, 0.0f, 0.9f, 1, 0};
         sc_gen_result gr;
         CHECK(sc_generate(ref, tok, &prompt, &go, NULL, &gr, &err) == SC_OK);
         int32_t ids[STEPS + 8];
@@ -391,12 +391,14 @@ int main(void) {
     {
         char cmd[2048], out1[8192], out2[8192];
         const char *f32 = sc_tmp_path("r_f32.spk"), *nocal = sc_tmp_path("nocal.spk");
-        snprintf(cmd, sizeof cmd, "%s run --artifact %s -p '%s' -n 80 --temperature 0 --dense 2>/dev/null", SC_CLI_PATH, f32, PROMPT);
+        snprintf(cmd, sizeof cmd, "%s run --artifact %s -p '%s' -n 80 --temp 0 --dense 2>/dev/null", SC_CLI_PATH,
+            f32, PROMPT);
         CHECK(sc_run(cmd, out1, sizeof out1) == 0);
-        snprintf(cmd, sizeof cmd, "%s generate -m %s -p '%s' -n 80 --temperature 0 2>/dev/null", SC_CLI_PATH, f32, PROMPT);
+        snprintf(cmd, sizeof cmd, "%s generate -m %s -p '%s' -n 80 --temp 0 2>/dev/null", SC_CLI_PATH, f32, PROMPT);
         CHECK(sc_run(cmd, out2, sizeof out2) == 0);
         CHECK_MSG(strcmp(out1, out2) == 0 && strlen(out1) > 100, "run: [%s]\ngenerate: [%s]", out1, out2);
-        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --temperature 0.8 --seed 7 --method claws --density 0.5 --threads 2 --json",
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --temp 0.8 --seed 7 --method claws --density 0.5 --threads 2 "
+            "--json",
                  SC_CLI_PATH, sc_tmp_path("r_kmi4.spk"));
         CHECK(sc_run(cmd, out1, sizeof out1) == 0);
         CHECK(strstr(out1, "\"method\":\"claws\"") && strstr(out1, "\"live_neurons\":86") &&
@@ -414,7 +416,7 @@ int main(void) {
         CHECK(sc_run(cmd, out1, sizeof out1) == 2);
         snprintf(cmd, sizeof cmd, "%s run -m %s 2>&1", SC_CLI_PATH, sc_tmp_path("nope.spk"));
         CHECK(sc_run(cmd, out1, sizeof out1) != 0 && strstr(out1, "nope.spk"));
-        snprintf(cmd, sizeof cmd, "%s run -m %s -n 30 --temperature 0 --isa scalar --dense 2>/dev/null", SC_CLI_PATH, f32);
+        snprintf(cmd, sizeof cmd, "%s run -m %s -n 30 --temp 0 --isa scalar --dense 2>/dev/null", SC_CLI_PATH, f32);
         CHECK(sc_run(cmd, out1, sizeof out1) == 0 && strncmp(out1, "Once upon a time", 16) == 0 && strlen(out1) > 20);
     }
 

@@ -89,13 +89,15 @@ int main(void) {
     }
     /* a small calibration, and artifacts packed from it */
     const char *scal = sc_tmp_path("c.scal"), *lscal = sc_tmp_path("l.scal");
-    CHECK_MSG(cli("compute -m %s -t %s -f %s --max-docs 20 --method claws,cats,cett -o %s -q 2>&1", bin, tokp, text,
+    CHECK_MSG(cli("compute -m %s --tokenizer %s -f %s --max-docs 20 --method claws,cats,cett -o %s -q "
+        "2>&1", bin, tokp, text,
                   scal) == 0, "%s", out);
     const char *layouts[] = {"f32", "q4_0"};
     char spk[2][4096];
     for (int li = 0; li < 2; li++) {
         snprintf(spk[li], sizeof spk[li], "%s", sc_tmp_path(li ? "q4_0.spk" : "f32.spk"));
-        CHECK_MSG(cli("pack -m %s -t %s --calib %s --layout %s --method claws --density 0.5 -o %s -q 2>&1", bin, tokp,
+        CHECK_MSG(cli("pack -m %s --tokenizer %s --calib %s --layout %s --method claws --density 0.5 -o %s -q "
+            "2>&1", bin, tokp,
                       scal, layouts[li], spk[li]) == 0, "%s", out);
     }
 
@@ -145,7 +147,7 @@ int main(void) {
 
     /* 4. refusals: one line naming what is missing, non-zero exit */
     const char *bare = sc_tmp_path("bare.spk");
-    CHECK(cli("pack -m %s -t %s --layout f32 -o %s -q 2>&1", bin, tokp, bare) == 0);
+    CHECK(cli("pack -m %s --tokenizer %s --layout f32 -o %s -q 2>&1", bin, tokp, bare) == 0);
     CHECK(cli("eval -m %s --tokens %s --method claws --density 0.5 -q 2>&1", bare, ids) == 2 &&
           strstr(out, "claws_c") && strchr(out, '\n') == out + strlen(out) - 1); /* one line */
     CHECK(cli("run --artifact %s --tokens %s --score --method cett 2>&1", bare, ids) == 2 && strstr(out, "cett_thresholds"));
@@ -185,7 +187,8 @@ int main(void) {
     }
     /* pack --method without --density says what it used */
     const char *def = sc_tmp_path("def.spk");
-    CHECK(cli("pack -m %s -t %s --calib %s --layout f32 --method cats -o %s -q 2>&1", bin, tokp, scal, def) == 0 &&
+    CHECK(cli("pack -m %s --tokenizer %s --calib %s --layout f32 --method cats -o %s -q 2>&1", bin, tokp, scal,
+        def) == 0 &&
           strstr(out, "default density 0.5"));
     CHECK(cli("eval -m %s --tokens %s --json -q 2>/dev/null", def, ids) == 0);
     j = cJSON_Parse(out);
@@ -193,8 +196,10 @@ int main(void) {
     cJSON_Delete(j);
     /* a LaRoSA-folded artifact routes with larosa (and dense) only */
     const char *lr = sc_tmp_path("lr.spk");
-    CHECK(cli("compute -m %s -t %s -f %s --max-docs 20 --method larosa -o %s -q 2>&1", bin, tokp, text, lscal) == 0);
-    CHECK_MSG(cli("pack -m %s -t %s --calib %s --layout f32 --method larosa --density 0.5 -o %s -q 2>&1", bin, tokp,
+    CHECK(cli("compute -m %s --tokenizer %s -f %s --max-docs 20 --method larosa -o %s -q 2>&1", bin, tokp, text,
+        lscal) == 0);
+    CHECK_MSG(cli("pack -m %s --tokenizer %s --calib %s --layout f32 --method larosa --density 0.5 -o %s -q "
+        "2>&1", bin, tokp,
                   lscal, lr) == 0, "%s", out);
     const char *refused[] = {"cats", "claws"};
     for (int k = 0; k < 2; k++) {

@@ -209,20 +209,23 @@ int main(void) {
 
     /* the CLI */
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "%s tokenize -t %s -p 'Hello world' --bos", SC_CLI_PATH, l3);
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s -p 'Hello world' --bos", SC_CLI_PATH, l3);
     CHECK(sc_run(cmd, out, sizeof out) == 0 && strcmp(out, "128000 9906 1917\n") == 0);
-    snprintf(cmd, sizeof cmd, "%s tokenize -t %s --decode '9906,1917'", SC_CLI_PATH, l3);
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s --decode '9906,1917'", SC_CLI_PATH, l3);
     CHECK(sc_run(cmd, out, sizeof out) == 0 && strcmp(out, "Hello world\n") == 0);
-    snprintf(cmd, sizeof cmd, "%s tokenize -t %s -f %s --bench 1 --json", SC_CLI_PATH, l3, valid);
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s -f %s --bench 1 --json", SC_CLI_PATH, l3, valid);
     CHECK(sc_run(cmd, out, sizeof out) == 0 && strstr(out, "\"encode_mb_per_s\""));
-    snprintf(cmd, sizeof cmd, "%s tokenize -t /nonexistent.json -p x 2>&1", SC_CLI_PATH);
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer /nonexistent.json -p x 2>&1", SC_CLI_PATH);
     CHECK(sc_run(cmd, out, sizeof out) == 2 && strstr(out, "/nonexistent.json"));
-    snprintf(cmd, sizeof cmd, "%s ppl -m %s -t %s -f %s --max-docs 40 --seed 7 --pack 128 --eos --json -q", SC_CLI_PATH,
+    snprintf(cmd, sizeof cmd, "%s ppl -m %s --tokenizer %s -f %s --max-docs 40 --shuffle-seed 7 --pack 128 --eos "
+        "--json -q", SC_CLI_PATH,
              model, tok512, valid);
     CHECK(sc_run(cmd, out, sizeof out) == 0 && strstr(out, "\"sequences\""));
-    snprintf(cmd, sizeof cmd, "%s ppl -m %s -t %s -f %s --chat-format nope 2>&1", SC_CLI_PATH, model, tok512, valid);
+    snprintf(cmd, sizeof cmd, "%s ppl -m %s --tokenizer %s -f %s --chat-format nope 2>&1", SC_CLI_PATH, model,
+        tok512, valid);
     CHECK(sc_run(cmd, out, sizeof out) == 2 && strstr(out, "nope"));
-    snprintf(cmd, sizeof cmd, "%s ppl -m %s -t %s -f %s --seed 0 2>&1", SC_CLI_PATH, model, tok512, valid);
+    snprintf(cmd, sizeof cmd, "%s ppl -m %s --tokenizer %s -f %s --shuffle-seed 0 2>&1", SC_CLI_PATH, model, tok512,
+        valid);
     CHECK(sc_run(cmd, out, sizeof out) == 2);
     hf_dir_tokenizer(hfm, valid);
     return sc_test_finish();

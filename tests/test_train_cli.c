@@ -87,7 +87,7 @@ int main(void) {
                *text = sc_asset("text/tinystories_valid_a.txt");
     if (!bin || !tok || !text) return sc_test_finish();
     char cmd[16384], mt[8192];
-    snprintf(mt, sizeof mt, "-m %s -t %s", bin, tok);
+    snprintf(mt, sizeof mt, "-m %s --tokenizer %s", bin, tok);
     const char *scal = sc_tmp_path("c.scal"), *ad = sc_tmp_path("ad"), *spk = sc_tmp_path("ad.spk"),
                *base = sc_tmp_path("base.spk"), *log = sc_tmp_path("ad.csv");
     /* calibrate and train on the first 8 stories */
@@ -95,7 +95,7 @@ int main(void) {
     CHECK(sc_run(cmd, NULL, 0) == 0);
     snprintf(cmd, sizeof cmd,
              "%s train %s -f %s --max-docs 8 --method claws-lora --calib %s --density 0.5 --rank 16 -o %s -n 16 "
-             "--batch 2 --grad-accum 2 --seq-len 96 --lr 1e-2 --log %s --checkpoint-every 5 --json -q",
+             "--batch 2 --grad-accum 2 -c 96 --lr 1e-2 --log %s --checkpoint-every 5 --json -q",
              SC_CLI_PATH, mt, text, scal, ad, log);
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     double kl0 = json_num(out, "kl_first"), kl1 = json_num(out, "kl_last10pct");
@@ -170,7 +170,7 @@ int main(void) {
     sc_tokenizer_free(tk);
     sc_model_free(m);
     /* run decodes from the recovered artifact */
-    snprintf(cmd, sizeof cmd, "%s run --artifact %s -p 'Once upon a time' -n 24 --temperature 0 2>/dev/null", SC_CLI_PATH,
+    snprintf(cmd, sizeof cmd, "%s run --artifact %s -p 'Once upon a time' -n 24 --temp 0 2>/dev/null", SC_CLI_PATH,
              spk);
     CHECK(sc_run(cmd, out, sizeof out) == 0 && strlen(out) > 16);
     /* refusals: one line, exit 2 */

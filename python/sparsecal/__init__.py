@@ -3,7 +3,7 @@
     import sparsecal
     ids = sparsecal.tokenize("m.spk", "Once upon a time")          # through the sparsecal command
     with sparsecal.Model("m.spk") as m:                              # the artifact's router (pack --method)
-        out = m.generate(ids, steps=64, temperature=0)              # = sparsecal run -p ... -n 64 --temperature 0
+        out = m.generate(ids, steps=64, temperature=0)              # = sparsecal run -p ... --steps 64 --temp 0
         m.set_method("cats", 0.5)
         print(m.score([out])["ppl"])                                 # = sparsecal run --score
     cal = sparsecal.Calibration("c.scal")

@@ -45,7 +45,7 @@ def tokenize(model, text, bos=True, tokenizer=None):
     overrides it), BOS first when bos."""
     args = ["tokenize", "-m", model, "-p", text, "--json"] + (["--bos"] if bos else [])
     if tokenizer:
-        args += ["-t", tokenizer]
+        args += ["--tokenizer", tokenizer]
     return json.loads(run(*args))["ids"]
 
 
@@ -53,5 +53,5 @@ def detokenize(model, ids, tokenizer=None):
     """The text of ids (BOS/EOS print as nothing)."""
     args = ["tokenize", "-m", model, "--decode", " ".join(str(int(i)) for i in ids), "--json"]
     if tokenizer:
-        args += ["-t", tokenizer]
+        args += ["--tokenizer", tokenizer]
     return json.loads(run(*args))["text"]

@@ -177,9 +177,9 @@ class Model:
 
     def generate(self, ids, steps=256, temperature=1.0, top_p=0.9, seed=None, ignore_eos=False):
         """Continues ids (BOS first, as `sparsecal tokenize --bos` gives them) until BOS or EOS is sampled or
-        `steps` positions (prompt included, llama2.c's -n; at most the context) have run; returns every id,
-        prompt first, as `sparsecal run --json` lists them in "tokens". temperature 0 is greedy; otherwise
-        top-p sampling seeded by `seed` (None: from the clock, as run without --seed)."""
+        `steps` positions (prompt included, as `sparsecal run --steps` and llama2.c's -n; at most the context)
+        have run; returns every id, prompt first, as `sparsecal run --json` lists them in "tokens".
+        temperature 0 is greedy; otherwise top-p sampling seeded by `seed` (None: from the clock, as run without --seed)."""
         a = self._ids(ids)
         steps = int(steps)
         if steps > self.max_ctx:

@@ -66,7 +66,7 @@ class TestExport(unittest.TestCase):
         if not os.path.exists(cls.M):
             raise unittest.SkipTest(f"assets not found in '{ASSETS}' (set SPARSECAL_ASSETS)")
         cls.scal, cls.out, cls.teal = f"{d}/c.scal", f"{d}/r.safetensors", f"{d}/teal"
-        sc("compute", "-m", cls.M, "-t", f"{ASSETS}/models/tok512.bin", "-f", f"{ASSETS}/text/tinystories_valid_a.txt",
+        sc("compute", "-m", cls.M, "--tokenizer", f"{ASSETS}/models/tok512.bin", "-f", f"{ASSETS}/text/tinystories_valid_a.txt",
            "--max-docs", 16, "--method", "claws,teal,larosa", "--params", "teal_greedy=0", "-o", cls.scal, "-q")
         cls.summary = json.loads(sc("export", "--calib", cls.scal, "-m", cls.M, "-o", cls.out, "--teal-dir", cls.teal,
                                     "--json"))

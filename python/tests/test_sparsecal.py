@@ -37,11 +37,11 @@ class TestSparsecal(unittest.TestCase):
             raise unittest.SkipTest(f"assets not found in '{ASSETS}' (set SPARSECAL_ASSETS)")
         cls.scal, cls.spk, cls.lr = f"{d}/c.scal", f"{d}/m.spk", f"{d}/lr.spk"
         # every method whose file holds something else: f32 samples (teal, cett), i64 histograms, [D, D] rotations
-        sc("compute", "-m", M, "-t", T, "-f", X, "--max-docs", 16, "--method", "claws,cats,larosa,teal,cett,clada,cwic",
+        sc("compute", "-m", M, "--tokenizer", T, "-f", X, "--max-docs", 16, "--method", "claws,cats,larosa,teal,cett,clada,cwic",
            "--params", "teal_greedy=0", "-o", cls.scal, "-q")
-        sc("pack", "-m", M, "-t", T, "--calib", cls.scal, "--layout", "kmi4", "--method", "claws", "--density", 0.5,
+        sc("pack", "-m", M, "--tokenizer", T, "--calib", cls.scal, "--layout", "kmi4", "--method", "claws", "--density", 0.5,
            "-o", cls.spk, "-q")
-        sc("pack", "-m", M, "-t", T, "--calib", cls.scal, "--layout", "zigzag", "--method", "larosa", "--density", 0.5,
+        sc("pack", "-m", M, "--tokenizer", T, "--calib", cls.scal, "--layout", "zigzag", "--method", "larosa", "--density", 0.5,
            "-o", cls.lr, "-q")
         cls.ids = {p: sparsecal.tokenize(cls.spk, p) for p in ("Once upon a time", "The dog ran")}
 
@@ -57,7 +57,7 @@ class TestSparsecal(unittest.TestCase):
 
     def test_tokenize_matches_run_prompt(self):
         for p, ids in self.ids.items():
-            want, j = self.run_ids(self.spk, p, "-n", len(ids), "--temperature", 0, "--threads", 1)
+            want, j = self.run_ids(self.spk, p, "-n", len(ids), "--temp", 0, "--threads", 1)
             self.assertEqual(ids, want[:j["prompt_tokens"]])
             self.assertEqual(ids[0], 1)  # BOS
         self.assertEqual(sparsecal.detokenize(self.spk, self.ids["Once upon a time"]), "Once upon a time")
@@ -67,7 +67,7 @@ class TestSparsecal(unittest.TestCase):
             self.assertEqual((m.method, m.density), ("claws", 0.5))  # the artifact's router
             for p, ids in self.ids.items():
                 got = m.generate(ids, steps=60, temperature=0)
-                want, j = self.run_ids(self.spk, p, "-n", 60, "--temperature", 0, "--threads", 1)
+                want, j = self.run_ids(self.spk, p, "--steps", 60, "--temp", 0, "--threads", 1)
                 self.assertEqual(j["method"], "claws")
                 self.assertGreater(len(want), len(ids) + 10)  # generated enough to compare
                 self.assertEqual(got, want)
@@ -77,7 +77,7 @@ class TestSparsecal(unittest.TestCase):
             for seed, temp, top_p in ((1, 1.0, 0.9), (7, 0.8, 0.9), (12345, 1.0, 1.0), (99, 1.3, 0.5)):
                 ids = self.ids["Once upon a time"]
                 got = m.generate(ids, steps=120, temperature=temp, top_p=top_p, seed=seed)
-                want, _ = self.run_ids(self.spk, "Once upon a time", "-n", 120, "--temperature", temp, "--top-p", top_p,
+                want, _ = self.run_ids(self.spk, "Once upon a time", "--steps", 120, "--temp", temp, "--top-p", top_p,
                                        "--seed", seed, "--threads", 1)
                 self.assertEqual(got, want, f"seed {seed}")
             # different seeds give different continuations (the seed reaches the sampler)
@@ -92,14 +92,14 @@ class TestSparsecal(unittest.TestCase):
                 m.set_method(method, density)
                 self.assertEqual(m.method, method)
                 got = m.generate(ids, steps=50, seed=3)
-                want, j = self.run_ids(self.spk, "The dog ran", "-n", 50, "--seed", 3, "--method", method,
+                want, j = self.run_ids(self.spk, "The dog ran", "--steps", 50, "--seed", 3, "--method", method,
                                        *([] if method == "cett" else ["--density", density]), "--threads", 2)
                 self.assertEqual(j["threads"], 2)
                 self.assertEqual(got, want, method)
         with sparsecal.Model(self.lr, threads=1) as m:  # rotations folded, column-sparse zigzag kernels
             self.assertEqual(m.method, "larosa")
             got = m.generate(ids, steps=50, seed=4)
-            want, j = self.run_ids(self.lr, "The dog ran", "-n", 50, "--seed", 4, "--threads", 1)
+            want, j = self.run_ids(self.lr, "The dog ran", "--steps", 50, "--seed", 4, "--threads", 1)
             self.assertEqual(j["method"], "larosa")
             self.assertEqual(got, want)
 
@@ -128,7 +128,7 @@ class TestSparsecal(unittest.TestCase):
                 m.set_method(method, 0.4 if method else None)
                 got = m.score(seqs, ctx=ctx)
                 args = ["run", "--artifact", self.spk, "--score", "--tokens", f"{d}/ids.txt", "--json", "--threads", 1]
-                args += (["--ctx", ctx] if ctx else []) + (["--method", method, "--density", 0.4] if method else [])
+                args += (["--ctx-size", ctx] if ctx else []) + (["--method", method, "--density", 0.4] if method else [])
                 want = json.loads(sc(*args))
                 self.assertEqual(got["n_tokens"], want["n_tokens"])
                 self.assertEqual(got["n_windows"], want["n_windows"])

@@ -73,7 +73,7 @@ tps_of() { # config index, threads
        [[ $1 == 4 ]] && meth=(--method cats --density 0.3)
        [[ $1 == 5 ]] && meth=(--method cats-threshold --density 0.5)
        [[ $NO_MMAP == 1 ]] && meth+=(--no-mmap)
-       out=$("$S" run -m "$art" -n $((NGEN + 1)) --temperature 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
+       out=$("$S" run -m "$art" -n $((NGEN + 1)) --temp 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
        grep -o '"tokens_per_second":[0-9.e+-]*' <<<"$out" | cut -d: -f2 ;;
   esac
 }

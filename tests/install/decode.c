@@ -2,7 +2,7 @@
  * libsparsert (tests/install_sparsert.sh): opens a packed artifact, routes its
  * MLPs as the artifact says (pack --method/--density), feeds the prompt ids and
  * decodes greedily until BOS/EOS or STEPS positions have run, as `sparsecal
- * run --temperature 0 -n STEPS` does. Prints every id (prompt first) on one line.
+ * run --temp 0 --steps STEPS` does. Prints every id (prompt first) on one line.
  *   decode ARTIFACT STEPS ID...          (the ids include BOS) */
 #include <stdio.h>
 #include <stdlib.h>
