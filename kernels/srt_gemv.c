@@ -98,7 +98,7 @@ static inline void split(int64_t n, int tid, int nth, int64_t *a, int64_t *b) {
 /* Position s of a list of n entries (channel idx[base + s], or base + s when
  * idx is NULL) moved forward to the start of a 32-channel block, so that no
  * block is split between threads: kmi4 sums a block's live neurons in one
- * integer sum, zigzag quantises them together. */
+ * integer sum. */
 static int64_t block_boundary(const uint32_t *idx, int64_t base, int64_t n, int64_t s) {
 #define CH(q) (idx ? (int64_t)idx[base + (q)] : base + (q))
     while (s > 0 && s < n && CH(s) / SRT_QK == CH(s - 1) / SRT_QK) s++;

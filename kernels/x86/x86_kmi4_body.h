@@ -20,12 +20,13 @@
  * prefetches the same lines of the next pass's eight vectors (and the next
  * K-block's scales) into L1 and those four passes ahead into L2. Sweeping a
  * tile across all 32 vectors of a K-block instead (the order before) ran
- * 1.2-1.3x the streaming floor dense against 1.06-1.09x now (the CLAWS
- * paper's cold 6144 -> 1536 GEMV), and a bare read of the same lines in
- * that order 1.24x against 1.08x. The
- * K-block's integer sums live in an L1 buffer between passes: the first
- * pass starts them, the last finishes them into the float outputs with the
- * scales, and a K-block of at most two quads never stores them.
+ * 1.2-1.3x the streaming floor dense against 1.06-1.11x now (the CLAWS
+ * paper's cold 6144 -> 1536 GEMV, memory quiet; both 1.13x while other
+ * processes saturated it), and a bare read of the same lines in that order
+ * 1.24x against 1.08x. The K-block's integer sums live in an L1 buffer
+ * between passes: the first pass starts them, the last finishes them into
+ * the float outputs with the scales, and a K-block of at most two quads
+ * never stores them.
  *
  * The includer defines:
  *   SRT_SFX(name)        symbol suffix
@@ -53,7 +54,8 @@
  * (enough requests in flight when the memory is slow, other processes
  * reading too) and again one pass ahead into L1. Either alone ran 1.2x the
  * floor dense and lost to the old order in turns with the machine's load;
- * both together 1.06-1.09x, 6-9% faster sparse (FAR 6 to 24 alike). */
+ * both together 1.06-1.11x with the memory quiet, 6-9% faster sparse (FAR 6
+ * to 24 alike). */
 #define KD_AHEAD 2
 #define KD_FAR 8
 
