@@ -185,8 +185,10 @@ const char *srt_model_method(const srt_model *m); /* the current router's name *
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
 /* The threshold the current threshold router applies in layer `layer`
- * (cats-threshold: tap 0, on |phi(u)|; teal: tap 0..3 = attn_in, attn_ctx,
- * mlp_in, h; < 0: dense), NAN for the other routers or bad arguments. */
+ * (cats-threshold: tap 0, on |phi(u)|; teal and teal-greedy: tap 0..3 =
+ * attn_in, attn_ctx, mlp_in, h, the threshold of the tap's first projection
+ * q, o, gate, down (srt_model_proj_threshold gives each); < 0: dense), NAN
+ * for the other routers or bad arguments. */
 float srt_model_threshold(const srt_model *m, int64_t layer, int tap);
 /* Projection proj's (SRT_PROJ_*) input threshold under teal or teal-greedy, NAN otherwise. */
 float srt_model_proj_threshold(const srt_model *m, int64_t layer, int proj);
