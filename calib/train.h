@@ -16,6 +16,7 @@
 #ifndef SC_TRAIN_H
 #define SC_TRAIN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -91,15 +92,17 @@ typedef struct sc_distill sc_distill;
  * of logits (at most 64 MiB each) instead of two [max_ctx x vocab] ones. */
 sc_status sc_distill_create(const sc_model *m, int64_t max_ctx, sc_distill **out, sc_err *err);
 void sc_distill_free(sc_distill *d);
-/* The sums over t < n - 1 of KL(student || teacher) (*kl) and of the
- * next-token cross-entropy (*ce) for the last window ids[0..n) run on the
- * chunked training workspace f (the student, sc_forward_create_train_ex with
- * SC_TRAIN_CHUNKED_LOSS), the teacher given by its final norm output on the
- * same ids, teacher_xn [n, dim] (sc_forward_final_norm). With backward, then
- * the backward pass of f from the loss KL + w CE, with gradient hooks as
- * sc_backward_run's. The same quantities as sc_loss_distill on full logits. */
+/* The sums over t < n - 1 of KL(student || teacher) (*kl), KL(teacher ||
+ * student) (*fkl) and the next-token cross-entropy (*ce) for the last window
+ * ids[0..n) run on the chunked training workspace f (the student,
+ * sc_forward_create_train_ex with SC_TRAIN_CHUNKED_LOSS), the teacher given
+ * by its final norm output on the same ids, teacher_xn [n, dim]
+ * (sc_forward_final_norm). With backward, then the backward pass of f from
+ * the loss KL + fw FKL + w CE, with gradient hooks as sc_backward_run's.
+ * With fw = 0, the same quantities as sc_loss_distill on full logits. */
 sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, int64_t n, const float *teacher_xn,
-                            double w, const sc_hooks *hooks, bool backward, double *kl, double *ce, sc_err *err);
+                            double w, double fw, const sc_hooks *hooks, bool backward, double *kl, double *fkl,
+                            double *ce, sc_err *err);
 
 /* ---- one sequence: loss and gradient --------------------------------------- */
 
@@ -122,8 +125,9 @@ typedef void (*sc_mask_fn)(void *user, int64_t layer, int64_t pos, const float *
 void sc_lora_student_observe(sc_lora_student *s, sc_mask_fn fn, void *user);
 
 typedef struct sc_window_loss {
-    double loss;      /* sum over scored positions of KL(student || teacher) + ce_weight * CE */
-    double kl, ce;    /* the two sums */
+    double loss;      /* sum over scored positions of KL(student || teacher) + fkl_weight * KL(teacher ||
+                         student) + ce_weight * CE */
+    double kl, fkl, ce; /* the three sums (fkl: 0 for the LoRA student) */
     int64_t scored;   /* positions scored: n - 1 */
     double mask_sum;  /* sum of every mask value of every layer and position */
     int64_t mask_rows;/* (layer, position) pairs masked */
@@ -200,6 +204,8 @@ void sc_adamw_step(float *p, const float *g, float *m, float *v, size_t n, doubl
 typedef struct sc_train_step {
     double loss, kl, ce, density, lr, tau;
     int64_t tokens; /* tokens run (teacher and student each) */
+    double fkl;     /* cwic: KL(teacher || student) per token (kl is KL(student || teacher)) */
+    double apr, apr_target, ap_loss; /* cwic: the step's active-parameter reduction, its target, (min(APR - target, 0))^2 */
 } sc_train_step;
 
 typedef struct sc_train_result {
@@ -211,6 +217,40 @@ typedef struct sc_train_result {
     sc_train_step *history; /* [steps]: every step, a resumed run's earlier ones from the checkpoint */
 } sc_train_result;
 void sc_train_result_free(sc_train_result *r);
+
+/* ---- the shared loop: data order, schedules, progress, checkpoints ---------- */
+
+/* A checkpointed array of a trainer (parameters, optimizer moments). */
+typedef struct sc_train_tensor {
+    const char *name;
+    float *data;
+    size_t n;
+    bool nonneg; /* a second moment: a checkpoint holding a negative value is refused */
+} sc_train_tensor;
+
+/* What a trainer plugs into sc_train_run. Per step k the loop sets h->lr
+ * (sc_train_lr), calls begin, then window for each of the step's
+ * batch x grad_accum sequences (in the seeded order), sets h->loss, kl, fkl
+ * and ce to the means over the step's scored positions of the sums in
+ * sc_window_loss, and calls update with the step's sums (AdamW step
+ * t = k + 1; the task may add to h->loss and sets its own columns). */
+typedef struct sc_train_task {
+    void *user;
+    const char *run; /* the task's options as JSON members ("\"rank\":64,..."): part of a checkpoint's identity */
+    const sc_train_tensor *state;
+    size_t n_state;
+    void (*begin)(void *user, int64_t k, sc_train_step *h);
+    sc_status (*window)(void *user, const int32_t *ids, int64_t n, sc_window_loss *out, sc_err *err);
+    sc_status (*update)(void *user, int64_t k, const sc_window_loss *sum, sc_train_step *h, sc_err *err);
+    void (*describe)(void *user, const sc_train_step *h, char *buf, size_t cap); /* the progress line's text */
+} sc_train_task;
+
+/* The longest sequence the loop hands a task (the workspace a task creates). */
+int64_t sc_train_window_cap(const sc_model *m, const sc_dataset *d, const sc_train_opts *o);
+/* Runs o->steps steps of tk over the sequences of d (checkpoints, resume and
+ * progress as o says). */
+sc_status sc_train_run(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, const sc_train_task *tk,
+                       sc_train_result *res, sc_err *err);
 
 /* Trains p (created by the caller with sc_lora_params_init, or anything of
  * the model's shape) on the sequences of d. */
