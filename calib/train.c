@@ -15,6 +15,7 @@
 static const sc_train_method trainers[] = {
     {"claws-lora", "claws", true},
     {"cats-lora", "cats", false},
+    {"cwic", "cwic", false},
 };
 
 const sc_train_method *sc_train_method_find(const char *name) {
@@ -49,6 +50,13 @@ void sc_train_opts_default(sc_train_opts *o) {
     o->anneal = 0.6;
     o->ce_weight = 0.2;
     o->seed = 1;
+    o->cwic_apr = 2.0;
+    o->cwic_apr_warmup = 0.5;
+    o->cwic_alpha_eps = 0.1;
+    o->cwic_ap_weight = 10.0;
+    o->cwic_beta_dist = 0.99;
+    o->cwic_theta_min = 0.0;
+    o->cwic_theta0 = 0.1;
 }
 
 static int64_t warmup_steps(const sc_train_opts *o) { return (int64_t)llround(o->warmup * (double)o->steps); }
@@ -260,7 +268,7 @@ sc_status sc_train_run(const sc_model *m, const sc_dataset *d, const sc_train_op
     for (int64_t k = s0; k < o->steps && !st; k++) {
         sc_train_step *h = &hist[k];
         h->lr = sc_train_lr(o, k);
-        tk->begin(tk->user, k, h);
+        if ((st = tk->begin(tk->user, k, h, err))) break;
         sc_window_loss sum = {0};
         for (int64_t i = 0; i < bs && !st; i++) {
             int64_t g = k * bs + i;
@@ -317,12 +325,14 @@ typedef struct lora_task {
     size_t na, nb;
 } lora_task;
 
-static void lora_begin(void *user, int64_t k, sc_train_step *h) {
+static sc_status lora_begin(void *user, int64_t k, sc_train_step *h, sc_err *err) {
+    (void)err;
     lora_task *t = user;
     h->tau = sc_train_tau(t->o, k);
     sc_lora_student_set_tau(t->s, h->tau);
     memset(t->gA, 0, t->na * sizeof *t->gA);
     memset(t->gB, 0, t->nb * sizeof *t->gB);
+    return SC_OK;
 }
 
 static sc_status lora_window(void *user, const int32_t *ids, int64_t n, sc_window_loss *out, sc_err *err) {

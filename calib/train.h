@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cwic.h"
 #include "data.h"
 #include "forward.h"
 #include "model.h"
@@ -180,6 +181,14 @@ typedef struct sc_train_opts {
      * model, data and options; the result equals an uninterrupted run's. */
     int64_t checkpoint_every;
     const char *checkpoint_path, *resume_path;
+    /* cwic (the CWIC paper, Sections 3.1-3.4, Appendix B) */
+    double cwic_apr;        /* target active-parameter reduction (2) */
+    double cwic_apr_warmup; /* fraction of the steps over which the APR target rises linearly from 1 (0.5) */
+    double cwic_alpha_eps;  /* pseudo-derivative bandwidth eps = alpha_eps std (0.1, Appendix B) */
+    double cwic_ap_weight;  /* lambda of the active-parameter loss (10, Appendix B) */
+    double cwic_beta_dist;  /* EMA of the mean and std (0.99, Appendix B) */
+    double cwic_theta_min;  /* theta <- max(theta, theta_min) after each update (0) */
+    double cwic_theta0;     /* the initial theta when not taken from a fit (0.1) */
 } sc_train_opts;
 
 /* The paper's recipe (Appendix F): rank 0 (default), alpha = rank, lr 1e-5,
@@ -239,7 +248,7 @@ typedef struct sc_train_task {
     const char *run; /* the task's options as JSON members ("\"rank\":64,..."): part of a checkpoint's identity */
     const sc_train_tensor *state;
     size_t n_state;
-    void (*begin)(void *user, int64_t k, sc_train_step *h);
+    sc_status (*begin)(void *user, int64_t k, sc_train_step *h, sc_err *err);
     sc_status (*window)(void *user, const int32_t *ids, int64_t n, sc_window_loss *out, sc_err *err);
     sc_status (*update)(void *user, int64_t k, const sc_window_loss *sum, sc_train_step *h, sc_err *err);
     void (*describe)(void *user, const sc_train_step *h, char *buf, size_t cap); /* the progress line's text */
@@ -255,6 +264,57 @@ sc_status sc_train_run(const sc_model *m, const sc_dataset *d, const sc_train_op
 /* Trains p (created by the caller with sc_lora_params_init, or anything of
  * the model's shape) on the sequences of d. */
 sc_status sc_train_lora(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, sc_lora_params *p,
+                        sc_train_result *res, sc_err *err);
+
+/* ---- CWIC threshold learning (train_cwic.c; the CWIC paper) ----------------
+ * Every linear layer runs as the CWIC router does (stripes of `stripe` rows,
+ * stripe-column (s, i) active iff |x_i - mean_i| >= theta_si std_i, output
+ * SGMM(x - mean, W, theta std) + W mean); theta is learned through the
+ * JumpReLU-style pseudo-derivative, x's gradient passes straight through,
+ * mean and std follow an EMA of the student's batch statistics; optionally a
+ * LoRA adapter on W_d trains beside theta. The derivation is at the top of
+ * train_cwic.c. */
+typedef struct sc_cwic_student sc_cwic_student;
+/* A student for sequences of up to max_ctx tokens. Its stripes, its initial
+ * mean and std and (init_theta) its initial theta come from init (a plan of
+ * sc_cwic_prepare: a calibration's statistics, a training-free fit or an
+ * imported file); without init_theta every theta starts at o->cwic_theta0.
+ * lora (borrowed, NULL: thresholds only) trains beside theta. o is borrowed. */
+sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cwic_plan *init, bool init_theta,
+                                 const sc_train_opts *o, sc_lora_params *lora, sc_cwic_student **out, sc_err *err);
+void sc_cwic_student_free(sc_cwic_student *s);
+/* One sequence: the dense teacher, the student, the loss KL(student ||
+ * teacher) + KL(teacher || student) over vocabulary chunks (kl, fkl; ce the
+ * student's cross-entropy, not trained on), mask_sum / mask_rows the active /
+ * dense parameters of the student's linear layers; with backward, the
+ * pseudo-gradient of the loss sum added to every theta's gradient (and the
+ * adapter's), and every theta's band count (tokens within alpha_eps / 2 of
+ * it) incremented. */
+sc_status sc_cwic_student_window(sc_cwic_student *s, const int32_t *ids, int64_t n, bool backward, sc_window_loss *out,
+                                 sc_err *err);
+/* The student's next-token cross-entropy of one sequence, summed: what eval
+ * --method cwic measures with the saved thresholds. */
+sc_status sc_cwic_student_nll(sc_cwic_student *s, const int32_t *ids, int64_t n, double *nll, sc_err *err);
+/* theta [ns, in] of (layer, projection), writable (then sc_cwic_student_refresh),
+ * and its gradient accumulator (grad, may be NULL); NULL out of range. */
+float *sc_cwic_student_theta(sc_cwic_student *s, int64_t layer, int proj, int64_t *ns, int64_t *in, float **grad);
+/* The mean [in] (returned) and std of the input of (layer, projection). */
+const float *sc_cwic_student_stats(const sc_cwic_student *s, int64_t layer, int proj, const float **std);
+sc_status sc_cwic_student_refresh(sc_cwic_student *s, sc_err *err);
+void sc_cwic_student_zero_grad(sc_cwic_student *s);
+/* Writes theta, mean and std in the thresholds file the CWIC router reads
+ * (`eval`/`pack --method cwic --params thresholds=FILE`: layers.L.P.theta
+ * [ns, in], layers.L.P.mean / std [in], metadata stripe_size), atomically,
+ * with extra metadata. */
+sc_status sc_cwic_student_save(const sc_cwic_student *s, const char *path, const sc_st_meta *extra, size_t n_extra,
+                               sc_err *err);
+/* The APR target of step k: 1 + (apr - 1) min(1, (k + 1) / (apr_warmup steps)). */
+double sc_train_apr_target(const sc_train_opts *o, int64_t k);
+/* Trains s on the sequences of d: AdamW on theta (learning rate x sqrt(in),
+ * no weight decay, clamped at theta_min) and the adapter, the statistics'
+ * EMA, the AP loss with its warm-up; the shared loop's checkpoints hold
+ * theta, the moments, the statistics and the adapter. */
+sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, sc_cwic_student *s,
                         sc_train_result *res, sc_err *err);
 
 #endif
