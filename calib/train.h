@@ -301,6 +301,13 @@ float *sc_cwic_student_theta(sc_cwic_student *s, int64_t layer, int proj, int64_
 /* The mean [in] (returned) and std of the input of (layer, projection). */
 const float *sc_cwic_student_stats(const sc_cwic_student *s, int64_t layer, int proj, const float **std);
 sc_status sc_cwic_student_refresh(sc_cwic_student *s, sc_err *err);
+/* Verification: with relaxed set, the forward pass uses the ramp
+ * G = clamp((|z| / std - theta) / alpha_eps + 1/2, 0, 1) instead of the step,
+ * the function whose exact derivative in theta is the pseudo-derivative; the
+ * backward pass is unchanged. Where every other matrix is dense (theta <=
+ * -alpha_eps / 2) the pseudo-gradient of a theta is then the exact gradient
+ * of the loss, which finite differences can check. */
+void sc_cwic_student_relax(sc_cwic_student *s, bool relaxed);
 void sc_cwic_student_zero_grad(sc_cwic_student *s);
 /* Writes theta, mean and std in the thresholds file the CWIC router reads
  * (`eval`/`pack --method cwic --params thresholds=FILE`: layers.L.P.theta

@@ -90,6 +90,8 @@ struct sc_cwic_student {
     float *zr;      /* [T, rank] */
     double *nll;
     bool backward;  /* inside the backward pass: forward events are recomputations */
+    bool relaxed;   /* forward with the ramp G = clamp((|z| / std - theta) / alpha_eps + 1/2, 0, 1), whose exact
+                       derivative in theta is the pseudo-derivative (sc_cwic_student_relax) */
     double active, dense; /* parameters of the student's forward passes since the last reset */
 };
 
@@ -279,6 +281,30 @@ sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cw
 
 /* ---- forward and backward hooks ---- */
 
+/* y = sum over stripes of (G_s o z) W_s^T + W mean (+ b) with the ramp G (test mode) */
+static double relaxed_linear(sc_cwic_student *s, const cw_m *c, const sc_linear_event *ev, const float *W) {
+    int64_t n = ev->n_tokens;
+    const float *mean = s->mean + s->stat_off[ev->layer * NT + c->tap], *sd = s->std + s->stat_off[ev->layer * NT + c->tap];
+    double ia = 1.0 / s->o->cwic_alpha_eps, act = 0.0;
+    for (int64_t si = 0, r0 = 0; si < c->ns; si++, r0 += c->S) {
+        int64_t rows = c->out - r0 < c->S ? c->out - r0 : c->S;
+        const float *th = s->theta + c->off + si * c->in;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < c->in; i++) {
+                double z = (double)ev->x[t * c->in + i] - mean[i];
+                double g = sd[i] > 0.0f ? (fabs(z) / sd[i] - th[i]) * ia + 0.5 : 1.0;
+                g = g < 0.0 ? 0.0 : g > 1.0 ? 1.0 : g;
+                s->zs[t * c->in + i] = (float)(g * z);
+                act += (double)rows * g;
+            }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)rows, (blasint)c->in, 1.0f, s->zs,
+                    (blasint)c->in, W + r0 * c->in, (blasint)c->in, 0.0f, ev->y + r0, (blasint)c->out);
+    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < c->out; o++) ev->y[t * c->out + o] += c->wmean[o] + (ev->b ? ev->b[o] : 0.0f);
+    return act;
+}
+
 static sc_status cw_forward(void *user, const sc_linear_event *ev, sc_err *err) {
     sc_cwic_student *s = user;
     cw_m *c = &s->mats[ev->layer * NP + ev->which];
@@ -300,7 +326,9 @@ static sc_status cw_forward(void *user, const sc_linear_event *ev, sc_err *err) 
     }
     const float *W = ev->which == SC_LIN_DOWN && s->p ? s->wfused + ev->layer * s->D * s->F : ev->W;
     double dense = (double)n * (double)c->in * (double)c->out, act = dense;
-    if (!c->all_zero)
+    if (s->relaxed) {
+        act = relaxed_linear(s, c, ev, W);
+    } else if (!c->all_zero)
         act = sc_cwic_linear(ev->y, ev->x, W, ev->b, s->mean + s->stat_off[ev->layer * NT + c->tap], c->wmean, c->tau,
                              n, c->in, c->out, c->S, s->z, s->zs);
     else if (W != ev->W) /* dense with the adapted weight */
@@ -431,6 +459,8 @@ const float *sc_cwic_student_stats(const sc_cwic_student *s, int64_t layer, int 
 }
 
 sc_status sc_cwic_student_refresh(sc_cwic_student *s, sc_err *err) { return refresh(s, err); }
+
+void sc_cwic_student_relax(sc_cwic_student *s, bool relaxed) { s->relaxed = relaxed; }
 
 void sc_cwic_student_zero_grad(sc_cwic_student *s) {
     memset(s->g, 0, s->n_theta * sizeof(float));
