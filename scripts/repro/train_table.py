@@ -63,7 +63,7 @@ def cwic_section(a, dense):
     header = ["CWIC thresholds", "APR achieved", "ppl", "vs dense", "fit ppl at that APR", "learned / fit",
               "train s", "KL+KL first step", "KL+KL last 10%"]
     rows = []
-    for what, name in (("thresholds", "learned (thresholds only)"), ("lora", "learned (thresholds + LoRA on W_d)")):
+    for what, name in (("thresholds", "learned (thresholds only)"),):
         e = T.load(os.path.join(a.runs, "cwic", f"{what}.eval.json"))
         j = T.load(os.path.join(a.runs, "cwic", f"{what}.train.json"))
         apr, ppl = e["input_sparsity"]["apr"], e["ppl"]
@@ -77,9 +77,8 @@ def cwic_section(a, dense):
             T.md_table(header, [[T.g(c) if isinstance(c, float) else ("—" if c is None else c) for c in r] for r in rows]),
             "", f"Settings: {a.cwic_settings} (on every document of the calibration text; statistics and fit from "
             f"`compute --method cwic` on its first {a.seqs} sequences). Perplexity of the evaluation text with every "
-            "token of every layer striped (16-row stripes): the thresholds-only file and the fits by the reference "
-            "`eval --method cwic`, the LoRA run by the runtime on its f32 artifact (`pack --lora --method cwic "
-            "--params thresholds=`). 'fit ppl at that APR' interpolates log ppl of the fits linearly in the APR "
+            "token of every layer striped (16-row stripes), the learned file and the fits both by the reference "
+            "`eval --method cwic`. 'fit ppl at that APR' interpolates log ppl of the fits linearly in the APR "
             "they achieve on the same text.", ""]
 
 
