@@ -53,6 +53,7 @@
 #include <xxhash.h>
 
 #include "cwic.h"
+#include "srt_route.h"
 #include "teal.h"
 #include "train.h"
 
@@ -87,6 +88,7 @@ struct sc_cwic_student {
     float *teacher; /* [T, D] */
     float *xin[NT]; /* the current layer's inputs [T, width] */
     float *z, *zs, *P; /* [T, max_in] */
+    uint32_t *zi;      /* [max_in]: a stripe's live columns (sc_cwic_linear) */
     float *zr;      /* [T, rank] */
     double *nll;
     bool backward;  /* inside the backward pass: forward events are recomputations */
@@ -132,7 +134,7 @@ static sc_status refresh(sc_cwic_student *s, sc_err *err) {
                         *sd = s->std + s->stat_off[l * NT + c->tap];
             c->all_zero = true;
             for (int64_t j = 0; j < c->ns * c->in; j++) {
-                c->tau[j] = isinf(th[j]) ? INFINITY : th[j] * sd[j % c->in];
+                c->tau[j] = srt_cwic_tau(th[j], sd[j % c->in]);
                 c->all_zero &= th[j] == 0.0f;
             }
             const float *W = proj_weight(s, l, p);
@@ -172,6 +174,7 @@ void sc_cwic_student_free(sc_cwic_student *s) {
     for (int k = 0; k < NT; k++) free(s->xin[k]);
     free(s->z);
     free(s->zs);
+    free(s->zi);
     free(s->P);
     free(s->zr);
     free(s->nll);
@@ -232,11 +235,12 @@ sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cw
         s->teacher = malloc((size_t)(max_ctx * s->D) * sizeof(float));
         s->z = malloc((size_t)(max_ctx * s->max_in) * sizeof(float));
         s->zs = malloc((size_t)(max_ctx * s->max_in) * sizeof(float));
+        s->zi = malloc((size_t)s->max_in * sizeof(uint32_t));
         s->P = malloc((size_t)(max_ctx * s->max_in) * sizeof(float));
         s->nll = malloc((size_t)max_ctx * sizeof(double));
         for (int t = 0; t < NT; t++) s->xin[t] = malloc((size_t)(max_ctx * widths[t]) * sizeof(float));
         bool ok = s->theta && s->g && s->band && s->mean && s->std && s->bsum && s->bsum2 && s->bcount && s->teacher &&
-                  s->z && s->zs && s->P && s->nll && s->xin[0] && s->xin[1] && s->xin[2] && s->xin[3];
+                  s->z && s->zs && s->zi && s->P && s->nll && s->xin[0] && s->xin[1] && s->xin[2] && s->xin[3];
         if (lora) {
             size_t na = (size_t)(s->L * lora->rank * s->F), nb = (size_t)(s->L * s->D * lora->rank);
             s->wfused = malloc((size_t)(s->L * s->D * s->F) * sizeof(float));
@@ -330,7 +334,7 @@ static sc_status cw_forward(void *user, const sc_linear_event *ev, sc_err *err) 
         act = relaxed_linear(s, c, ev, W);
     } else if (!c->all_zero)
         act = sc_cwic_linear(ev->y, ev->x, W, ev->b, s->mean + s->stat_off[ev->layer * NT + c->tap], c->wmean, c->tau,
-                             n, c->in, c->out, c->S, s->z, s->zs);
+                             n, n, c->in, c->out, c->S, s->z, s->zs, s->zi);
     else if (W != ev->W) /* dense with the adapted weight */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)c->out, (blasint)c->in, 1.0f, ev->x,
                     (blasint)c->in, W, (blasint)c->in, 0.0f, ev->y, (blasint)c->out);
