@@ -334,7 +334,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         goto bad;
     }
     const srt_json *cwj = srt_json_get(routing, SRT_RT_CWIC);
-    if (cwj) {
+    if (srt_json_get(cwj, SRT_RT_CWIC_STRIPE)) { /* stored (else absent or routing.cwic.not_stored) */
         double S = srt_json_num(srt_json_get(cwj, SRT_RT_CWIC_STRIPE), -1.0),
                apr = srt_json_num(srt_json_get(cwj, SRT_RT_CWIC_APR), 0.0);
         if (!(S >= 1.0 && S <= 1e9 && S == floor(S)) || !(apr == 0.0 || (apr >= 1.0 && isfinite(apr)))) {
