@@ -223,10 +223,29 @@ int main(void) {
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     double ppl_cw = json_num(out, "ppl");
     /* the thresholds route eval: sparser than dense, and the training moved them (dense artifact above) */
-    printf("held-out ppl with the learned thresholds (eval --method cwic): %.6f; dense %.6f\n", ppl_cw, ppl_base);
+    printf("held-out ppl with the learned thresholds (eval --method cwic): %.6f; CLAWS 0.5 without the adapter %.6f\n", ppl_cw, ppl_base);
     CHECK(isfinite(ppl_cw) && ppl_cw > 1.0);
     CHECK(json_num(out, "density_mean") < 0.9);
-    /* pack --method cwic needs the runtime's CWIC router, which is not on this branch yet */
+    /* the learned file packs (the runtime's CWIC router) and the artifact evaluates like the reference:
+     * the same thresholds and rule, so most sequences route alike; an input within rounding of its
+     * threshold can flip a stripe and change the rest of its sequence (test_run_routers measured 1 of
+     * 10 sequences), hence 2% on the perplexity and 0.01 on the density, not equality */
+    const char *cwspk = sc_tmp_path("cw.spk");
+    snprintf(cmd, sizeof cmd, "%s pack %s --calib %s --method cwic --params thresholds=%s,stripe=16 --layout f32 -o %s -q",
+             SC_CLI_PATH, mt, cws, th, cwspk);
+    CHECK(sc_run(cmd, NULL, 0) == 0);
+    double dens_cw = json_num(out, "density_mean");
+    snprintf(cmd, sizeof cmd, "%s eval -m %s -f %s --skip-docs 8 --max-docs 40 --json -q 2>/dev/null", SC_CLI_PATH,
+             cwspk, text);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    printf("the packed learned thresholds (eval -m cw.spk): ppl %.6f density %.4f (reference %.6f, %.4f)\n",
+           json_num(out, "ppl"), json_num(out, "density_mean"), ppl_cw, dens_cw);
+    CHECK(strstr(out, "\"method\":\"cwic\""));
+    CHECK_NEAR(json_num(out, "ppl"), ppl_cw, 0.02 * ppl_cw);
+    CHECK_NEAR(json_num(out, "density_mean"), dens_cw, 0.01);
+    snprintf(cmd, sizeof cmd, "%s run --artifact %s -p 'Once upon a time' -n 16 --temp 0 2>/dev/null", SC_CLI_PATH,
+             cwspk);
+    CHECK(sc_run(cmd, out, sizeof out) == 0 && strlen(out) > 16);
     snprintf(cmd, sizeof cmd, "%s train %s -f %s --method cwic -o %s -n 1 2>&1", SC_CLI_PATH, mt, text,
              sc_tmp_path("never"));
     CHECK(sc_run(cmd, out, sizeof out) == 2 && strstr(out, "needs --calib"));
