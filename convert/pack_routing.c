@@ -151,7 +151,7 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
     int64_t F = c->ffn_dim, L = c->n_layers;
     sc_cett_goal goal;
     sc_clada_plan cp;
-    bool by_density = !sc_lc_param_has(x->o->params, "target") && x->o->density < 1.0;
+    bool by_density = !sc_params_has(x->o->params, "target") && x->o->density < 1.0;
     SC_TRY(sc_cett_goal_parse(x->o->params, by_density ? x->o->density : NAN, "cett", &goal, err));
     const double *sig;
     int64_t sig_rows = 0;
