@@ -14,7 +14,7 @@
  *          lN.cett_wnorm [F]          ||W_d[:, j]|| (f32): with the table, the
  *                                     thresholds at any density
  *                                     (srt_cett_table_thresholds)
- *   clada  routing.clada              tau_s, tau_H, lambda, gamma (with cett's thresholds)
+ *   clada  routing.clada              tau_s, tau_H, lambda, gamma, class_frac (with cett's table)
  *   cwic   lN.P.cwic_theta [ns, in], lN.P.cwic_mean [in], lN.P.cwic_std [in]
  *                                     per projection P, fitted as eval does
  *   larosa routing.larosa             the split (the rotations are folded, pack.c)
@@ -193,6 +193,8 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
         cJSON_AddNumberToObject(lj, SRT_RT_CLADA_GAMMA, cp.rule.gamma);
         cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QS, cp.qs);
         cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QH, cp.qh);
+        cJSON *fj = cJSON_AddArrayToObject(lj, SRT_RT_CLADA_FRAC); /* how clada keeps a density (srt_route.h) */
+        for (int k = 0; k < SRT_CLADA_CLASSES; k++) cJSON_AddItemToArray(fj, cJSON_CreateNumber(cp.rule.frac[k]));
     }
     free(wn);
     free(thr);

@@ -242,6 +242,15 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         k->lambda = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_LAMBDA), NAN);
         k->gamma = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_GAMMA), NAN);
         m->has_clada = isfinite(k->tau_s) && isfinite(k->tau_h) && isfinite(k->lambda) && isfinite(k->gamma);
+        const srt_json *fj = srt_json_get(cl, SRT_RT_CLADA_FRAC); /* absent (older artifacts): cett's table */
+        for (int i = 0; fj && i < SRT_CLADA_CLASSES; i++) {
+            k->frac[i] = srt_json_num(srt_json_at(fj, i), NAN);
+            if (!(k->frac[i] >= 0.0 && k->frac[i] <= 1.0)) {
+                st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.clada.class_frac is not 4 fractions",
+                          path);
+                goto bad;
+            }
+        }
     }
     const srt_json *cdj = srt_json_get(srt_json_get(routing, SRT_RT_CETT), SRT_RT_CETT_DENSITY);
     m->cett_density = cdj ? srt_json_num(cdj, -1.0) : NAN;
@@ -566,14 +575,19 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
     case SRT_METHOD_CETT:
     case SRT_METHOD_CLADA: {
         m->mode = id == SRT_METHOD_CETT ? SRT_MODE_CETT : SRT_MODE_CLADA;
-        /* the stored thresholds at the density they keep (or asked for by NAN); the table at any other */
-        bool table = !fitted && m->n_cett_table && !(density == m->cett_density);
+        /* the stored thresholds at the density they keep (or asked for by NAN); the table at any other.
+         * clada at a density: always the table, read for the scaled rule (srt_clada_table_base) */
+        bool clada = id == SRT_METHOD_CLADA;
+        bool table = !fitted && m->n_cett_table && (clada || !(density == m->cett_density));
         for (int64_t l = 0; l < c->n_layers; l++) {
             srt_layer_w *Lw = &m->layers[l];
             Lw->cett_use = table ? NULL : Lw->cett_thr;
             if (!table || !Lw->cett_table) continue; /* no table: a dense layer, as without thresholds */
             float *thr = m->cett_rt + l * c->ffn_dim;
-            srt_cett_table_thresholds(Lw->cett_table, Lw->cett_wnorm, density, thr, c->ffn_dim);
+            if (clada)
+                srt_clada_table_thresholds(Lw->cett_table, Lw->cett_wnorm, &m->clada, density, thr, c->ffn_dim);
+            else
+                srt_cett_table_thresholds(Lw->cett_table, Lw->cett_wnorm, density, thr, c->ffn_dim);
             Lw->cett_use = thr;
         }
         break;

@@ -135,6 +135,7 @@ sc_status sc_cett_search(const float *h, int64_t rows, int64_t D, int64_t F, con
 sc_status sc_cett_goal_parse(const char *params, double density, const char *who, sc_cett_goal *out, sc_err *err) {
     out->density = NAN;
     out->target = 0.2;
+    out->clada = NULL;
     if (!isnan(density) && sc_params_has(params, "target"))
         return sc_errf(err, SC_EARG, "%s: give --density D (per-layer thresholds keeping that fraction of neurons on the "
                                      "calibration sample) or --params target=C (a CETT target), not both", who);
@@ -171,7 +172,8 @@ sc_status sc_cett_fit_layer(const float *h, int64_t rows, int64_t D, int64_t F, 
         out->threshold = -1.0;
         return SC_OK;
     }
-    out->threshold = srt_table_threshold(table, 1.0 - goal->density);
+    out->threshold = goal->clada ? srt_clada_table_base(table, goal->clada, goal->density)
+                                 : srt_table_threshold(table, 1.0 - goal->density);
     int64_t total = rows * F, dead = 0;
     for (int64_t i = 0; i < total; i++) dead += fabs((double)h[i]) * wnorm[i % F] <= out->threshold;
     out->sparsity = (double)dead / (double)total;
@@ -207,6 +209,8 @@ sc_status sc_plan_cett_layer(const sc_model *m, const void *cett_state, int64_t 
     SC_TRY(sc_cett_fit_layer(h, rows, c->dim, F, Ly->wd, wnorm, goal, out->table, &out->fit, err));
     if (isnan(goal->density))
         for (int64_t j = 0; j < F; j++) thr[j] = srt_cett_neuron_threshold(out->fit.threshold, wnorm[j]);
+    else if (goal->clada)
+        srt_clada_table_thresholds(out->table, wnorm_f, goal->clada, goal->density, thr, F);
     else
         srt_cett_table_thresholds(out->table, wnorm_f, goal->density, thr, F);
     out->fitted = true;
@@ -215,7 +219,7 @@ sc_status sc_plan_cett_layer(const sc_model *m, const void *cett_state, int64_t 
 
 sc_status sc_plan_clada(const char *params, const void *clada_state, const char *who, sc_clada_plan *out,
                         sc_err *err) {
-    out->rule = (srt_clada){NAN, NAN, SRT_CLADA_LAMBDA, SRT_CLADA_GAMMA};
+    out->rule = (srt_clada){NAN, NAN, SRT_CLADA_LAMBDA, SRT_CLADA_GAMMA, {0, 0, 0, 0}};
     out->qs = SRT_CLADA_QS;
     out->qh = SRT_CLADA_QH;
     const sc_param spec[] = {
@@ -241,6 +245,8 @@ sc_status sc_plan_clada(const char *params, const void *clada_state, const char 
             out->rule.tau_s = q;
     }
     free(tmp);
+    for (int64_t i = 0; i < rows; i++) /* the load classes of srt_route.h */
+        out->rule.frac[(sig[2 * i] > out->rule.tau_s) | (sig[2 * i + 1] > out->rule.tau_h) << 1] += 1.0 / (double)rows;
     return SC_OK;
 }
 
@@ -351,6 +357,7 @@ sc_status sc_eval_cett(const sc_route_method *rm, const sc_model *m, const sc_da
     SC_TRY(sc_cett_goal_parse(o->params, o->density, who, &goal, err));
     SC_TRY(sc_plan_clada(o->params, clada ? ls : NULL, who, &cp, err));
     x.rule = cp.rule;
+    if (clada) goal.clada = &x.rule; /* a density is kept by the scaled rule */
     sc_status st = SC_OK;
     double *wn = malloc((size_t)F * sizeof(double));
     float *wnf = malloc((size_t)F * sizeof(float));
