@@ -246,7 +246,8 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
     const srt_json *cfg = srt_json_get(man, SRT_MAN_CONFIG), *routing = srt_json_get(man, SRT_MAN_ROUTING),
                    *tensors = srt_json_get(man, SRT_MAN_TENSORS);
     const char *src = srt_json_str(srt_json_get(man, SRT_MAN_SOURCE_MODEL_ID), "");
-    const int64_t F = srt_json_int(srt_json_get(cfg, SRT_CFG_FFN_DIM), 0), D = srt_json_int(srt_json_get(cfg, SRT_CFG_DIM), 0),
+    const int64_t F = srt_json_int(srt_json_get(cfg, SRT_CFG_FFN_DIM), 0),
+                  D = srt_json_int(srt_json_get(cfg, SRT_CFG_DIM), 0),
                   NL = srt_json_int(srt_json_get(cfg, SRT_CFG_N_LAYERS), 0);
     ex_list x = {0};
     sc_model *m = NULL;

@@ -107,8 +107,9 @@ sc_status sc_tokenizer_from_state(const char *what, const sc_tok_state *s, sc_to
  * embedded. */
 sc_status sc_tok_serial_write(const sc_tokenizer *t, srt_writer *w, int compress, cJSON *tj, sc_err *err);
 /* Reads the tokenizer described by the manifest object tj (the artifact's
- * "tokenizer", as the container parsed it: srt_container_manifest), at most max_vocab tokens. *out stays NULL when none is
- * embedded (kind "none", missing, or a kind this reader does not know).
+ * "tokenizer", as the container parsed it: srt_container_manifest), at most
+ * max_vocab tokens. *out stays NULL when none is embedded (kind "none",
+ * missing, or a kind this reader does not know).
  * Artifacts written before the state existed ("sentencepiece" without
  * "state") load as they always did. path names the file in messages. */
 sc_status sc_tok_serial_read(srt_container *ct, const char *path, const srt_json *tj, int64_t max_vocab,

@@ -135,7 +135,8 @@ float srt_clada_table_base(const float table[SRT_THR_GRID], const srt_clada *c, 
     for (int i = 0; i < 60; i++) {
         double u = 0.5 * (lo + hi), t = (double)srt_table_threshold(table, u), d = 0.0;
         for (int k = 0; k < SRT_CLADA_CLASSES; k++)
-            if (c->frac[k] > 0.0) d += c->frac[k] / fsum * srt_table_density(table, t * (double)srt_clada_class_factor(c, k));
+            if (c->frac[k] > 0.0)
+                d += c->frac[k] / fsum * srt_table_density(table, t * (double)srt_clada_class_factor(c, k));
         if (d > density)
             lo = u;
         else

@@ -447,7 +447,8 @@ static void set_split(lr_ctx *x, double s, double cin, double ch) {
 }
 
 sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_dataset *d,
-                         const sc_sparse_eval_opts *o, const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
+                         const sc_sparse_eval_opts *o, const sc_live_obs *obs, sc_sparse_eval_result *out,
+                         sc_err *err) {
     (void)rm;
     (void)obs; /* h's top-K is LaRoSA's own, not a neuron router's */
     memset(out, 0, sizeof *out);
