@@ -3,7 +3,7 @@
  * once from a calibration by the functions below (and each method's own,
  * declared in its header under calib/methods/). pack stores exactly what
  * they return (convert/pack_routing.c) and eval on the source model routes
- * with exactly that (sparse_eval.c, methods/cett.c, eval_teal.c), through the
+ * with exactly that (sparse_eval.c, methods/cett.c, methods/teal.c), through the
  * runtime's rules in kernels/srt_route.h, so the live sets eval measures are
  * the ones the artifact executes. */
 #ifndef SC_PLAN_H
