@@ -1,7 +1,6 @@
 /* plan.c - fitting the routing plan from a calibration (see plan.h). */
 #include "plan.h"
 
-
 /* TEAL's calibration taps are the rows of the artifact's teal_thresholds table */
 _Static_assert(SC_TEAL_NTAPS == SRT_TEAL_NTAPS, "TEAL taps: calib/methods/teal.h and srt_schema.h disagree");
 
