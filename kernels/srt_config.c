@@ -23,7 +23,7 @@ bool srt_config_read(const srt_json *j, srt_model_config *c, const char **bad) {
         if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
     } while (0)
     if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = SRT_MAN_CONFIG, false;
-    /* types and presence here; ranges below, in the one validation the toolchain shares (srt_config.c) */
+    /* types and presence here; ranges in srt_config_invalid, the one validation the toolchain shares */
     NEED_INT(dim, SRT_CFG_DIM, 1, SRT_MAX_DIM);
     NEED_INT(ffn_dim, SRT_CFG_FFN_DIM, 1, SRT_MAX_FFN);
     NEED_INT(n_layers, SRT_CFG_N_LAYERS, 1, SRT_MAX_LAYERS);
