@@ -24,56 +24,6 @@ static srt_ct_status fail(char *err, size_t cap, srt_ct_status st, const char *f
 
 static int64_t jint(const srt_json *o, const char *k, int64_t fb) { return srt_json_int(srt_json_get(o, k), fb); }
 
-static bool parse_config(const srt_json *j, srt_model_config *c, const char **bad) {
-#define NEED_INT(f, k, lo, hi)                                                                             \
-    do {                                                                                                  \
-        const srt_json *v_ = srt_json_get(j, k);                                                          \
-        if (!srt_json_is(v_, SRT_JSON_INT) && !srt_json_is(v_, SRT_JSON_DOUBLE)) return *bad = k, false;  \
-        c->f = srt_json_int(v_, INT64_MIN);                                                               \
-        if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
-    } while (0)
-    if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = SRT_MAN_CONFIG, false;
-    /* types and presence here; ranges below, in the one validation the toolchain shares (srt_config.c) */
-    NEED_INT(dim, SRT_CFG_DIM, 1, SRT_MAX_DIM);
-    NEED_INT(ffn_dim, SRT_CFG_FFN_DIM, 1, SRT_MAX_FFN);
-    NEED_INT(n_layers, SRT_CFG_N_LAYERS, 1, SRT_MAX_LAYERS);
-    NEED_INT(n_heads, SRT_CFG_N_HEADS, 1, SRT_MAX_HEADS);
-    NEED_INT(n_kv_heads, SRT_CFG_N_KV_HEADS, 1, SRT_MAX_HEADS);
-    NEED_INT(head_dim, SRT_CFG_HEAD_DIM, 2, 4096);
-    NEED_INT(vocab_size, SRT_CFG_VOCAB_SIZE, 1, SRT_MAX_VOCAB);
-    NEED_INT(max_seq_len, SRT_CFG_MAX_SEQ_LEN, 1, SRT_MAX_SEQ);
-#undef NEED_INT
-    const srt_json *v;
-    if (!(v = srt_json_get(j, SRT_CFG_NORM_EPS)) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
-        return *bad = SRT_CFG_NORM_EPS, false;
-    c->norm_eps = (float)srt_json_num(v, 0);
-    if (!(v = srt_json_get(j, SRT_CFG_ROPE_THETA)) ||
-        !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
-        return *bad = SRT_CFG_ROPE_THETA, false;
-    c->rope_theta = (float)srt_json_num(v, 0);
-    const char *rope = srt_json_str(srt_json_get(j, SRT_CFG_ROPE), NULL),
-               *act = srt_json_str(srt_json_get(j, SRT_CFG_ACTIVATION), NULL);
-    if (!rope || (strcmp(rope, SRT_ROPE_INTERLEAVED) && strcmp(rope, SRT_ROPE_HALF))) return *bad = SRT_CFG_ROPE, false;
-    if (!act || (strcmp(act, SRT_ACT_SILU) && strcmp(act, SRT_ACT_GELU_TANH))) return *bad = SRT_CFG_ACTIVATION, false;
-    c->rope_half = strcmp(rope, SRT_ROPE_HALF) == 0;
-    c->gelu = strcmp(act, SRT_ACT_GELU_TANH) == 0;
-    int64_t scaling = jint(j, SRT_CFG_ROPE_SCALING, 0);
-    if (scaling < 0 || scaling > 2) return *bad = SRT_CFG_ROPE_SCALING, false;
-    c->rope_scaling = (int)scaling;
-    c->rope_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_FACTOR), 1.0);
-    c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_LOW_FREQ_FACTOR), 1.0);
-    c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_HIGH_FREQ_FACTOR), 4.0);
-    c->rope_orig_ctx = jint(j, SRT_CFG_ROPE_ORIG_CTX, 0);
-    c->embed_scale = srt_json_bool(srt_json_get(j, SRT_CFG_EMBED_SCALE), false);
-    c->tied_classifier = srt_json_bool(srt_json_get(j, SRT_CFG_TIED_CLASSIFIER), false);
-    c->qkv_bias = srt_json_bool(srt_json_get(j, SRT_CFG_QKV_BIAS), false);
-    int64_t bos = jint(j, SRT_CFG_BOS_ID, -1), eos = jint(j, SRT_CFG_EOS_ID, -1);
-    if (bos < -1 || bos > INT32_MAX || eos < -1 || eos > INT32_MAX) return *bad = SRT_CFG_BOS_ID, false;
-    c->bos_id = (int32_t)bos;
-    c->eos_id = (int32_t)eos;
-    return true;
-}
-
 static srt_ct_status get_f32(srt_model *m, const char *name, int64_t n, const float **out, char *err, size_t cap) {
     const void *data;
     if (srt_container_find(m->ct, name) < 0)
@@ -306,7 +256,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     }
     const char *bad_field = "";
     srt_model_config *c = &m->cfg;
-    if (!parse_config(srt_json_get(man, SRT_MAN_CONFIG), c, &bad_field)) {
+    if (!srt_config_read(srt_json_get(man, SRT_MAN_CONFIG), c, &bad_field)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config.%s is missing or invalid", path, bad_field);
         goto bad;
     }
@@ -326,6 +276,15 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         k->lambda = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_LAMBDA), NAN);
         k->gamma = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_GAMMA), NAN);
         m->has_clada = isfinite(k->tau_s) && isfinite(k->tau_h) && isfinite(k->lambda) && isfinite(k->gamma);
+        const srt_json *fj = srt_json_get(cl, SRT_RT_CLADA_FRAC); /* absent (older artifacts): cett's table */
+        for (int i = 0; fj && i < SRT_CLADA_CLASSES; i++) {
+            k->frac[i] = srt_json_num(srt_json_at(fj, i), NAN);
+            if (!(k->frac[i] >= 0.0 && k->frac[i] <= 1.0)) {
+                st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.clada.class_frac is not 4 fractions",
+                          path);
+                goto bad;
+            }
+        }
     }
     const srt_json *cdj = srt_json_get(srt_json_get(routing, SRT_RT_CETT), SRT_RT_CETT_DENSITY);
     m->cett_density = cdj ? srt_json_num(cdj, -1.0) : NAN;
@@ -688,14 +647,19 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
     case SRT_METHOD_CETT:
     case SRT_METHOD_CLADA: {
         m->mode = id == SRT_METHOD_CETT ? SRT_MODE_CETT : SRT_MODE_CLADA;
-        /* the stored thresholds at the density they keep (or asked for by NAN); the table at any other */
-        bool table = !fitted && m->n_cett_table && !(density == m->cett_density);
+        /* the stored thresholds at the density they keep (or asked for by NAN); the table at any other.
+         * clada at a density: always the table, read for the scaled rule (srt_clada_table_base) */
+        bool clada = id == SRT_METHOD_CLADA;
+        bool table = !fitted && m->n_cett_table && (clada || !(density == m->cett_density));
         for (int64_t l = 0; l < c->n_layers; l++) {
             srt_layer_w *Lw = &m->layers[l];
             Lw->cett_use = table ? NULL : Lw->cett_thr;
             if (!table || !Lw->cett_table) continue; /* no table: a dense layer, as without thresholds */
             float *thr = m->cett_rt + l * c->ffn_dim;
-            srt_cett_table_thresholds(Lw->cett_table, Lw->cett_wnorm, density, thr, c->ffn_dim);
+            if (clada)
+                srt_clada_table_thresholds(Lw->cett_table, Lw->cett_wnorm, &m->clada, density, thr, c->ffn_dim);
+            else
+                srt_cett_table_thresholds(Lw->cett_table, Lw->cett_wnorm, density, thr, c->ffn_dim);
             Lw->cett_use = thr;
         }
         break;

@@ -50,6 +50,12 @@ typedef struct srt_model_config {
  * runtime and the toolchain's loaders: true and a reason in why when c is
  * not acceptable. */
 bool srt_config_invalid(const srt_model_config *c, char *why, size_t cap);
+/* The manifest's config object j (SRT_MAN_CONFIG) into c: presence, types and
+ * the declared bounds (ranges: srt_config_invalid); false with *bad = the key
+ * that is missing or invalid. Absent optional keys take their defaults (rope
+ * factors 1, 1, 4; no scaling; bos/eos -1). The runtime and the toolchain's
+ * artifact reader (formats/artifact.c) read a config with this alone. */
+bool srt_config_read(const srt_json *j, srt_model_config *c, const char **bad);
 
 typedef struct srt_model_opts {
     int64_t max_ctx; /* positions the key/value cache may grow to (0: the model's max_seq_len) */

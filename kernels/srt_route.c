@@ -103,6 +103,54 @@ float srt_clada_factor(const srt_clada *c, double surprisal, double entropy) {
     return (float)(1.0 + c->lambda * (surprisal > c->tau_s) + c->gamma * (entropy > c->tau_h));
 }
 
+float srt_clada_class_factor(const srt_clada *c, int k) {
+    return srt_clada_factor(c, (k & 1) ? INFINITY : -INFINITY, (k & 2) ? INFINITY : -INFINITY);
+}
+
+double srt_table_density(const float table[SRT_THR_GRID], double t) {
+    if (t > (double)srt_table_threshold(table, 1.0)) return 0.0;
+    if (!(t > -1.0)) return 1.0;
+    double lo = 0.0, hi = 1.0; /* table(lo) < t <= table(hi): 1 - the least s reaching t */
+    for (int i = 0; i < 60; i++) {
+        double mid = 0.5 * (lo + hi);
+        if ((double)srt_table_threshold(table, mid) < t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 1.0 - hi;
+}
+
+float srt_clada_table_base(const float table[SRT_THR_GRID], const srt_clada *c, double density) {
+    double fsum = 0.0;
+    bool scaled = false;
+    for (int k = 0; k < SRT_CLADA_CLASSES; k++) {
+        fsum += c->frac[k];
+        scaled = scaled || (c->frac[k] > 0.0 && srt_clada_class_factor(c, k) != 1.0f);
+    }
+    if (density >= 1.0) return -1.0f;
+    if (!(fsum > 0.0) || !scaled) return srt_table_threshold(table, 1.0 - density);
+    /* base sparsity u: the scaled rule's mean density is non-increasing in u */
+    double lo = 0.0, hi = 1.0;
+    for (int i = 0; i < 60; i++) {
+        double u = 0.5 * (lo + hi), t = (double)srt_table_threshold(table, u), d = 0.0;
+        for (int k = 0; k < SRT_CLADA_CLASSES; k++)
+            if (c->frac[k] > 0.0)
+                d += c->frac[k] / fsum * srt_table_density(table, t * (double)srt_clada_class_factor(c, k));
+        if (d > density)
+            lo = u;
+        else
+            hi = u;
+    }
+    return srt_table_threshold(table, hi);
+}
+
+void srt_clada_table_thresholds(const float table[SRT_THR_GRID], const float *wnorm, const srt_clada *c,
+                                double density, float *thr, int64_t n) {
+    double t = srt_clada_table_base(table, c, density);
+    for (int64_t j = 0; j < n; j++) thr[j] = srt_cett_neuron_threshold(t, (double)wnorm[j]);
+}
+
 int64_t srt_larosa_keep(double split, double density, int64_t n) {
     return srt_topk_count(1.0 - fmin(1.0, split * (1.0 - density)), n);
 }

@@ -79,13 +79,14 @@
 #define SRT_RT_CETT_DENSITY "density"
 #define SRT_RT_CETT_TARGET "target"
 #define SRT_RT_CETT_THRESHOLDS "thresholds"
-#define SRT_RT_CLADA "clada"                   /* tau_s, tau_h, lambda, gamma and the quantiles qs, qh */
+#define SRT_RT_CLADA "clada"                   /* tau_s, tau_h, lambda, gamma, qs, qh, class_frac */
 #define SRT_RT_CLADA_TAU_S "tau_s"
 #define SRT_RT_CLADA_TAU_H "tau_h"
 #define SRT_RT_CLADA_LAMBDA "lambda"
 #define SRT_RT_CLADA_GAMMA "gamma"
 #define SRT_RT_CLADA_QS "qs"
 #define SRT_RT_CLADA_QH "qh"
+#define SRT_RT_CLADA_FRAC "class_frac"         /* [4] calibration tokens per load class (srt_route.h); optional */
 #define SRT_RT_TEAL "teal"                     /* layers, taps (SRT_TEAL_TAP_NAMES), sparsities (SRT_THR_GRID_DESC) */
 #define SRT_RT_TEAL_LAYERS "layers"
 #define SRT_RT_TEAL_TAPS "taps"
