@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 # ----------------------------------------------------------------------------------
 # small helpers
@@ -94,6 +95,12 @@ def repr_num(c):
     if isinstance(c, float):
         return "" if math.isnan(c) else f"{c:.{CSV_DIGITS}g}"
     return "" if c is None else c
+
+
+def rn(x):
+    """x as the CSVs and the plots' scripts print it (CSV_DIGITS), so that a plot drawn from a run's numbers and
+    one drawn again from its CSV have the same script"""
+    return float(repr_num(float(x)))
 
 
 def read_csv(path):
@@ -204,7 +211,7 @@ def binary(path):
     if not path:
         return ""
     try:
-        v = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
+        v = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip().split("\n")[0]
     except OSError:
         v = ""
     return f"; binary {rel(path)}" + (f" ({v})" if v else "")
@@ -271,7 +278,9 @@ def gnuplot(png, body, size="820,520"):
     except OSError:
         sys.stderr.write(f"tables.py: gnuplot not found; {png} not drawn\n")
         return
-    with open(os.path.join(d, ".plots.lock"), "w") as lock:  # other targets may draw meanwhile (make -j)
+    lock_path = os.path.join(tempfile.gettempdir(), "sparsecal-plots-" +
+                             hashlib.sha256(os.path.abspath(d).encode()).hexdigest()[:16] + ".lock")
+    with open(lock_path, "w") as lock:  # other targets may draw meanwhile (make -j)
         fcntl.flock(lock, fcntl.LOCK_EX)
         hashes = plot_hashes(d)
         hashes[name] = digest
@@ -471,19 +480,23 @@ excluded) that a token reads: one axis on which every method can be compared.
 """
     write_text(os.path.join(out, "density_sweep.md"), md)
 
-    def series(col, style_of):
-        return [(m, [(R[m, d][col], R[m, d][4]) for d in dens], style_of(m)) for m in methods]
+    plot_sweep(out, os.path.basename(a.model), dense["ppl"],
+               [(m, family(m), [(R[m, d][5], R[m, d][6], R[m, d][4]) for d in dens]) for m in methods])
 
-    sty = lambda m: LINE + (" dashtype 2" if family(m) != "neuron" else "")
-    for png, col, xl in (("density_sweep.png", 5, "achieved density (MLP neurons; parameter-weighted for dashed lines)"),
-                         ("density_sweep_cost.png", 6, "fraction of block-linear weights read per token")):
-        blocks, plot = datablocks(series(col, sty))
+
+def plot_sweep(out, model, dense, curves):
+    """curves: [(method, family, [(achieved density, weights read, ppl)])]"""
+    dense = rn(dense)
+    sty = lambda f: LINE + (" dashtype 2" if f != "neuron" else "")
+    for png, col, xl in (("density_sweep.png", 0, "achieved density (MLP neurons; parameter-weighted for dashed lines)"),
+                         ("density_sweep_cost.png", 1, "fraction of block-linear weights read per token")):
+        blocks, plot = datablocks([(m, [(p[col], p[2]) for p in pts], sty(f)) for m, f, pts in curves])
         gnuplot(os.path.join(out, png), blocks + f"""set logscale y
-set yrange [{0.9 * dense['ppl']}:*]
+set yrange [{repr_num(0.9 * dense)}:*]
 set xlabel '{xl}'
 set ylabel 'perplexity'
-set title 'Perplexity vs density, {os.path.basename(a.model)} (dense {dense['ppl']:.3f})'
-{plot}, {dense['ppl']} with lines dashtype 3 lc rgb 'black' title 'dense'""", size="960,560")
+set title 'Perplexity vs density, {model} (dense {dense:.3f})'
+{plot}, {repr_num(dense)} with lines dashtype 3 lc rgb 'black' title 'dense'""", size="960,560")
 
 
 # ----------------------------------------------------------------------------------
@@ -536,18 +549,24 @@ threshold on the sample, "density" the mean fraction of live MLP neurons on the 
 {provenance(a)}
 """
     write_text(os.path.join(a.out, "cett.md"), md)
-    series = [("cett (targets)", [(r[5], r[8]) for r in rows], LINE + " lw 2")]
+    plot_cett(a.out, dense["ppl"], [(r[0], r[5], r[8]) for r in rows], ref)
+
+
+def plot_cett(out, dense, pts, ref):
+    """pts: [(target, density, ppl)]; ref: {method: [(density, ppl)]} of the top-K routers"""
+    dense = rn(dense)
+    series = [("cett (targets)", [(p[1], p[2]) for p in pts], LINE + " lw 2")]
     for m in sorted(ref):
-        series.append((m + " (top-K)", sorted(ref[m]), LINE + " dashtype 2"))
+        series.append((m + " (top-K)", sorted((rn(x), rn(y)) for x, y in ref[m]), LINE + " dashtype 2"))
     blocks, plot = datablocks(series)
-    labels = "\n".join(f"set label '{r[0]:g}' at {r[5]!r},{r[8]!r} offset 0.5,0.5" for r in rows)
-    gnuplot(os.path.join(a.out, "cett.png"), blocks + labels + f"""
+    labels = "\n".join(f"set label '{t:g}' at {repr_num(d)},{repr_num(p)} offset 0.5,0.5" for t, d, p in pts)
+    gnuplot(os.path.join(out, "cett.png"), blocks + labels + f"""
 set logscale y
-set yrange [{0.95 * dense['ppl']}:*]
+set yrange [{repr_num(0.95 * dense)}:*]
 set xlabel 'achieved density (MLP neurons)'
 set ylabel 'perplexity'
 set title 'CETT targets (labels) vs top-K routers'
-{plot}, {dense['ppl']} with lines dashtype 3 lc rgb 'black' title 'dense'""")
+{plot}, {repr_num(dense)} with lines dashtype 3 lc rgb 'black' title 'dense'""")
 
 
 def cmd_clada(a):
@@ -583,10 +602,15 @@ is compared with CETT **at the same density**: log-linear interpolation in the C
 {provenance(a)}
 """
     write_text(os.path.join(a.out, "clada.md"), md)
-    pts = [r for r in rows if r[6] is not None]
-    blocks, plot = datablocks([("clada - cett", [(r[3], r[6]) for r in pts], "using 1:2 with points pt 7 ps 1.4")])
-    labels = "\n".join(f"set label '{r[0]:+g},{r[1]:+g}' at {r[3]!r},{r[6]!r} offset 0.8,0.4 font ',8'" for r in pts)
-    gnuplot(os.path.join(a.out, "clada.png"), blocks + labels + f"""
+    plot_clada(a.out, [(r[0], r[1], r[3], r[6]) for r in rows if r[6] is not None])
+
+
+def plot_clada(out, pts):
+    """pts: [(lambda, gamma, density, ppl - CETT ppl at that density)]"""
+    blocks, plot = datablocks([("clada - cett", [(p[2], p[3]) for p in pts], "using 1:2 with points pt 7 ps 1.4")])
+    labels = "\n".join(f"set label '{l:+g},{gm:+g}' at {repr_num(d)},{repr_num(v)} offset 0.8,0.4 font ',8'"
+                       for l, gm, d, v in pts)
+    gnuplot(os.path.join(out, "clada.png"), blocks + labels + f"""
 set xlabel 'achieved density (MLP neurons)'
 set ylabel 'perplexity minus CETT perplexity at the same density'
 set title 'CLADA (labels: lambda,gamma) against CETT at matched density'
@@ -622,14 +646,20 @@ curve (docs/INPUT_SPARSITY.md). Dense perplexity {dense['ppl']:.4f}.
 {provenance(a)}
 """
     write_text(os.path.join(a.out, "teal.md"), md)
-    series = [(m, [(r[2], r[4]) for r in rows if r[0] == m], LINE) for m in ("teal", "teal-greedy")]
+    plot_teal(a.out, dense["ppl"], [(r[0], r[2], r[4]) for r in rows])
+
+
+def plot_teal(out, dense, pts):
+    """pts: [(method, achieved sparsity, ppl)]"""
+    dense = rn(dense)
+    series = [(m, [(p[1], p[2]) for p in pts if p[0] == m], LINE) for m in ("teal", "teal-greedy")]
     blocks, plot = datablocks(series)
-    gnuplot(os.path.join(a.out, "teal.png"), blocks + f"""set logscale y
-set yrange [{0.9 * dense['ppl']}:*]
+    gnuplot(os.path.join(out, "teal.png"), blocks + f"""set logscale y
+set yrange [{repr_num(0.9 * dense)}:*]
 set xlabel 'achieved sparsity (all linears, parameter-weighted)'
 set ylabel 'perplexity'
 set title 'TEAL: uniform vs greedy'
-{plot}, {dense['ppl']} with lines dashtype 3 lc rgb 'black' title 'dense'""")
+{plot}, {repr_num(dense)} with lines dashtype 3 lc rgb 'black' title 'dense'""")
 
 
 def cmd_cwic(a):
@@ -663,20 +693,26 @@ stripe (512 rows) is column sparsity on this model; stripe=16 gives real stripes
 {provenance(a)}
 """
     write_text(os.path.join(a.out, "cwic.md"), md)
+    plot_cwic(a.out, dense["ppl"], [(r[0], r[2], r[4]) for r in rows], teal)
+
+
+def plot_cwic(out, dense, pts, teal):
+    """pts: [(cwic params, APR, ppl)]; teal: {method: [(APR, ppl)]}"""
+    dense = rn(dense)
     groups = {}
-    for r in rows:
-        key = "cwic " + ("laplace" if "laplace" in r[0] else "gauss") + (" stripe 16" if "stripe=16" in r[0] else "") \
-              + (" ema" if "ema" in r[0] else "")
-        groups.setdefault(key, []).append((r[2], r[4]))
+    for params, apr, ppl in pts:
+        key = "cwic " + ("laplace" if "laplace" in params else "gauss") + (" stripe 16" if "stripe=16" in params else "") \
+              + (" ema" if "ema" in params else "")
+        groups.setdefault(key, []).append((rn(apr), rn(ppl)))
     series = [(k, sorted(v), LINE + " lw 2") for k, v in sorted(groups.items())]
-    series += [(m, sorted(v), LINE + " dashtype 2") for m, v in sorted(teal.items())]
+    series += [(m, sorted((rn(x), rn(y)) for x, y in v), LINE + " dashtype 2") for m, v in sorted(teal.items())]
     blocks, plot = datablocks(series)
-    gnuplot(os.path.join(a.out, "cwic.png"), blocks + f"""set logscale y
-set yrange [{0.9 * dense['ppl']}:*]
+    gnuplot(os.path.join(out, "cwic.png"), blocks + f"""set logscale y
+set yrange [{repr_num(0.9 * dense)}:*]
 set xlabel 'achieved APR (dense / active linear parameters)'
 set ylabel 'perplexity'
 set title 'CWIC (fitted stripe thresholds) and TEAL'
-{plot}, {dense['ppl']} with lines dashtype 3 lc rgb 'black' title 'dense'""")
+{plot}, {repr_num(dense)} with lines dashtype 3 lc rgb 'black' title 'dense'""")
 
 
 # ----------------------------------------------------------------------------------
@@ -734,8 +770,13 @@ per layer and token; the selected-set change is at density {j['density']:g}. Pap
 {provenance(a)}
 """
     write_text(os.path.join(a.out, "diagnostics.md"), md)
-    data = "\n".join(f'"{r[0]}" {r[4]!r} {r[6]!r}' for r in rows)
-    gnuplot(os.path.join(a.out, "diagnostics.png"), f"""$D << EOD
+    plot_diag(a.out, [(r[0], r[4], r[6]) for r in rows])
+
+
+def plot_diag(out, rows):
+    """rows: [(quantity, our p95/p50, the paper's)]"""
+    data = "\n".join(f'"{q}" {repr_num(float(x))} {repr_num(float(y))}' for q, x, y in rows)
+    gnuplot(os.path.join(out, "diagnostics.png"), f"""$D << EOD
 {data}
 EOD
 set style data histogram
@@ -788,8 +829,13 @@ density {dens:g}. rank_scatter.csv holds an evenly spaced sample of at most {RAN
 
 {provenance(a)}
 """)
+    plot_ranks(a.out, dens, sample)
+
+
+def plot_ranks(out, dens, sample):
+    """sample: [(family, rank before, rank after)] as rank_scatter.csv holds them"""
     body = ""
-    fams = sorted(pts)
+    fams = sorted({f for f, _, _ in sample})
     for i, fam in enumerate(fams):
         body += f"$D{i} << EOD\n" + "\n".join(f"{b} {c}" for f_, b, c in sample if f_ == fam) + "\nEOD\n"
     body += f"set multiplot layout 1,{len(fams)}\nset size ratio 1\nunset key\n"
@@ -797,7 +843,7 @@ density {dens:g}. rank_scatter.csv holds an evenly spaced sample of at most {RAN
     for i, fam in enumerate(fams):
         body += (f"set title '{fam}'\nset xlabel 'rank before'\nset ylabel 'rank after'\n"
                  f"plot [0:1][0:1] $D{i} using 1:2 with dots\n")
-    gnuplot(os.path.join(a.out, "rank_scatter.png"), body + "unset multiplot", size="1000,520")
+    gnuplot(os.path.join(out, "rank_scatter.png"), body + "unset multiplot", size="1000,520")
 
 
 # ----------------------------------------------------------------------------------
@@ -1264,6 +1310,37 @@ def cmd_timing_pages(a):
         page_decode(a, read_decode(P("decode.csv")), old_provenance(P("decode.md")))
 
 
+def cmd_accuracy_plots(a):
+    """every accuracy plot again from the CSVs in --out (the same plot functions as the runs, fed the numbers
+    as the CSVs hold them: the scripts, and so plots.sha256, are what a run with those numbers draws)"""
+    P = lambda n: os.path.join(a.out, n)
+    sw = read_csv(P("density_sweep.csv"))
+    dense = next(num(r["ppl"]) for r in sw if r["method"] == "dense")
+    methods = list(dict.fromkeys(r["method"] for r in sw if r["method"] not in ("dense", "dense-half")))
+    plot_sweep(a.out, os.path.basename(a.model), dense,
+               [(m, family(m), [(num(r["density_achieved"]), num(r["weights_read"]), num(r["ppl"])) for r in sw
+                                if r["method"] == m]) for m in methods])
+    ref = {}
+    for r in sw:
+        if r["method"] in ("cats", "claws"):
+            ref.setdefault(r["method"], []).append((num(r["density_achieved"]), num(r["ppl"])))
+    plot_cett(a.out, dense, [(num(r["target"]), num(r["density_mean"]), num(r["ppl"])) for r in read_csv(P("cett.csv"))],
+              ref)
+    plot_clada(a.out, [(num(r["lambda"]), num(r["gamma"]), num(r["density"]), num(r["difference"]))
+                       for r in read_csv(P("clada.csv")) if r["difference"] != ""])
+    teal = read_csv(P("teal.csv"))
+    plot_teal(a.out, dense, [(r["method"], num(r["achieved"]), num(r["ppl"])) for r in teal])
+    td = {}
+    for r in teal:
+        td.setdefault(r["method"], []).append((num(r["apr"]), num(r["ppl"])))
+    plot_cwic(a.out, dense, [(r["params"], num(r["apr"]), num(r["ppl"])) for r in read_csv(P("cwic.csv"))], td)
+    plot_diag(a.out, [(r["quantity"], num(r["p95_over_p50"]), num(r["paper_p95_over_p50"]))
+                      for r in read_csv(P("diagnostics_spread.csv"))])
+    if os.path.exists(P("rank_scatter.csv")):
+        plot_ranks(a.out, a.density, [(r["family"], r["rank_before"], r["rank_after"])
+                                      for r in read_csv(P("rank_scatter.csv"))])
+
+
 # ----------------------------------------------------------------------------------
 # summary: what this run reproduced
 
@@ -1335,7 +1412,7 @@ def main():
     cmds = {"map": cmd_map, "pick": cmd_pick, "sweep": cmd_sweep, "cett": cmd_cett, "clada": cmd_clada,
             "teal": cmd_teal, "cwic": cmd_cwic, "diag": cmd_diag, "ranks": cmd_ranks, "bench-down": cmd_bench_down,
             "bench-mlp": cmd_bench_mlp, "bench-llama": cmd_bench_llama, "decode": cmd_decode,
-            "timing-pages": cmd_timing_pages, "summary": cmd_summary}
+            "timing-pages": cmd_timing_pages, "accuracy-plots": cmd_accuracy_plots, "summary": cmd_summary}
     if a.cmd not in cmds:
         sys.exit(f"tables.py: unknown command {a.cmd}")
     cmds[a.cmd](a)
