@@ -893,8 +893,8 @@ def load_note(rows):
     hi, cores = max(loads)
     if any(is_busy(l, c) for l, c in loads):
         return (f"**Busy machine**: the 1-minute load average reached {hi:.2f} on {int(cores)} cores during these "
-                f"runs (more runnable threads than cores: other work competed with the measurement); rows marked "
-                f"busy are not trustworthy.")
+                f"runs (more runnable threads than cores: other work competed with the measurement); these "
+                f"timings are not trustworthy.")
     return f"1-minute load average at most {hi:.2f} on {int(cores)} cores during these runs (not busy)."
 
 
@@ -1394,7 +1394,7 @@ def cmd_summary(a):
                   (" (not trustworthy)" if busy else ""))
         else:
             print(f"timing: {name}: no committed rows to compare with; {busy} of {len(new)} rows busy")
-    print(f"timing pages of this run: {rel(a.timing_out)}/ (make ... PUBLISH=1 writes them to {rel(a.out)}/)")
+    print(f"timing pages of this run: {a.timing_out}/ (make ... PUBLISH=1 writes them to {rel(a.out)}/)")
 
 
 def main():
