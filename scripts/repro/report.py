@@ -13,7 +13,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from tables import (ACCOUNT, ART, PAPER_T9, PAPER_T11, SHAPES, binary, commit, g, interp_log, load, machine,
-                    md_table, num, read_csv, write_text)
+                    load_note, md_table, num, read_bench, read_csv, read_decode, write_text)
 
 def yes_no(b):
     return "yes" if b else "no"
@@ -201,6 +201,8 @@ def report_values(rd, info, model):
                          "(see results/rank_scatter.md).")
     # --- kernels
     kd = read_csv(P("kernels_down.csv"))
+    V["kernels_load"] = load_note(read_bench(P("kernels_down.csv")))
+    V["llama_load"] = load_note(read_bench(P("kernels_llama.csv")))
 
     def kget(rows, kernel, sp, th, live="random"):
         for r in rows:
@@ -286,6 +288,7 @@ def report_values(rd, info, model):
     V["zigzag_monotone"] = yes_no(mono)
     # --- decode
     de = read_csv(P("decode.csv"))
+    V["decode_load"] = load_note(read_decode(P("decode.csv")))
     drows = []
     for r in de:
         drows.append([ART.get(r["artifact"], r["artifact"]), r["threads"], r["method"],
