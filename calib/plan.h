@@ -2,7 +2,7 @@
  * (threshold tables, per-neuron thresholds, CLADA's load thresholds), fitted
  * once from a calibration by the functions below. pack stores exactly what
  * they return (convert/pack_routing.c) and eval on the source model routes
- * with exactly that (sparse_eval.c, cett_eval.c, eval_teal.c), through the
+ * with exactly that (sparse_eval.c, cett_eval.c, methods/teal.c), through the
  * runtime's rules in kernels/srt_route.h, so the live sets eval measures are
  * the ones the artifact executes. */
 #ifndef SC_PLAN_H

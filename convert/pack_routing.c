@@ -109,6 +109,8 @@ static sc_status cats(rt *x, void *state, sc_err *err) {
 }
 
 static sc_status teal(rt *x, void *state, sc_err *err) {
+    /* a curve pending (shards merged without the model) is computed now, as eval computes it */
+    SC_TRY(sc_teal_ensure_curves(state, x->m, err));
     double *cum = malloc(SC_TEAL_NB * sizeof *cum);
     float *curve = NULL;
     sc_status st = cum ? SC_OK : sc_errf(err, SC_ENOMEM, "out of memory");

@@ -116,3 +116,50 @@ void srt_zero_dead(float *v, int64_t n, const uint32_t *idx, int64_t k) {
             v[i] = 0.0f;
     }
 }
+
+void srt_teal_curve_at(const float *curve, int64_t rows, double s, double out[SRT_NPROJ]) {
+    const int64_t C = SRT_TEAL_CURVE_COLS;
+    for (int p = 0; p < SRT_NPROJ; p++) out[p] = 0.0;
+    if (rows < 1) return;
+    int64_t r = 0; /* the last row whose effective sparsity is <= s */
+    while (r + 1 < rows && (double)curve[(r + 1) * C + SRT_NPROJ] <= s) r++;
+    const float *a = curve + r * C;
+    for (int p = 0; p < SRT_NPROJ; p++) out[p] = (double)a[p];
+    if (r + 1 >= rows || !(s > (double)a[SRT_NPROJ])) return;
+    const float *b = a + C;
+    double span = (double)b[SRT_NPROJ] - (double)a[SRT_NPROJ], f = span > 0 ? (s - (double)a[SRT_NPROJ]) / span : 0.0;
+    for (int p = 0; p < SRT_NPROJ; p++) out[p] = (double)a[p] + f * ((double)b[p] - (double)a[p]);
+}
+
+float srt_cwic_tau(float theta, float std) { return isinf(theta) ? INFINITY : theta * std; }
+
+int64_t srt_cwic_stripes(int64_t out, int64_t S) { return S > 0 ? (out + S - 1) / S : 0; }
+
+void srt_cwic_center(float *z, const float *x, const float *mean, int64_t in) {
+    for (int64_t i = 0; i < in; i++) z[i] = x[i] - mean[i];
+}
+
+int64_t srt_cwic_stripe_live(uint32_t *idx, const float *z, const float *tau_s, int64_t in) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < in; i++)
+        if (fabsf(z[i]) >= tau_s[i]) idx[n++] = (uint32_t)i;
+    return n;
+}
+
+int64_t srt_route_cwic(float *z, uint32_t *idx, int64_t *off, const float *x, const float *mean, const float *tau,
+                       int64_t in, int64_t out, int64_t S) {
+    srt_cwic_center(z, x, mean, in);
+    int64_t active = 0, ns = srt_cwic_stripes(out, S);
+    off[0] = 0;
+    for (int64_t s = 0; s < ns; s++) {
+        int64_t rows = out - s * S < S ? out - s * S : S, n = srt_cwic_stripe_live(idx + off[s], z, tau + s * in, in);
+        off[s + 1] = off[s] + n;
+        active += rows * n;
+    }
+    return active;
+}
+
+const char *srt_proj_name(int p) {
+    static const char *proj[SRT_NPROJ] = {"q", "k", "v", "o", "gate", "up", "down"};
+    return p >= 0 && p < SRT_NPROJ ? proj[p] : "?";
+}

@@ -101,6 +101,33 @@ float srt_clada_factor(const srt_clada *c, double surprisal, double entropy);
 #define SRT_LAROSA_H 1.2
 int64_t srt_larosa_keep(double split, double density, int64_t n);
 
+/* TEAL's greedy allocation (the TEAL paper, block-wise greedy optimisation) read at sparsity s from a layer's
+ * curve (SRT_SEC_TEAL_CURVE, [rows, SRT_TEAL_CURVE_COLS], effective sparsity increasing): each projection's
+ * sparsity, linear between the two rows whose effective sparsities bracket s (consecutive rows differ in one
+ * projection, so the result's effective sparsity is s up to rounding); s at or below row 0's: row 0 (dense);
+ * beyond the last row's: the last row. The one reading eval (on the source model) and the runtime share;
+ * each projection's threshold is then srt_table_threshold of its tap's TEAL table at that sparsity. */
+void srt_teal_curve_at(const float *curve, int64_t rows, double s, double out[SRT_NPROJ]);
+
+/* CWIC (the CWIC paper): a projection W [out, in] is cut into stripes of S rows (ns = ceil(out / S), the
+ * last may be shorter); stripe-column (s, i) is live iff |x_i - mean_i| >= tau[s * in + i], and
+ *   y = W_live (x - mean) + W mean
+ * (de-meaning and re-biasing: every stripe-column live gives W x). tau = theta * std per stripe-column
+ * (srt_cwic_tau; theta = +inf: never live). */
+float srt_cwic_tau(float theta, float std);
+int64_t srt_cwic_stripes(int64_t out, int64_t S); /* ns */
+/* z = x - mean (f32), the de-meaned input. */
+void srt_cwic_center(float *z, const float *x, const float *mean, int64_t in);
+/* One stripe's live columns of z (|z_i| >= tau_s[i]), ascending, into idx; returns their count. */
+int64_t srt_cwic_stripe_live(uint32_t *idx, const float *z, const float *tau_s, int64_t in);
+/* One token: z = x - mean (srt_cwic_center); stripe s's live columns (srt_cwic_stripe_live), ascending, into idx[off[s] .. off[s + 1]) with
+ * off[0] = 0 (the SRT_SPARSE_STRIPES list format; idx holds ns * in). Returns the active parameters,
+ * sum over stripes of rows * live columns. The one rule eval (on the source model) and the runtime share. */
+int64_t srt_route_cwic(float *z, uint32_t *idx, int64_t *off, const float *x, const float *mean, const float *tau,
+                       int64_t in, int64_t out, int64_t S);
+/* The name of projection p (SRT_PROJ_*): "q", ..., "down" ("?" outside). */
+const char *srt_proj_name(int p);
+
 /* Zeroes v[i] for every i not in the ascending live list idx[0..k). */
 void srt_zero_dead(float *v, int64_t n, const uint32_t *idx, int64_t k);
 
