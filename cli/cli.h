@@ -45,9 +45,9 @@ typedef struct cli_inputs {
     {"tokenizer", 0, SC_ARG_STR, &(in).tok_path, "TOK", CLI_TOKENIZER_HELP, 0, 0}
 #define CLI_DATA_OPTS(in)                                                                                         \
     {"file|data", 'f', SC_ARG_STR, &(in).data_path, "TEXT",                                                        \
-     "text (documents split at lines that are empty or only spaces/tabs; each document loses its leading and "   \
-     "trailing whitespace, nothing within it) or JSONL with \"text\" or chat \"messages\" (this or --tokens is "  \
-     "required)", 0, 0},                                                                                          \
+     "text (documents split at lines that are empty or only spaces/tabs; each document loses leading blank "      \
+     "lines and trailing whitespace, nothing else) or JSONL with \"text\" or chat \"messages\" (this or --tokens " \
+     "is required)", 0, 0},                                                                                       \
     {"tokens", 0, SC_ARG_STR, &(in).tokens_path, "IDS",                                                            \
      "pre-tokenized file: one sequence of ids per line, used as given (default: none, -f)", 0, 0},                \
     {"sep", 0, SC_ARG_STR, &(in).separator, "STR",                                                                 \

@@ -49,10 +49,44 @@ static void print_piece(const sc_tokenizer *t, int32_t id) {
     putchar('\n');
 }
 
+/* --lines: each line of text (its '\n' excluded) is one document, normalised as -f
+ * normalises documents (sc_data_trim_doc), encoded alone and printed as one line of
+ * ids, the format --tokens reads; a line left empty prints an empty line (no BOS),
+ * which --tokens skips as -f skips empty documents. With json, one array per line
+ * goes into arr instead. */
+static sc_status encode_lines(const sc_tokenizer *tok, const char *text, size_t len, unsigned flags, cJSON *arr,
+                              size_t *n_lines, size_t *n_tokens, sc_err *err) {
+    sc_tokens ids = {0};
+    sc_status st = SC_OK;
+    for (size_t pos = 0; st == SC_OK && pos < len;) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        const char *line = text + pos;
+        size_t n = end - pos;
+        pos = end + 1;
+        sc_data_trim_doc(&line, &n);
+        ids.n = 0;
+        if (n > 0) st = sc_tokenizer_encode_ex(tok, line, n, flags, &ids, err);
+        if (st) break;
+        (*n_lines)++;
+        *n_tokens += ids.n;
+        if (arr) {
+            cJSON *a = cJSON_CreateArray();
+            cJSON_AddItemToArray(arr, a);
+            for (size_t i = 0; i < ids.n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids.ids[i]));
+        } else {
+            for (size_t i = 0; i < ids.n; i++) printf("%s%d", i ? " " : "", ids.ids[i]);
+            putchar('\n');
+        }
+    }
+    sc_tokens_free(&ids);
+    return st;
+}
+
 int cmd_tokenize(int argc, char **argv) {
     cli_inputs in = {0};
     const char *prompt = NULL, *decode = NULL;
-    bool pieces = false, bos = false, eos = false, special = false, json = false;
+    bool pieces = false, bos = false, eos = false, special = false, json = false, lines = false;
     int64_t bench = 0;
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),
@@ -63,6 +97,9 @@ int cmd_tokenize(int argc, char **argv) {
             "tokenizer "
          "with --tokenizer FILE", 0, 0},
         {"decode", 0, SC_ARG_STR, &decode, "IDS", "decode ids ('1 2 3' or '1,2,3') to text (default: encode)", 0, 0},
+        {"lines", 0, SC_ARG_FLAG, &lines, NULL, "each input line is one document: print one line of ids per line, "
+            "the format --tokens reads (default: the whole input is one text); lines lose trailing whitespace as -f's "
+            "documents do, and a blank line prints an empty line", 0, 0},
         {"pieces", 0, SC_ARG_FLAG, &pieces, NULL, "print one 'id<TAB>piece' line per token", 0, 0},
         {"bos", 0, SC_ARG_FLAG, &bos, NULL, "prepend BOS", 0, 0},
         {"eos", 0, SC_ARG_FLAG, &eos, NULL, "append EOS", 0, 0},
@@ -72,7 +109,8 @@ int cmd_tokenize(int argc, char **argv) {
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         SC_OPTS_END("  sparsecal tokenize -m m.spk -p 'Once upon a time' --bos\n"
 "  sparsecal tokenize --tokenizer tokenizer.json --decode '9906,1917'\n"
-"  sparsecal tokenize --tokenizer tok512.bin -f stories.txt --bench 3 --json"),
+"  sparsecal tokenize --tokenizer tok512.bin -f stories.txt --bench 3 --json\n"
+"  sparsecal tokenize -m m.spk -f stories.txt --lines --bos > ids.txt   # then: ppl -m m.spk --tokens ids.txt"),
     };
     int r = sc_parse_args("tokenize", "Encode text to token ids (or decode ids) with any tokenizer sparsecal reads;\n"
                                       "--bench measures single-core encoding throughput and load time.",
@@ -87,6 +125,8 @@ int cmd_tokenize(int argc, char **argv) {
     if (!in.tok_path && !in.model_path) st = sc_errf(&err, SC_EARG, "give a tokenizer (--tokenizer TOK) or a model "
         "(-m MODEL)");
     else if (!prompt && !in.data_path && !decode) st = sc_errf(&err, SC_EARG, "give -p TEXT, -f FILE or --decode IDS");
+    else if (lines && (decode || pieces || bench))
+        st = sc_errf(&err, SC_EARG, "--lines encodes line by line: not with --decode, --pieces or --bench");
     if (!st) st = load_tok(&in, &err);
     t_load = sc_now() - t0;
     if (!st && decode) {
@@ -100,6 +140,24 @@ int cmd_tokenize(int argc, char **argv) {
             else st = sc_errf(&err, SC_ENOMEM, "out of memory");
         }
         unsigned flags = (bos ? SC_ENC_BOS : 0u) | (eos ? SC_ENC_EOS : 0u) | (special ? SC_ENC_SPECIAL : 0u);
+        if (!st && lines) {
+            size_t n_lines = 0, n_tokens = 0;
+            cJSON *j = json ? cJSON_CreateObject() : NULL;
+            cJSON *arr = j ? cJSON_AddArrayToObject(j, "lines") : NULL;
+            st = encode_lines(in.tok, text, len, flags, arr, &n_lines, &n_tokens, &err);
+            if (!st && j) {
+                cJSON_AddStringToObject(j, "kind", sc_tokenizer_kind(in.tok));
+                cJSON_AddNumberToObject(j, "vocab_size", (double)sc_tokenizer_vocab_size(in.tok));
+                cJSON_AddNumberToObject(j, "n_lines", (double)n_lines);
+                cJSON_AddNumberToObject(j, "tokens", (double)n_tokens);
+                cli_print_json(j);
+            } else {
+                cJSON_Delete(j);
+            }
+            free(text);
+            cli_inputs_free(&in);
+            return st ? cli_fail("tokenize", st, &err) : 0;
+        }
         for (int64_t k = 0; !st && k < (bench ? bench : 1); k++) {
             ids.n = 0;
             double t1 = sc_now();

@@ -41,13 +41,13 @@ static bool is_blank_line(const char *s, size_t n) {
     return true;
 }
 
-/* Strips leading and trailing whitespace-only lines and trailing newlines. */
-static void trim_doc(const char **s, size_t *n) {
+/* Drops leading whitespace-only lines and trailing whitespace (data.h). */
+void sc_data_trim_doc(const char **s, size_t *n) {
     const char *p = *s;
     size_t len = *n;
-    while (len > 0 && (*p == '\n' || *p == '\r')) {
-        p++;
-        len--;
+    for (const char *nl; len > 0 && (nl = memchr(p, '\n', len)) && is_blank_line(p, (size_t)(nl - p));) {
+        len -= (size_t)(nl - p) + 1;
+        p = nl + 1;
     }
     while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r' || p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
     *s = p;
@@ -176,7 +176,7 @@ static sc_status split_docs(const char *path, const char *text, size_t len, cons
         }
         const char *d = text + start;
         size_t n = end - start;
-        trim_doc(&d, &n);
+        sc_data_trim_doc(&d, &n);
         if (n == 0) continue;
         SC_TRY(fn(user, d, n, false, err));
         docs++;

@@ -68,6 +68,13 @@ typedef sc_status (*sc_doc_fn)(void *user, const char *doc, size_t len, sc_err *
 sc_status sc_data_split_text(const char *path, const char *text, size_t len, const sc_data_opts *o, sc_doc_fn fn,
                              void *user, sc_err *err);
 
+/* The normalisation a text document gets: leading lines that are empty or
+ * only spaces/tabs, and trailing spaces, tabs and line breaks, are dropped;
+ * nothing else changes (leading spaces of the first line stay). `tokenize
+ * --lines` applies it to each line, so that a file whose documents are single
+ * lines tokenizes line by line to exactly the sequences -f reads. */
+void sc_data_trim_doc(const char **s, size_t *n);
+
 sc_status sc_data_load_text(const char *path, const sc_tokenizer *tok, const sc_data_opts *o, sc_dataset *out,
                             sc_err *err);
 /* Token ids must lie in [0, vocab_size). */

@@ -2,7 +2,7 @@
 """docs/RESULTS.md from scripts/repro/RESULTS.md.in and the tables in docs/results/.
 
     report.py --template RESULTS.md.in --results-dir docs/results --model-info model.json \
-              --model MODEL [--binary SPARSECAL] > RESULTS.md
+              --model MODEL [--binary SPARSECAL] [--output RESULTS.md]
 
 Every {{name}} of the template is replaced by a number or a statement computed here from the
 generated CSV files (never typed in); a name without a value is an error."""
@@ -13,7 +13,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from tables import (ACCOUNT, ART, PAPER_T9, PAPER_T11, SHAPES, binary, commit, g, interp_log, load, machine,
-                    md_table, num, read_csv)
+                    load_note, md_table, num, read_bench, read_csv, read_decode, write_text)
 
 def yes_no(b):
     return "yes" if b else "no"
@@ -201,6 +201,8 @@ def report_values(rd, info, model):
                          "(see results/rank_scatter.md).")
     # --- kernels
     kd = read_csv(P("kernels_down.csv"))
+    V["kernels_load"] = load_note(read_bench(P("kernels_down.csv")))
+    V["llama_load"] = load_note(read_bench(P("kernels_llama.csv")))
 
     def kget(rows, kernel, sp, th, live="random"):
         for r in rows:
@@ -286,6 +288,7 @@ def report_values(rd, info, model):
     V["zigzag_monotone"] = yes_no(mono)
     # --- decode
     de = read_csv(P("decode.csv"))
+    V["decode_load"] = load_note(read_decode(P("decode.csv")))
     drows = []
     for r in de:
         drows.append([ART.get(r["artifact"], r["artifact"]), r["threads"], r["method"],
@@ -337,12 +340,15 @@ def cmd_report(a):
     text = re.sub(r"\{\{([a-zA-Z0-9_]+)\}\}", sub, text)
     if missing:
         sys.exit(f"tables.py report: no value for {', '.join(sorted(set(missing)))}")
-    sys.stdout.write(text)
+    if a.output:
+        write_text(a.output, text)  # kept as it is when only the provenance line would change
+    else:
+        sys.stdout.write(text)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for o in ("template", "results-dir", "model-info", "model", "binary"):
+    for o in ("template", "results-dir", "model-info", "model", "binary", "output"):
         p.add_argument("--" + o, default="")
     cmd_report(p.parse_args())
 
