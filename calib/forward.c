@@ -248,7 +248,7 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     SC_TRY(tap(f, hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
     sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
     SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, L->wo, NULL, f->tmp, err));
-    for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+    sc_add(f->x, f->tmp, n * D);
     /* MLP block */
     if (f->train) memcpy(x_mid, f->x, rowD);
     sc_rmsnorm_forward(f->xn, r2, f->x, L->ffn_norm, n, D, c->norm_eps);
@@ -262,12 +262,12 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     sc_linear_forward(v, f->xn, L->wu, NULL, n, D, F);
     SC_TRY(lin(f, SC_LIN_UP, l, pos0, n, D, F, f->xn, L->wu, NULL, v, err));
     SC_TRY(tap(f, hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
-    for (int64_t i = 0; i < n * F; i++) h[i] = a[i] * v[i];
+    sc_mul(h, a, v, n * F);
     SC_TRY(tap(f, hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
     sc_linear_forward(f->tmp, h, L->wd, NULL, n, F, D);
     SC_TRY(lin(f, SC_LIN_DOWN, l, pos0, n, F, D, h, L->wd, NULL, f->tmp, err));
     SC_TRY(tap(f, hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
-    for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+    sc_add(f->x, f->tmp, n * D);
     SC_TRY(tap(f, hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
     return SC_OK;
 }
