@@ -72,34 +72,41 @@ static sc_status layers_backward(sc_forward *f, const sc_hooks *hk, sc_err *err)
         /* checkpointed: the shared buffers hold the last layer's activations
          * from the forward pass; every other layer is recomputed first */
         if (f->checkpoint && l + 1 < c->n_layers) SC_TRY(sc_forward_replay_layer(f, l, err));
-        const sc_layer *L;
-        SC_TRY(sc_model_layer(m, l, &L, err));
+        const sc_layer *L = &m->layers[l]; /* norms resident; matrices one at a time (sc_model_weight) */
+        const float *W;
         const float *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f, *v = f->v + (size_t)l * f->s_f,
                     *h = f->h + (size_t)l * f->s_f;
         const float *resid_after = l + 1 < c->n_layers ? f->x_in + (l + 1) * B * D : f->x_fin;
         SC_TRY(gtap(hk, SC_TAP_RESID, l, n, D, dx, resid_after, err));
         /* MLP: y = W_d h, h = phi(u) * v, u = W_g xn, v = W_u xn, xn = rmsnorm(x_mid) */
         float *dh = f->g_f1, *dv = f->g_f2;
-        linear_backward(dh, dx, L->wd, n, F, D, false);
+        SC_TRY(sc_model_weight(m, &L->wd, &W, err));
+        linear_backward(dh, dx, W, n, F, D, false);
         SC_TRY(gtap(hk, SC_TAP_H, l, n, F, dh, h, err));
         sc_gated_backward(dh, dv, h, a, v, n * F); /* dh is now dL/da */
         SC_TRY(gtap(hk, SC_TAP_GATE_ACT, l, n, F, dh, a, err));
         SC_TRY(gtap(hk, SC_TAP_UP, l, n, F, dv, v, err));
         sc_act_backward(dh, u, n * F, c->act); /* now dL/du */
         SC_TRY(gtap(hk, SC_TAP_GATE, l, n, F, dh, u, err));
-        linear_backward(dxn, dh, L->wg, n, D, F, false);
-        linear_backward(dxn, dv, L->wu, n, D, F, true);
+        SC_TRY(sc_model_weight(m, &L->wg, &W, err));
+        linear_backward(dxn, dh, W, n, D, F, false);
+        SC_TRY(sc_model_weight(m, &L->wu, &W, err));
+        linear_backward(dxn, dv, W, n, D, F, true);
         SC_TRY(gtap(hk, SC_TAP_MLP_IN, l, n, D, dxn, NULL, err));
         sc_rmsnorm_backward(dx, dxn, f->x_mid + (size_t)l * f->s_d, L->ffn_norm, f->r2 + (size_t)l * f->s_r, n, D);
         /* attention: x_mid = x_in + W_o ctx */
-        linear_backward(f->g_ctx, dx, L->wo, n, qd, D, false);
+        SC_TRY(sc_model_weight(m, &L->wo, &W, err));
+        linear_backward(f->g_ctx, dx, W, n, qd, D, false);
         SC_TRY(gtap(hk, SC_TAP_ATTN_CTX, l, n, qd, f->g_ctx, NULL, err));
         attention_backward(f, l, n);
         sc_rope_forward(f->g_q, n, c->n_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
         sc_rope_forward(f->g_k, n, c->n_kv_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
-        linear_backward(dxn, f->g_q, L->wq, n, D, qd, false);
-        linear_backward(dxn, f->g_k, L->wk, n, D, kvd, true);
-        linear_backward(dxn, f->g_v, L->wv, n, D, kvd, true);
+        SC_TRY(sc_model_weight(m, &L->wq, &W, err));
+        linear_backward(dxn, f->g_q, W, n, D, qd, false);
+        SC_TRY(sc_model_weight(m, &L->wk, &W, err));
+        linear_backward(dxn, f->g_k, W, n, D, kvd, true);
+        SC_TRY(sc_model_weight(m, &L->wv, &W, err));
+        linear_backward(dxn, f->g_v, W, n, D, kvd, true);
         SC_TRY(gtap(hk, SC_TAP_ATTN_IN, l, n, D, dxn, NULL, err));
         sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + (size_t)l * f->s_r, n, D);
     }
