@@ -43,7 +43,8 @@ const char *sc_threads_source_name(sc_threads_source s);
 
 /* ---- the elementwise work between the matrix products ----
  * OpenBLAS parallelises inside each product; the passes' other work (norms,
- * RoPE, softmax, activations, residual adds, the loss's exponentials) runs on
+ * RoPE, softmax, activations, residual adds, the loss's exponentials,
+ * converting weights to f32) runs on
  * a small pool of its own with as many threads as BLAS uses (at most the
  * CPUs), so no core idles between products. One caller at a time (the passes
  * are single-threaded around their BLAS calls); a job never starts another. */
