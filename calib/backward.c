@@ -10,6 +10,7 @@
 
 #include "forward_internal.h"
 #include "ops.h"
+#include "threads.h"
 
 static sc_status gtap(const sc_hooks *hk, sc_tap t, int64_t layer, int64_t n, int64_t width, float *g,
                       const float *act, sc_err *err) {
@@ -25,9 +26,12 @@ static void linear_backward(float *dx, const float *dy, const float *W, int64_t 
                 (blasint)out, W, (blasint)in, accumulate ? 1.0f : 0.0f, dx, (blasint)in);
 }
 
-/* dX (+)= dY W, then the backward linear hook (forward.h) */
-static sc_status lin_back(sc_forward *f, sc_linear w, int64_t l, float *dx, const float *dy, const float *W, int64_t n,
-                          int64_t in, int64_t out, bool accumulate, sc_err *err) {
+/* dX (+)= dY W with the layer's matrix `field` read through sc_model_weight
+ * (one matrix converted at a time), then the backward linear hook (forward.h) */
+static sc_status lin_back(sc_forward *f, sc_linear w, int64_t l, float *dx, const float *dy,
+                          const float *const *field, int64_t n, int64_t in, int64_t out, bool accumulate, sc_err *err) {
+    const float *W;
+    SC_TRY(sc_model_weight(f->m, field, &W, err));
     linear_backward(dx, dy, W, n, in, out, accumulate);
     if (!f->lgrad_fn) return SC_OK;
     sc_linear_grad_event ev = {w, l, n, in, out, W, dy, dx};
@@ -57,14 +61,7 @@ static void attention_backward(sc_forward *f, int64_t l, int64_t n) {
                     (blasint)qd, Vh, (blasint)kvd, 0.0f, dP, (blasint)n);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)n, (blasint)hd, (blasint)n, 1.0f, P, (blasint)n,
                     dctx, (blasint)qd, 1.0f, f->g_v + kh * hd, (blasint)kvd);
-        /* dS = P * (dP - rowsum(P * dP)), in place in dP */
-        for (int64_t t = 0; t < n; t++) {
-            float *pr = P + t * n, *dr = dP + t * n;
-            double dot = 0.0;
-            for (int64_t j = 0; j <= t; j++) dot += (double)pr[j] * dr[j];
-            for (int64_t j = 0; j <= t; j++) dr[j] = pr[j] * (dr[j] - (float)dot);
-            for (int64_t j = t + 1; j < n; j++) dr[j] = 0.0f;
-        }
+        sc_causal_softmax_backward(dP, P, n, n); /* dS = P * (dP - rowsum(P * dP)), in place in dP */
         /* dq_h = scale dS K_h ; dK_h += scale dS^T q_h */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)hd, (blasint)n, scale, dP,
                     (blasint)n, Kh, (blasint)kvd, 0.0f, f->g_q + h * hd, (blasint)qd);
@@ -87,41 +84,33 @@ static sc_status layers_backward(sc_forward *f, const sc_hooks *hk, sc_err *err)
         /* checkpointed: the shared buffers hold the last layer's activations
          * from the forward pass; every other layer is recomputed first */
         if (f->checkpoint && l + 1 < c->n_layers) SC_TRY(sc_forward_replay_layer(f, l, err));
-        const sc_layer *L;
-        SC_TRY(sc_model_layer(m, l, &L, err));
+        const sc_layer *L = &m->layers[l]; /* norms resident; matrices one at a time (sc_model_weight) */
         const float *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f, *v = f->v + (size_t)l * f->s_f,
                     *h = f->h + (size_t)l * f->s_f;
         const float *resid_after = l + 1 < c->n_layers ? f->x_in + (l + 1) * B * D : f->x_fin;
         SC_TRY(gtap(hk, SC_TAP_RESID, l, n, D, dx, resid_after, err));
         /* MLP: y = W_d h, h = phi(u) * v, u = W_g xn, v = W_u xn, xn = rmsnorm(x_mid) */
         float *dh = f->g_f1, *dv = f->g_f2;
-        SC_TRY(lin_back(f, SC_LIN_DOWN, l, dh, dx, L->wd, n, F, D, false, err));
+        SC_TRY(lin_back(f, SC_LIN_DOWN, l, dh, dx, &L->wd, n, F, D, false, err));
         SC_TRY(gtap(hk, SC_TAP_H, l, n, F, dh, h, err));
-        for (int64_t i = 0; i < n * F; i++) { /* a hook's replacement of h as an elementwise scaling */
-            float hp = a[i] * v[i];
-            if (h[i] != hp) dh[i] = hp != 0.0f ? dh[i] * (h[i] / hp) : 0.0f;
-        }
-        for (int64_t i = 0; i < n * F; i++) {
-            dv[i] = dh[i] * a[i];
-            dh[i] = dh[i] * v[i]; /* now dL/da */
-        }
+        sc_gated_backward(dh, dv, h, a, v, n * F); /* dh is now dL/da */
         SC_TRY(gtap(hk, SC_TAP_GATE_ACT, l, n, F, dh, a, err));
         SC_TRY(gtap(hk, SC_TAP_UP, l, n, F, dv, v, err));
-        for (int64_t i = 0; i < n * F; i++) dh[i] *= sc_act_deriv(u[i], c->act); /* now dL/du */
+        sc_act_backward(dh, u, n * F, c->act); /* now dL/du */
         SC_TRY(gtap(hk, SC_TAP_GATE, l, n, F, dh, u, err));
-        SC_TRY(lin_back(f, SC_LIN_GATE, l, dxn, dh, L->wg, n, D, F, false, err));
-        SC_TRY(lin_back(f, SC_LIN_UP, l, dxn, dv, L->wu, n, D, F, true, err));
+        SC_TRY(lin_back(f, SC_LIN_GATE, l, dxn, dh, &L->wg, n, D, F, false, err));
+        SC_TRY(lin_back(f, SC_LIN_UP, l, dxn, dv, &L->wu, n, D, F, true, err));
         SC_TRY(gtap(hk, SC_TAP_MLP_IN, l, n, D, dxn, NULL, err));
         sc_rmsnorm_backward(dx, dxn, f->x_mid + (size_t)l * f->s_d, L->ffn_norm, f->r2 + (size_t)l * f->s_r, n, D);
         /* attention: x_mid = x_in + W_o ctx */
-        SC_TRY(lin_back(f, SC_LIN_O, l, f->g_ctx, dx, L->wo, n, qd, D, false, err));
+        SC_TRY(lin_back(f, SC_LIN_O, l, f->g_ctx, dx, &L->wo, n, qd, D, false, err));
         SC_TRY(gtap(hk, SC_TAP_ATTN_CTX, l, n, qd, f->g_ctx, NULL, err));
         attention_backward(f, l, n);
         sc_rope_forward(f->g_q, n, c->n_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
         sc_rope_forward(f->g_k, n, c->n_kv_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
-        SC_TRY(lin_back(f, SC_LIN_Q, l, dxn, f->g_q, L->wq, n, D, qd, false, err));
-        SC_TRY(lin_back(f, SC_LIN_K, l, dxn, f->g_k, L->wk, n, D, kvd, true, err));
-        SC_TRY(lin_back(f, SC_LIN_V, l, dxn, f->g_v, L->wv, n, D, kvd, true, err));
+        SC_TRY(lin_back(f, SC_LIN_Q, l, dxn, f->g_q, &L->wq, n, D, qd, false, err));
+        SC_TRY(lin_back(f, SC_LIN_K, l, dxn, f->g_k, &L->wk, n, D, kvd, true, err));
+        SC_TRY(lin_back(f, SC_LIN_V, l, dxn, f->g_v, &L->wv, n, D, kvd, true, err));
         SC_TRY(gtap(hk, SC_TAP_ATTN_IN, l, n, D, dxn, NULL, err));
         sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + (size_t)l * f->s_r, n, D);
     }
@@ -151,6 +140,31 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
     return layers_backward(f, hk, err);
 }
 
+/* dL/dz = softmax(z) - onehot(y) for one vocabulary chunk z[n, nr] (rows r0 .. r0 + nr) in place, from each
+ * position's log-sum-exp; the last position is not scored (zeros). Positions are split over the threads. */
+typedef struct ce_job {
+    float *z;
+    int64_t n, nr, r0;
+    const int32_t *ids;
+    const double *lse;
+} ce_job;
+
+static void ce_grad_part(void *arg, int tid, int nth) {
+    const ce_job *j = arg;
+    int64_t t0, t1, nr = j->nr;
+    sc_split(j->n, tid, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        float *z = j->z + t * nr;
+        if (t + 1 == j->n) {
+            memset(z, 0, (size_t)nr * sizeof(float));
+            continue;
+        }
+        for (int64_t i = 0; i < nr; i++) z[i] = (float)exp((double)z[i] - j->lse[t]);
+        int64_t y = j->ids[t + 1];
+        if (y >= j->r0 && y < j->r0 + nr) z[y - j->r0] -= 1.0f;
+    }
+}
+
 sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hk, double *loss, sc_err *err) {
     *loss = NAN;
     SC_TRY(check_window(f, err));
@@ -170,16 +184,8 @@ sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hk, double *loss, sc_err
         const float *W;
         if ((st = sc_model_classifier_rows(m, r0, nr, &W, err))) break;
         sc_linear_forward(f->lchunk, xn, W, NULL, n, D, nr);
-        for (int64_t t = 0; t < n; t++) {
-            float *z = f->lchunk + t * nr;
-            if (t + 1 == n) {
-                memset(z, 0, (size_t)nr * sizeof(float));
-                continue;
-            }
-            for (int64_t i = 0; i < nr; i++) z[i] = (float)exp((double)z[i] - lse[t]);
-            int64_t y = ids[t + 1];
-            if (y >= r0 && y < r0 + nr) z[y - r0] -= 1.0f;
-        }
+        ce_job j = {f->lchunk, n, nr, r0, ids, lse};
+        sc_parallel(n * nr * 8, ce_grad_part, &j); /* an exp in double costs several elementwise operations */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)D, (blasint)nr, 1.0f, f->lchunk,
                     (blasint)nr, W, (blasint)D, r0 ? 1.0f : 0.0f, f->g_xn, (blasint)D);
     }

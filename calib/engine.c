@@ -61,20 +61,20 @@ sc_status sc_model_identity(const sc_model *m, char out[17], sc_err *err) {
         free(rows);
         free(ids);
     }
-    for (int64_t l = 0; !s && l < c->n_layers; l++) {
-        const sc_layer *L;
-        if ((s = sc_model_layer(m, l, &L, err))) break;
-        XXH64_update(st, L->attn_norm, (size_t)D * 4);
-        XXH64_update(st, L->wq, (size_t)(qd * D) * 4);
-        XXH64_update(st, L->wk, (size_t)(kvd * D) * 4);
-        XXH64_update(st, L->wv, (size_t)(kvd * D) * 4);
-        XXH64_update(st, L->wo, (size_t)(qd * D) * 4);
-        XXH64_update(st, L->ffn_norm, (size_t)D * 4);
-        XXH64_update(st, L->wg, (size_t)(F * D) * 4);
-        XXH64_update(st, L->wu, (size_t)(F * D) * 4);
-        XXH64_update(st, L->wd, (size_t)(F * D) * 4);
-        if (L->attn_rot) XXH64_update(st, L->attn_rot, (size_t)(D * D) * 4); /* folded LaRoSA (unrotated models */
-        if (L->mlp_rot) XXH64_update(st, L->mlp_rot, (size_t)(D * D) * 4);   /* hash exactly as before) */
+    for (int64_t l = 0; !s && l < c->n_layers; l++) { /* one matrix at a time as f32 (sc_model_weight) */
+        const sc_layer *L = &m->layers[l];
+        struct {
+            const float *const *field;
+            int64_t n;
+        } parts[] = {{&L->attn_norm, D},     {&L->wq, qd * D},       {&L->wk, kvd * D}, {&L->wv, kvd * D},
+                     {&L->wo, qd * D},       {&L->ffn_norm, D},      {&L->wg, F * D},   {&L->wu, F * D},
+                     {&L->wd, F * D},        {&L->attn_rot, D * D},  {&L->mlp_rot, D * D}};
+        for (size_t i = 0; !s && i < sizeof parts / sizeof parts[0]; i++) {
+            const float *W = *parts[i].field;
+            if (!W && (s = sc_model_weight(m, parts[i].field, &W, err))) break;
+            if (W) XXH64_update(st, W, (size_t)parts[i].n * 4); /* folded LaRoSA rotations when present (unrotated
+                                                                   models hash exactly as before) */
+        }
     }
     if (!s) XXH64_update(st, m->final_norm, (size_t)D * 4);
     for (int64_t r0 = 0, chunk = sc_model_classifier_chunk(m); !s && !c->tied_classifier && r0 < c->vocab_size; r0 += chunk) {

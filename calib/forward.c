@@ -223,14 +223,17 @@ static sc_status lin(sc_forward *f, sc_linear w, int64_t l, int64_t pos0, int64_
     return f->lin_fn(f->lin_user, &ev, err);
 }
 
-/* One layer on the residual stream f->x [n, D] at positions pos0 .. pos0+n-1. */
+/* One layer on the residual stream f->x [n, D] at positions pos0 .. pos0+n-1. The norms and biases are
+ * resident (model.h); each matrix is read with sc_model_weight just before its product, so a model converted
+ * on use holds one matrix as f32 at a time, not the whole layer. */
 static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int64_t n, int64_t pos0,
                                const sc_hooks *hk, sc_err *err) {
     const sc_config *c = &f->m->cfg;
     int64_t D = c->dim, F = c->ffn_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     size_t rowD = (size_t)(n * D) * sizeof(float);
-    const sc_layer *L;
-    SC_TRY(sc_model_layer(f->m, l, &L, err));
+    if (l < 0 || l >= c->n_layers) return sc_errf(err, SC_EARG, "%s: no layer %lld", f->m->path, (long long)l);
+    const sc_layer *L = &f->m->layers[l];
+    const float *W;
     float *K = f->kc + sc_kv_base(f, l, kvd) + pos0 * kvd, *V = f->vc + sc_kv_base(f, l, kvd) + pos0 * kvd;
     float *q = f->q + (size_t)l * f->s_q, *u = f->u + (size_t)l * f->s_f, *a = f->a + (size_t)l * f->s_f,
           *v = f->v + (size_t)l * f->s_f, *h = f->h + (size_t)l * f->s_f;
@@ -239,40 +242,49 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     /* attention block */
     if (f->train && !f->replaying) memcpy(f->x_in + l * f->max_batch * D, f->x, rowD);
     sc_rmsnorm_forward(f->xn, r1, f->x, L->attn_norm, n, D, c->norm_eps);
-    rotate(f->xn, f->tmp, L->attn_rot, n, D);
+    SC_TRY(sc_model_weight(f->m, &L->attn_rot, &W, err));
+    rotate(f->xn, f->tmp, W, n, D);
     SC_TRY(tap(f, hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
-    sc_linear_forward(q, f->xn, L->wq, L->bq, n, D, qd);
-    SC_TRY(lin(f, SC_LIN_Q, l, pos0, n, D, qd, f->xn, L->wq, L->bq, q, err));
-    sc_linear_forward(K, f->xn, L->wk, L->bk, n, D, kvd);
-    SC_TRY(lin(f, SC_LIN_K, l, pos0, n, D, kvd, f->xn, L->wk, L->bk, K, err));
-    sc_linear_forward(V, f->xn, L->wv, L->bv, n, D, kvd);
-    SC_TRY(lin(f, SC_LIN_V, l, pos0, n, D, kvd, f->xn, L->wv, L->bv, V, err));
+    SC_TRY(sc_model_weight(f->m, &L->wq, &W, err));
+    sc_linear_forward(q, f->xn, W, L->bq, n, D, qd);
+    SC_TRY(lin(f, SC_LIN_Q, l, pos0, n, D, qd, f->xn, W, L->bq, q, err));
+    SC_TRY(sc_model_weight(f->m, &L->wk, &W, err));
+    sc_linear_forward(K, f->xn, W, L->bk, n, D, kvd);
+    SC_TRY(lin(f, SC_LIN_K, l, pos0, n, D, kvd, f->xn, W, L->bk, K, err));
+    SC_TRY(sc_model_weight(f->m, &L->wv, &W, err));
+    sc_linear_forward(V, f->xn, W, L->bv, n, D, kvd);
+    SC_TRY(lin(f, SC_LIN_V, l, pos0, n, D, kvd, f->xn, W, L->bv, V, err));
     sc_rope_forward(q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
     sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
     attention(f, l, q, n, pos0, true);
     SC_TRY(tap(f, hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
-    sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
-    SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, L->wo, NULL, f->tmp, err));
-    for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+    SC_TRY(sc_model_weight(f->m, &L->wo, &W, err));
+    sc_linear_forward(f->tmp, f->ctx, W, NULL, n, qd, D);
+    SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, W, NULL, f->tmp, err));
+    sc_add(f->x, f->tmp, n * D);
     /* MLP block */
     if (f->train) memcpy(x_mid, f->x, rowD);
     sc_rmsnorm_forward(f->xn, r2, f->x, L->ffn_norm, n, D, c->norm_eps);
-    rotate(f->xn, f->tmp, L->mlp_rot, n, D);
+    SC_TRY(sc_model_weight(f->m, &L->mlp_rot, &W, err));
+    rotate(f->xn, f->tmp, W, n, D);
     SC_TRY(tap(f, hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
-    sc_linear_forward(u, f->xn, L->wg, NULL, n, D, F);
-    SC_TRY(lin(f, SC_LIN_GATE, l, pos0, n, D, F, f->xn, L->wg, NULL, u, err));
+    SC_TRY(sc_model_weight(f->m, &L->wg, &W, err));
+    sc_linear_forward(u, f->xn, W, NULL, n, D, F);
+    SC_TRY(lin(f, SC_LIN_GATE, l, pos0, n, D, F, f->xn, W, NULL, u, err));
     SC_TRY(tap(f, hk, SC_TAP_GATE, l, pos0, n, F, ids, u, err));
     sc_act_forward(a, u, n * F, c->act);
     SC_TRY(tap(f, hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, a, err));
-    sc_linear_forward(v, f->xn, L->wu, NULL, n, D, F);
-    SC_TRY(lin(f, SC_LIN_UP, l, pos0, n, D, F, f->xn, L->wu, NULL, v, err));
+    SC_TRY(sc_model_weight(f->m, &L->wu, &W, err));
+    sc_linear_forward(v, f->xn, W, NULL, n, D, F);
+    SC_TRY(lin(f, SC_LIN_UP, l, pos0, n, D, F, f->xn, W, NULL, v, err));
     SC_TRY(tap(f, hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
-    for (int64_t i = 0; i < n * F; i++) h[i] = a[i] * v[i];
+    sc_mul(h, a, v, n * F);
     SC_TRY(tap(f, hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
-    sc_linear_forward(f->tmp, h, L->wd, NULL, n, F, D);
-    SC_TRY(lin(f, SC_LIN_DOWN, l, pos0, n, F, D, h, L->wd, NULL, f->tmp, err));
+    SC_TRY(sc_model_weight(f->m, &L->wd, &W, err));
+    sc_linear_forward(f->tmp, h, W, NULL, n, F, D);
+    SC_TRY(lin(f, SC_LIN_DOWN, l, pos0, n, F, D, h, W, NULL, f->tmp, err));
     SC_TRY(tap(f, hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));
-    for (int64_t i = 0; i < n * D; i++) f->x[i] += f->tmp[i];
+    sc_add(f->x, f->tmp, n * D);
     SC_TRY(tap(f, hk, SC_TAP_RESID, l, pos0, n, D, ids, f->x, err));
     return SC_OK;
 }
@@ -347,18 +359,25 @@ sc_status sc_forward_sgemm_only(sc_forward *f, int64_t n, sc_err *err) {
     const sc_config *c = &m->cfg;
     if (n <= 0 || n > f->max_batch) return sc_errf(err, SC_EARG, "forward: bad window %lld", (long long)n);
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    for (int64_t l = 0; l < c->n_layers; l++) {
-        const sc_layer *L;
-        SC_TRY(sc_model_layer(m, l, &L, err));
+    for (int64_t l = 0; l < c->n_layers; l++) { /* the same matrices, read the same way, as layer_forward */
+        const sc_layer *L = &m->layers[l];
+        const float *W;
         float *K = f->kc + sc_kv_base(f, l, kvd), *V = f->vc + sc_kv_base(f, l, kvd);
-        sc_linear_forward(f->q, f->xn, L->wq, NULL, n, D, qd);
-        sc_linear_forward(K, f->xn, L->wk, NULL, n, D, kvd);
-        sc_linear_forward(V, f->xn, L->wv, NULL, n, D, kvd);
+        SC_TRY(sc_model_weight(m, &L->wq, &W, err));
+        sc_linear_forward(f->q, f->xn, W, NULL, n, D, qd);
+        SC_TRY(sc_model_weight(m, &L->wk, &W, err));
+        sc_linear_forward(K, f->xn, W, NULL, n, D, kvd);
+        SC_TRY(sc_model_weight(m, &L->wv, &W, err));
+        sc_linear_forward(V, f->xn, W, NULL, n, D, kvd);
         attention(f, l, f->q, n, 0, false);
-        sc_linear_forward(f->tmp, f->ctx, L->wo, NULL, n, qd, D);
-        sc_linear_forward(f->u, f->xn, L->wg, NULL, n, D, F);
-        sc_linear_forward(f->v, f->xn, L->wu, NULL, n, D, F);
-        sc_linear_forward(f->tmp, f->h, L->wd, NULL, n, F, D);
+        SC_TRY(sc_model_weight(m, &L->wo, &W, err));
+        sc_linear_forward(f->tmp, f->ctx, W, NULL, n, qd, D);
+        SC_TRY(sc_model_weight(m, &L->wg, &W, err));
+        sc_linear_forward(f->u, f->xn, W, NULL, n, D, F);
+        SC_TRY(sc_model_weight(m, &L->wu, &W, err));
+        sc_linear_forward(f->v, f->xn, W, NULL, n, D, F);
+        SC_TRY(sc_model_weight(m, &L->wd, &W, err));
+        sc_linear_forward(f->tmp, f->h, W, NULL, n, F, D);
     }
     return f->logits ? sc_classifier_forward(m, f->logits, f->xn, n, err) : SC_OK;
 }

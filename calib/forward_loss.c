@@ -8,6 +8,36 @@
 
 #include "forward_internal.h"
 #include "ops.h"
+#include "threads.h"
+
+/* One vocabulary chunk's logits z[n, nr] (rows r0 .. r0 + nr) folded into each position's running maximum
+ * (in lse until the end), sum of exponentials se and target logit zy; positions are split over the threads. */
+typedef struct lse_job {
+    const float *z;
+    int64_t n, nr, r0;
+    const int32_t *ids;
+    double *lse, *se, *zy;
+} lse_job;
+
+static void lse_part(void *arg, int tid, int nth) {
+    const lse_job *j = arg;
+    int64_t t0, t1, nr = j->nr;
+    sc_split(j->n - 1, tid, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        const float *z = j->z + t * nr;
+        double cm = z[0];
+        for (int64_t i = 1; i < nr; i++) cm = z[i] > cm ? z[i] : cm;
+        if (cm > j->lse[t]) { /* lse[t] holds the running maximum until the end */
+            j->se[t] *= exp(j->lse[t] - cm);
+            j->lse[t] = cm;
+        }
+        double s = 0.0;
+        for (int64_t i = 0; i < nr; i++) s += exp((double)z[i] - j->lse[t]);
+        j->se[t] += s;
+        int64_t y = j->ids[t + 1];
+        if (y >= j->r0 && y < j->r0 + nr) j->zy[t] = z[y - j->r0];
+    }
+}
 
 sc_status sc_forward_lse(sc_forward *f, double *lse, double *zy, sc_err *err) {
     if (!f->chunked) return sc_errf(err, SC_EARG, "forward: scoring by vocabulary chunks needs a chunked workspace");
@@ -25,20 +55,8 @@ sc_status sc_forward_lse(sc_forward *f, double *lse, double *zy, sc_err *err) {
         const float *W;
         if ((st = sc_model_classifier_rows(m, r0, nr, &W, err))) break;
         sc_linear_forward(f->lchunk, xn, W, NULL, n, D, nr);
-        for (int64_t t = 0; t + 1 < n; t++) {
-            const float *z = f->lchunk + t * nr;
-            double cm = z[0];
-            for (int64_t i = 1; i < nr; i++) cm = z[i] > cm ? z[i] : cm;
-            if (cm > lse[t]) { /* lse[t] holds the running maximum until the end */
-                se[t] *= exp(lse[t] - cm);
-                lse[t] = cm;
-            }
-            double s = 0.0;
-            for (int64_t i = 0; i < nr; i++) s += exp((double)z[i] - lse[t]);
-            se[t] += s;
-            int64_t y = ids[t + 1];
-            if (y >= r0 && y < r0 + nr) zy[t] = z[y - r0];
-        }
+        lse_job j = {f->lchunk, n, nr, r0, ids, lse, se, zy};
+        sc_parallel((n - 1) * nr * 8, lse_part, &j); /* an exp in double costs several elementwise operations */
     }
     for (int64_t t = 0; t + 1 < n; t++) lse[t] += log(se[t]);
     free(se);

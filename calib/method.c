@@ -54,9 +54,9 @@ int sc_method_counter_array(sc_array *out, int cap, const char *name, int64_t *d
 }
 
 sc_status sc_down_col_norms(const sc_model *m, int64_t layer, double *out, sc_err *err) {
-    const sc_layer *Ly;
-    SC_TRY(sc_model_layer(m, layer, &Ly, err));
-    const float *wd = Ly->wd;
+    if (layer < 0 || layer >= m->cfg.n_layers) return sc_errf(err, SC_EARG, "%s: no layer %lld", m->path, (long long)layer);
+    const float *wd;
+    SC_TRY(sc_model_weight(m, &m->layers[layer].wd, &wd, err));
     int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
     for (int64_t j = 0; j < F; j++) out[j] = 0.0;
     for (int64_t i = 0; i < D; i++) {

@@ -26,11 +26,28 @@ void sc_rope_forward(float *x, int64_t T, int64_t n_heads, int64_t head_dim, int
                      const float *sin_t, sc_rope_style style, bool inverse);
 /* (inverse = true rotates by minus the angle: the backward of the rotation) */
 
+/* The operations over rows or elements below run on sc_parallel's threads (threads.h): each output element is
+ * computed by one thread, the same way for any thread count, so the results do not depend on it. */
+
 /* In place: row t of s[T, ld] keeps columns [0, pos0 + t] (causal), softmax over them, zeros after. */
 void sc_causal_softmax(float *s, int64_t T, int64_t ld, int64_t pos0);
+/* One row: r[0, n) <- softmax(r[0, n)) with srt_exp (srt_ops.h), r[n, ld) <- 0. */
+void sc_softmax_row(float *r, int64_t n, int64_t ld);
+/* The backward of sc_causal_softmax (pos0 = 0, T rows of ld >= T): dP <- P * (dP - rowsum(P * dP)) on the
+ * causal columns, 0 after them, from P = the softmax's output. */
+void sc_causal_softmax_backward(float *dP, const float *P, int64_t T, int64_t ld);
 
 /* a[n] = phi(u[n]) */
 void sc_act_forward(float *a, const float *u, int64_t n, sc_act act);
+/* x[n] += y[n] */
+void sc_add(float *x, const float *y, int64_t n);
+/* h[n] = a[n] * v[n] */
+void sc_mul(float *h, const float *a, const float *v, int64_t n);
+/* The backward of h = a * v: on entry dh = dL/dh, on return dL/da, and dv = dL/dv. Where h (as a forward
+ * hook left it) differs from a * v, the hook's replacement is differentiated as the scaling h / (a v). */
+void sc_gated_backward(float *dh, float *dv, const float *h, const float *a, const float *v, int64_t n);
+/* d[n] *= phi'(u[n]) */
+void sc_act_backward(float *d, const float *u, int64_t n, sc_act act);
 float sc_act_scalar(float u, sc_act act);
 /* d phi / du */
 float sc_act_deriv(float u, sc_act act);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "srt_pool.h"
+
 static int requested; /* 0: automatic */
 
 /* sched_getaffinity answers with the allowed CPUs that are online (the kernel
@@ -61,4 +63,42 @@ const char *sc_threads_source_name(sc_threads_source s) {
     case SC_THREADS_SMALL_MODEL: return "1 for small layers";
     }
     return "?";
+}
+
+/* The pool of sc_parallel: created on first use, replaced when the count changes. Workers spin 20 us after a
+ * job (the next elementwise job often follows within microseconds) and then sleep, so they leave the cores to
+ * OpenBLAS's threads during the products. */
+#define PARALLEL_SPIN_NS 20000
+static int par_n = 1;
+static srt_pool *par_pool;
+static int par_pool_n;
+static int par_busy; /* inside a job: a nested call runs serially */
+
+void sc_parallel_configure(int n) {
+    int cpus = sc_cpu_count();
+    par_n = n < 1 ? 1 : n > cpus ? cpus : n;
+}
+
+int sc_parallel_threads(void) { return par_n; }
+
+void sc_parallel(int64_t work, void (*fn)(void *arg, int tid, int nth), void *arg) {
+    if (par_n < 2 || work < SC_PARALLEL_MIN_WORK || par_busy) {
+        fn(arg, 0, 1);
+        return;
+    }
+    if (par_pool && par_pool_n != par_n) {
+        srt_pool_free(par_pool);
+        par_pool = NULL;
+    }
+    if (!par_pool) {
+        if (srt_pool_create_spin(&par_pool, par_n, PARALLEL_SPIN_NS) != SRT_OK) {
+            par_pool = NULL;
+            fn(arg, 0, 1);
+            return;
+        }
+        par_pool_n = par_n;
+    }
+    par_busy = 1;
+    srt_pool_run(par_pool, fn, arg);
+    par_busy = 0;
 }

@@ -41,4 +41,33 @@ int sc_threads_for(int64_t dim, int64_t ffn_dim, int64_t q_dim, sc_threads_sourc
 /* "--threads", "OPENBLAS_NUM_THREADS", "all cores", "1 for small layers" */
 const char *sc_threads_source_name(sc_threads_source s);
 
+/* ---- the elementwise work between the matrix products ----
+ * OpenBLAS parallelises inside each product; the passes' other work (norms,
+ * RoPE, softmax, activations, residual adds, the loss's exponentials,
+ * converting weights to f32) runs on
+ * a small pool of its own with as many threads as BLAS uses (at most the
+ * CPUs), so no core idles between products. One caller at a time (the passes
+ * are single-threaded around their BLAS calls); a job never starts another. */
+
+/* Jobs smaller than this many elements run on the caller alone: waking a
+ * worker costs microseconds, about what a core needs for this much work. */
+#define SC_PARALLEL_MIN_WORK 32768
+
+/* The pool's thread count (sc_blas_configure sets it to BLAS's count, capped
+ * at the CPUs; 1 until then). */
+void sc_parallel_configure(int n);
+int sc_parallel_threads(void);
+/* Runs fn(arg, tid, nth) for tid = 0 .. nth-1 on nth threads (tid 0 on the
+ * caller) and returns when all are done; nth = 1 when work (the elements the
+ * job touches) is below SC_PARALLEL_MIN_WORK, one thread is configured, or the
+ * pool cannot start. fn must give each output element to exactly one tid and
+ * compute it the same way whatever nth is: results are then bit-identical for
+ * any thread count. */
+void sc_parallel(int64_t work, void (*fn)(void *arg, int tid, int nth), void *arg);
+/* tid's contiguous share [*i0, *i1) of [0, n). */
+static inline void sc_split(int64_t n, int tid, int nth, int64_t *i0, int64_t *i1) {
+    *i0 = n * tid / nth;
+    *i1 = n * (tid + 1) / nth;
+}
+
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "filekind.h"
+#include "threads.h"
 #include "tokenizer.h"
 
 /* A weight converted on use. */
@@ -50,6 +51,10 @@ struct sc_model_res {
     sc_layer view;
     float *layer_buf;
     size_t layer_buf_n;
+    /* the one matrix in mat_buf (sc_model_weight): its lazy entry, or -1 */
+    int64_t mat_lz;
+    float *mat_buf;
+    size_t mat_buf_n;
     /* the classifier rows in cls_buf */
     float *cls_buf;
     int64_t cls_r0, cls_n;
@@ -76,6 +81,7 @@ sc_model *sc_model_new(const char *path, const char *format) {
         return NULL;
     }
     m->res->cur_layer = -1;
+    m->res->mat_lz = -1;
     m->res->cls_r0 = -1;
     m->res->cls_chunk_bytes = g_cls_chunk_bytes;
     m->res->resident = g_resident;
@@ -198,6 +204,7 @@ static sc_status add_lazy(sc_model *m, const float **field, lazy_w w, sc_err *er
     *field = NULL;
     m->lazy_bytes += (uint64_t)w.rows * (uint64_t)w.cols * 4;
     r->cur_layer = -1;
+    r->mat_lz = -1;
     r->cls_r0 = -1;
     return SC_OK;
 }
@@ -248,6 +255,28 @@ static bool lz_convert(const lazy_w *w, int64_t r0, int64_t n, float *dst) {
     return true;
 }
 
+/* A whole matrix into dst: sources of a dtype are converted in row blocks on sc_parallel's threads (each row by
+ * one thread, so the same values whatever the count); a converter function (an artifact's layouts, some of
+ * which unpack the whole matrix per call) runs once. */
+typedef struct conv_job {
+    const lazy_w *w;
+    float *dst;
+} conv_job;
+
+static void conv_part(void *arg, int tid, int nth) {
+    const conv_job *j = arg;
+    int64_t r0, r1;
+    sc_split(j->w->rows, tid, nth, &r0, &r1);
+    if (r1 > r0) lz_convert(j->w, r0, r1 - r0, j->dst + r0 * j->w->cols);
+}
+
+static bool lz_convert_all(const lazy_w *w, float *dst) {
+    if (w->fn) return w->fn(w->ctx, 0, w->rows, dst);
+    conv_job j = {w, dst};
+    sc_parallel(w->rows * w->cols, conv_part, &j);
+    return true;
+}
+
 static const lazy_w *find_lazy(const sc_model *m, int64_t place) {
     const sc_model_res *r = m->res;
     for (size_t i = 0; i < r->n_lz; i++)
@@ -261,11 +290,15 @@ bool sc_model_is_lazy(const sc_model *m) { return m->res->n_lz > 0; }
 void sc_model_release(const sc_model *m) {
     sc_model_res *r = m->res;
     sc_free_aligned(r->layer_buf);
+    sc_free_aligned(r->mat_buf);
     sc_free_aligned(r->cls_buf);
     r->layer_buf = NULL;
+    r->mat_buf = NULL;
     r->cls_buf = NULL;
     r->layer_buf_n = 0;
+    r->mat_buf_n = 0;
     r->cur_layer = -1;
+    r->mat_lz = -1;
     r->cls_r0 = -1;
 }
 
@@ -288,6 +321,11 @@ sc_status sc_model_layer(const sc_model *m, int64_t l, const sc_layer **out, sc_
         *out = &m->layers[l];
         return SC_OK;
     }
+    /* the whole layer is about to be held: the one-matrix buffer goes, so the two are not held together */
+    sc_free_aligned(r->mat_buf);
+    r->mat_buf = NULL;
+    r->mat_buf_n = 0;
+    r->mat_lz = -1;
     if (need > r->layer_buf_n) {
         sc_free_aligned(r->layer_buf);
         r->layer_buf_n = 0;
@@ -302,7 +340,7 @@ sc_status sc_model_layer(const sc_model *m, int64_t l, const sc_layer **out, sc_
     for (size_t i = 0; i < r->n_lz; i++) {
         const lazy_w *w = &r->lz[i];
         if (w->layer != l) continue;
-        if (!lz_convert(w, 0, w->rows, p))
+        if (!lz_convert_all(w, p))
             return sc_errf(err, SC_EFORMAT, "%s: layer %lld: a weight cannot be decoded", m->path, (long long)l);
         const float *v = p;
         memcpy((char *)&r->view + w->off, &v, sizeof v);
@@ -310,6 +348,46 @@ sc_status sc_model_layer(const sc_model *m, int64_t l, const sc_layer **out, sc_
     }
     r->cur_layer = l;
     *out = &r->view;
+    return SC_OK;
+}
+
+sc_status sc_model_weight(const sc_model *m, const float *const *field, const float **out, sc_err *err) {
+    *out = NULL;
+    sc_model_res *r = m->res;
+    size_t off;
+    int64_t l = field_place(m, (const float **)field, &off);
+    if (l < 0) return sc_errf(err, SC_EARG, "%s: internal: sc_model_weight takes a layer's field", m->path);
+    if (*field) {
+        *out = *field;
+        return SC_OK;
+    }
+    if (r->cur_layer == l) { /* converted already, with the whole layer */
+        memcpy(out, (const char *)&r->view + off, sizeof *out);
+        return SC_OK;
+    }
+    size_t k = 0, big = 0;
+    while (k < r->n_lz && !(r->lz[k].layer == l && r->lz[k].off == off)) k++;
+    if (k == r->n_lz) { /* an absent optional weight (a folded rotation) */
+        *out = NULL;
+        return SC_OK;
+    }
+    if (r->mat_lz == (int64_t)k) {
+        *out = r->mat_buf;
+        return SC_OK;
+    }
+    if (!r->mat_buf) { /* sized once for the largest matrix of any layer */
+        for (size_t i = 0; i < r->n_lz; i++)
+            if (r->lz[i].layer >= 0 && padded(&r->lz[i]) > big) big = padded(&r->lz[i]);
+        r->mat_buf = sc_alloc_aligned(big * sizeof(float));
+        if (!r->mat_buf) return sc_errf(err, SC_ENOMEM, "%s: cannot allocate %zu MiB for a weight matrix", m->path,
+                                        big * sizeof(float) >> 20);
+        r->mat_buf_n = big;
+    }
+    r->mat_lz = -1;
+    if (!lz_convert_all(&r->lz[k], r->mat_buf))
+        return sc_errf(err, SC_EFORMAT, "%s: layer %lld: a weight cannot be decoded", m->path, (long long)l);
+    r->mat_lz = (int64_t)k;
+    *out = r->mat_buf;
     return SC_OK;
 }
 
@@ -376,11 +454,12 @@ sc_status sc_model_make_resident(sc_model *m, const float **field, size_t n, flo
         lazy_w *w = &r->lz[i];
         if (w->layer != place || w->off != off) continue;
         if ((size_t)(w->rows * w->cols) != n) return sc_errf(err, SC_EARG, "%s: internal: weight size mismatch", m->path);
-        if (!lz_convert(w, 0, w->rows, buf)) return sc_errf(err, SC_EFORMAT, "%s: a weight cannot be decoded", m->path);
+        if (!lz_convert_all(w, buf)) return sc_errf(err, SC_EFORMAT, "%s: a weight cannot be decoded", m->path);
         m->lazy_bytes -= (uint64_t)n * 4;
         free(w->ctx);
         r->lz[i] = r->lz[--r->n_lz];
         r->cur_layer = -1;
+        r->mat_lz = -1;
         r->cls_r0 = -1;
         *field = *out = buf;
         return SC_OK;
@@ -389,6 +468,7 @@ sc_status sc_model_make_resident(sc_model *m, const float **field, size_t n, flo
     memcpy(buf, *field, n * sizeof(float));
     *field = *out = buf;
     r->cur_layer = -1;
+    r->mat_lz = -1;
     return SC_OK;
 }
 

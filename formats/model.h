@@ -9,7 +9,7 @@
  * straight into the mmapped file. Every other large tensor (f16, bf16, Q8_0,
  * an artifact's quantised layouts) is converted to f32 on use: a layer's
  * matrices when sc_model_layer asks for that layer, into one buffer the next
- * layer reuses; embedding rows when sc_model_embed looks them up; the
+ * layer reuses (or one matrix, sc_model_weight); embedding rows when sc_model_embed looks them up; the
  * classifier in row chunks (sc_model_classifier_rows). So a model never exists
  * whole as f32: memory is the mapping's page cache (file-backed, reclaimable)
  * plus one layer. Vectors (norms, biases) are converted once at load.
@@ -115,13 +115,25 @@ void sc_model_free(sc_model *m);
 int64_t sc_model_param_count(const sc_model *m);
 
 /* ---- reading weights (see the top of this file) ----
- * Not thread-safe: one thread reads a model's weights at a time (BLAS and the
- * runtime's pool parallelise inside a call). */
+ * Not thread-safe: one thread reads a model's weights at a time (BLAS, the
+ * runtime's pool and sc_parallel, which converts a matrix's rows on all
+ * threads, parallelise inside a call). */
 
 /* The weights of layer l as f32 views. Views of converted tensors live in a
  * buffer the model reuses: they stay valid until the next sc_model_layer call
  * for another layer, or a sc_model_release. */
 sc_status sc_model_layer(const sc_model *m, int64_t l, const sc_layer **out, sc_err *err);
+/* One matrix of a layer as f32: field is its field in m->layers[l] (e.g.
+ * &m->layers[l].wq). Converted on use into a buffer sized by the largest
+ * matrix (a quarter of a Llama layer's f32 bytes), which the next call
+ * reuses: *out stays valid until the next sc_model_weight call, a
+ * sc_model_layer call that converts a layer (it frees this buffer, so the
+ * two are never held together) or a sc_model_release. sc_model_layer's
+ * views stay valid, and when it holds layer l already its view is
+ * returned without a conversion. *out is NULL
+ * for an absent optional weight (a folded rotation). The forward and backward
+ * passes read their weights this way, one matrix at a time. */
+sc_status sc_model_weight(const sc_model *m, const float *const *field, const float **out, sc_err *err);
 /* dst[n, dim] <- the embedding rows of ids (checked against the vocabulary). */
 sc_status sc_model_embed(const sc_model *m, const int32_t *ids, int64_t n, float *dst, sc_err *err);
 /* Rows [r0, r0 + n) of the classifier [vocab, dim] as f32, valid until the

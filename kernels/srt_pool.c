@@ -14,11 +14,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define SPIN_NS 200000 /* worker: spin this long (ns) before sleeping */
+#define SPIN_NS 200000 /* worker: spin this long (ns) before sleeping (srt_pool_create) */
 #define SPIN_CALLER 4000
 
 struct srt_pool {
     int n;
+    int64_t spin_ns;
     pthread_t *th;
     int *tids;
     int started;
@@ -60,7 +61,7 @@ static void *worker(void *a) {
         int64_t t0 = now_ns();
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
-            if ((++spins & 63) || now_ns() - t0 < SPIN_NS) {
+            if ((++spins & 63) || now_ns() - t0 < p->spin_ns) {
                 cpu_relax();
                 continue;
             }
@@ -78,11 +79,14 @@ static void *worker(void *a) {
     }
 }
 
-srt_status srt_pool_create(srt_pool **out, int nthreads) {
+srt_status srt_pool_create(srt_pool **out, int nthreads) { return srt_pool_create_spin(out, nthreads, SPIN_NS); }
+
+srt_status srt_pool_create_spin(srt_pool **out, int nthreads, int64_t spin_ns) {
     *out = NULL;
     srt_pool *p = calloc(1, sizeof *p);
     if (!p) return SRT_ENOMEM;
     p->n = nthreads;
+    p->spin_ns = spin_ns > 0 ? spin_ns : 0;
     p->th = calloc((size_t)nthreads, sizeof *p->th);
     if (!p->th) {
         free(p);

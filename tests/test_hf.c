@@ -571,6 +571,40 @@ static void test_synth_gguf(void) {
             for (int64_t k = 0; k < 48 * 32; k++) CHECK(B->wg[k] == sc_f16_to_f32(sc_f32_to_f16(H->wg[k])));
             CHECK(memcmp(B->ffn_norm, H->ffn_norm, 32 * 4) == 0); /* vectors stay f32 */
         }
+        /* one matrix at a time (sc_model_weight, what the forward and backward passes read) against the whole
+         * layer's conversion (sc_model_layer): the same converted values; a matrix converted once is reused;
+         * a layer held by sc_model_layer is returned without converting; an absent rotation is NULL */
+        CHECK(sc_model_is_lazy(b));
+        for (int l = 0; l < 2; l++) {
+            const sc_layer *B = sc_test_layer(b, l), *F = &b->layers[l];
+            const float *const *fields[] = {&F->wq, &F->wk, &F->wv, &F->wo, &F->wg, &F->wu, &F->wd};
+            const float *views[] = {B->wq, B->wk, B->wv, B->wo, B->wg, B->wu, B->wd};
+            const size_t sizes[] = {32 * 32, 16 * 32, 16 * 32, 32 * 32, 48 * 32, 48 * 32, 32 * 48};
+            float *copy[7];
+            for (int k = 0; k < 7; k++) {
+                const float *W = NULL;
+                CHECK(sc_model_weight(b, fields[k], &W, &err) == SC_OK && W == views[k]); /* the held layer's view */
+                copy[k] = malloc(sizes[k] * sizeof(float));
+                memcpy(copy[k], views[k], sizes[k] * sizeof(float));
+            }
+            sc_model_release(b);
+            const float *prev = NULL;
+            for (int k = 0; k < 7; k++) {
+                const float *W = NULL, *W2 = NULL;
+                CHECK_MSG(sc_model_weight(b, fields[k], &W, &err) == SC_OK && W, "%s", err.msg);
+                CHECK(W && *fields[k] == NULL && memcmp(W, copy[k], sizes[k] * sizeof(float)) == 0);
+                CHECK(sc_model_weight(b, fields[k], &W2, &err) == SC_OK && W2 == W); /* no second conversion */
+                CHECK(!prev || W == prev); /* one buffer, reused by every matrix */
+                prev = W;
+                free(copy[k]);
+            }
+            const float *R = (const float *)&err;
+            CHECK(sc_model_weight(b, &F->attn_rot, &R, &err) == SC_OK && R == NULL);
+            R = (const float *)&err; /* norms are resident: returned as they are */
+            CHECK(sc_model_weight(b, &F->attn_norm, &R, &err) == SC_OK && R == F->attn_norm && R);
+        }
+        const float *bad;
+        CHECK(sc_model_weight(b, &b->tok_emb, &bad, &err) == SC_EARG && bad == NULL);
         int32_t ids[8];
         for (int i = 0; i < 8; i++) ids[i] = (int32_t)((i * 3001 + 7) % V);
         float *la = logits_of(a, ids, 8), *lh = logits_of(h, ids, 8);
