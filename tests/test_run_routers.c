@@ -95,9 +95,12 @@ static void input_routers(const sc_model *m, const sc_tokenizer *tok, const sc_d
                    layouts[li], names[k], dens[k], er.ppl.nll_sum, de, sr.nll_sum, dr);
             CHECK(er.ppl.n_scored == sr.n_scored);
             if (li == 1) {
-                /* q8_0: quantised weights and activations move thresholded decisions (test_run_routers' zigzag
-                 * level above) */
-                CHECK_MSG(rel(sr.nll_sum, er.ppl.nll_sum) < 0.03, "%s q8_0: nll %.9g vs %.9g", names[k], sr.nll_sum,
+                /* q8_0 against the f32 source: quantised weights and activations move thresholded decisions,
+                 * and teal-greedy thresholds every projection's input. Measured: up to 2.7% with the AVX-512
+                 * kernels, 3.2% with SPARSECAL_ISA=scalar (its q8_0 dot sums in another order, so other
+                 * inputs sit on the other side of a threshold); 5% bounds both. Equality on the artifact
+                 * itself (eval -m X.spk vs run --score) is test_score's. */
+                CHECK_MSG(rel(sr.nll_sum, er.ppl.nll_sum) < 0.05, "%s q8_0: nll %.9g vs %.9g", names[k], sr.nll_sum,
                           er.ppl.nll_sum);
                 CHECK_MSG(fabs(dr - de) < 0.01, "%s q8_0: density %.6f vs %.6f", names[k], dr, de);
             }
