@@ -8,7 +8,10 @@
  * row of the stored allocation curve whose effective sparsity is nearest
  * s = 1 - density gives each projection its own sparsity. Every linear of
  * every token is routed (no dense prefix); the achieved sparsity of each
- * projection's input is counted as it runs. */
+ * projection's input is counted as it runs. "teal-cats" (rm->router CATS):
+ * teal's thresholds on every input but h, which the CATS router (router.h)
+ * sparsifies instead, top-K of |phi(u_j)| at the same density: the down
+ * projection's input sparsity is the router's, its MLP density the stats. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +69,6 @@ void sc_input_result_fill(const sc_config *c, const double *dropped, const doubl
 
 sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
                        const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
-    (void)obs; /* no neuron router */
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
     bool greedy = rm->flags & SC_RM_GREEDY;
@@ -84,6 +86,8 @@ sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_da
     for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
     teal_eval te;
     memset(&te, 0, sizeof te);
+    const bool neuron = rm->router != SRT_ROUTER_DENSE; /* teal-cats: the router owns h */
+    sc_router *r = NULL;
     double *thr = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double)), *cum = malloc(SC_TEAL_NB * sizeof(double));
     te.mk.dropped = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
     te.mk.seen = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
@@ -117,7 +121,9 @@ sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_da
             sc_plan_teal_table(state, l, cum, table);
             for (int p = 0; p < SC_TEAL_NPROJ; p++)
                 thr[l * SC_TEAL_NPROJ + p] =
-                    srt_table_threshold(table + sc_teal_tap_of((sc_linear)p) * SRT_THR_GRID, target);
+                    neuron && p == SC_LIN_DOWN ? 0.0
+                                               : srt_table_threshold(table + sc_teal_tap_of((sc_linear)p) * SRT_THR_GRID,
+                                                                     target);
             continue;
         }
         for (int p = 0; p < SC_TEAL_NPROJ; p++) {
@@ -125,11 +131,31 @@ sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_da
             thr[l * SC_TEAL_NPROJ + p] = sc_teal_threshold(cum, s[p]);
         }
     }
-    sc_eval_opts eo = {ctx, NULL, install, &te, o->second_half, o->progress};
+    sc_hooks hk = {sc_router_hook, NULL, sc_router_taps()};
+    if (neuron) {
+        sc_router_spec spec = {rm->router, o->density, NULL, NULL, false, obs ? obs->fn : NULL, obs ? obs->user : NULL};
+        if ((st = sc_router_create(m, &spec, &r, err))) goto done;
+        hk.user = r;
+    }
+    sc_eval_opts eo = {ctx, neuron ? &hk : NULL, install, &te, o->second_half, o->progress};
     if ((st = sc_eval_run(m, d, &eo, &out->ppl, err))) goto done;
+    sc_router_stats rs = {0};
+    if (neuron) { /* the router's drops are the down projection's input sparsity */
+        sc_router_get_stats(r, &rs);
+        for (int64_t l = 0; l < L; l++) {
+            int64_t k = l * SC_TEAL_NPROJ + SC_LIN_DOWN;
+            te.mk.dropped[k] = te.mk.seen[k] * (1.0 - rs.layer_mean[l]);
+        }
+    }
     sc_input_result_fill(c, te.mk.dropped, te.mk.seen, out);
     out->in.target = target;
+    if (neuron) { /* density: the MLP neurons' */
+        out->stats = rs;
+        for (int64_t l = 0; l < L && l < SC_MAX_LAYERS; l++) out->layer_density[l] = rs.layer_mean[l];
+        out->stats.layer_mean = out->layer_density;
+    }
 done:
+    sc_router_free(r);
     free(thr);
     free(cum);
     free(te.mk.dropped);

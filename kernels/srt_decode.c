@@ -264,7 +264,10 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     int64_t D = c->dim, F = c->ffn_dim;
     srt_activate(m->ctx, m->a, m->u, F, c->gelu);
     double t1 = now();
-    if (m->larosa || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) {
+    /* teal-cats: teal's masks on the inputs, the neuron router below on the gate */
+    bool h_side = m->mode == SRT_MODE_TEAL ? m->router == SRT_ROUTER_DENSE
+                                           : m->larosa || m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA;
+    if (h_side) {
         TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
         double t2 = now();
@@ -314,8 +317,8 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     } else {
         if (L->wu.tr->sparse == SRT_SPARSE_ROWS)
             TRY(mv_sparse(m, &L->wu, m->xn, m->idx, K, m->v));
-        else
-            TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
+        else /* m->idx holds the neurons now, not the input's live list */
+            TRY(mv(m, &L->wu, m->xn, m->v));
         memset(m->h, 0, (size_t)F * sizeof(float));
         for (int64_t i = 0; i < K; i++) {
             uint32_t j = m->idx[i];

@@ -32,6 +32,12 @@ static const srt_method_info table[SRT_METHOD_COUNT] = {
      0, SRT_PACK_DENSITY, false},
     {SRT_METHOD_GRIFFIN, "griffin", "a top-K set per layer fixed from the prompt's activations (the GRIFFIN paper)", 0,
      NULL, false, SRT_DENSITY_TOPK, 0, SRT_PACK_DENSITY, true},
+    /* input sparsity where the live set comes from the input (attention, gate), row sparsity on up and down from
+     * the gate's |phi(u_j)|; one density for both */
+    {SRT_METHOD_TEAL_CATS, "teal-cats",
+     "teal's input thresholds on attention and the gate, then top-K of |phi(u_j)| on up and down (TEAL, CATS papers)",
+     SRT_DATA_TEAL_TABLE, "teal-cats needs lN.teal_thresholds: pack with --calib holding teal", false, SRT_DENSITY_TOPK,
+     0, SRT_PACK_DENSITY, false},
 };
 
 const srt_method_info *srt_method_get(int id) {
@@ -44,7 +50,7 @@ const srt_method_info *srt_method_find(const char *name) {
     return NULL;
 }
 
-const char *srt_method_names(void) { return "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin"; }
+const char *srt_method_names(void) { return "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats"; }
 
 const char *srt_method_refusal(const srt_method_info *m, unsigned have) {
     if (!m) return "unknown router";

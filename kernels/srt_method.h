@@ -20,6 +20,7 @@ typedef enum srt_method_id {
     SRT_METHOD_CLADA,          /* cett's thresholds scaled by the load factor */
     SRT_METHOD_TEAL,           /* every linear input |x_i| > t_tap from a calibrated table */
     SRT_METHOD_GRIFFIN,        /* a top-K set per layer fixed at the end of the prompt from its s_j statistic */
+    SRT_METHOD_TEAL_CATS,      /* teal's thresholds on the attention and gate inputs, cats' top-K on up and down */
     SRT_METHOD_COUNT
 } srt_method_id;
 

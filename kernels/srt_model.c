@@ -464,7 +464,7 @@ unsigned srt_model_data(const srt_model *m) { return m ? m->have : 0u; }
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
     const srt_method_info *mi = srt_method_find(name);
-    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin)";
+    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats)";
     return srt_method_refusal(mi, m->have);
 }
 
@@ -579,16 +579,22 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
         break;
     }
     case SRT_METHOD_CATS_THRESHOLD:
-    case SRT_METHOD_TEAL: {
+    case SRT_METHOD_TEAL:
+    case SRT_METHOD_TEAL_CATS: {
         double s = 1.0 - density;
-        bool teal = id == SRT_METHOD_TEAL;
+        bool teal = id != SRT_METHOD_CATS_THRESHOLD, cats = id == SRT_METHOD_TEAL_CATS;
         m->mode = teal ? SRT_MODE_TEAL : SRT_MODE_CATS_THR;
+        if (cats) { /* the gate's top-K chooses up's rows and down's inputs: h keeps no threshold (-1) */
+            m->router = SRT_ROUTER_CATS;
+            m->K = srt_topk_count(density, c->ffn_dim);
+        }
         for (int64_t l = 0; l < c->n_layers; l++) {
             const srt_layer_w *Lw = &m->layers[l];
             if (!teal) m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(Lw->cats_thr, s);
             for (int tap = 0; teal && tap < SRT_TEAL_NTAPS; tap++)
-                m->thr_l[l * SRT_TEAL_NTAPS + tap] =
-                    Lw->teal_thr ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s) : -1.0f;
+                m->thr_l[l * SRT_TEAL_NTAPS + tap] = Lw->teal_thr && !(cats && tap == SRT_TEAL_H)
+                                                         ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s)
+                                                         : -1.0f;
         }
         break;
     }

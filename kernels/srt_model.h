@@ -139,8 +139,13 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   the entropy of the previous step's own logits;
  *   teal            every linear input keeps |x_i| > t_tap (tap thresholds at
  *                   sparsity 1 - density from lN.teal_thresholds), column-
- *                   sparse layouts read only those columns.
- * The live neuron count then varies per token. SRT_ENOTSUP when the
+ *                   sparse layouts read only those columns;
+ *   teal-cats       teal's thresholds on the attention and gate inputs
+ *                   (attn_in, attn_ctx, mlp_in; up reads the masked mlp_in
+ *                   too), then cats' top-K of |phi(u_j)| chooses up's rows
+ *                   and down's inputs (h keeps no threshold: tap 3 is -1),
+ *                   one density for both.
+ * The live neuron count then varies per token (teal-cats: K). SRT_ENOTSUP when the
  * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
  * for an unknown name or a density outside (0, 1] (NAN passes for cett and
  * clada: their stored thresholds). */
@@ -171,8 +176,8 @@ const char *srt_model_method(const srt_model *m); /* the current router's name *
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
 /* The threshold the current threshold router applies in layer `layer`
- * (cats-threshold: tap 0, on |phi(u)|; teal: tap 0..3 = attn_in, attn_ctx,
- * mlp_in, h; < 0: dense), NAN for the other routers or bad arguments. */
+ * (cats-threshold: tap 0, on |phi(u)|; teal, teal-cats: tap 0..3 = attn_in,
+ * attn_ctx, mlp_in, h; < 0: dense), NAN for the other routers or bad arguments. */
 float srt_model_threshold(const srt_model *m, int64_t layer, int tap);
 /* The live neurons layer used in the last step (ascending; *idx = NULL and
  * the return value is ffn_dim when the layer ran dense). */
