@@ -8,8 +8,11 @@
  *
  * Rows: a streaming read of the q4_0 bytes (the floor), f32 cblas_sgemv,
  * GGML-style q4_0 rows, the PowerInfer-style per-live-row axpy over q4_0 rows
- * of W^T, kmi4 dense/sparse, zigzag dense/column-sparse, and the full MLP
- * block (kmi4r gate dense, kmi4r up and kmi4 down sparse) dense vs sparse. */
+ * of W^T, kmi4 dense/sparse, zigzag dense/column-sparse, the full MLP
+ * block (kmi4r gate dense, kmi4r up and kmi4 down sparse) dense vs sparse,
+ * and a bare read of exactly the bytes sparse kmi4 needs (no arithmetic, its
+ * order and prefetch distances): the floor for sparse kmi4, as the stream is
+ * for the dense kernels. */
 #define _DEFAULT_SOURCE /* madvise */
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -29,11 +32,13 @@
 #define MAX_SHAPES 4
 #define MAX_THREADS 4
 
-typedef enum kind { K_FLOOR, K_F32, K_Q4, K_SCATTER, K_KMI4, K_ZIGZAG, K_KMI4R, K_MLP, K_COUNT } kind;
+typedef enum kind { K_FLOOR, K_F32, K_Q4, K_SCATTER, K_KMI4, K_ZIGZAG, K_KMI4R, K_MLP, K_LIVE, K_COUNT } kind;
 static const char *kind_name[K_COUNT] = {"stream floor (q4_0 bytes)", "f32 cblas_sgemv", "q4_0 rows (GGML-style)",
                                          "q4_0t scatter (PowerInfer-style)", "kmi4", "zigzag",
-                                         "kmi4r rows (up proj., OUT -> IN)", "MLP block (kmi4)"};
-static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0", "q4_0t_scatter", "kmi4", "zigzag", "kmi4r_up", "mlp"};
+                                         "kmi4r rows (up proj., OUT -> IN)", "MLP block (kmi4)",
+                                         "kmi4 live bytes, bare read (× stream floor)"};
+static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0", "q4_0t_scatter", "kmi4", "zigzag", "kmi4r_up", "mlp",
+                                        "kmi4_live_read"};
 
 typedef struct config {
     kind k;
@@ -111,6 +116,46 @@ static void gelu(float *a, const float *g, int64_t n) {
 
 /* ---- one timed operation ------------------------------------------------------------ */
 
+/* A bare read (one word per 64-byte line, no arithmetic) of the bytes sparse kmi4 reads for the live list
+ * idx[0..n) of m, in its order (kernels/x86/x86_kmi4_body.h): per K-block of 32 neurons its rows_pad fp16
+ * scales, then the block's live vectors (rows_pad / 2 bytes each) eight at a time, tile (64 bytes) after
+ * tile across the eight, every line prefetched one pass (8 entries) ahead into L1 and four passes (32
+ * entries) ahead into L2, as the kernel does. One thread: what reading the live bytes alone costs. */
+#define LIVE_PASS 8
+static uint64_t kmi4_live_read(const srt_matrix *m, const uint32_t *idx, int64_t n) {
+    const int64_t rp = (m->rows + 127) / 128 * 128, vb = rp / 2, bb = rp * 18, nt = vb / 64;
+    const uint8_t *w = m->data;
+    uint64_t s = 0;
+    for (int64_t p = 0; p < n;) {
+        const int64_t kb = idx[p] / 32;
+        int64_t e = p;
+        while (e < n && idx[e] / 32 == kb) e++;
+        const uint8_t *sc = w + kb * bb;
+        for (int64_t o = 0; o < 2 * rp; o += 64) s ^= *(const uint64_t *)(sc + o);
+        const uint8_t *sc_far = w + (int64_t)(idx[e + 4 * LIVE_PASS < n ? e + 4 * LIVE_PASS : n - 1] / 32) * bb;
+        for (int64_t o = 0; o < 2 * rp; o += 64) __builtin_prefetch(sc_far + o, 0, 2);
+        for (; p < e; p += LIVE_PASS) {
+            const int c = (int)(e - p < LIVE_PASS ? e - p : LIVE_PASS);
+            const uint8_t *v[LIVE_PASS], *nx[LIVE_PASS], *fa[LIVE_PASS];
+            for (int r = 0; r < LIVE_PASS; r++) {
+                const int64_t a = p + r < n ? p + r : n - 1, b = p + LIVE_PASS + r < n ? p + LIVE_PASS + r : n - 1,
+                              f = p + 4 * LIVE_PASS + r < n ? p + 4 * LIVE_PASS + r : n - 1;
+                v[r] = w + (int64_t)(idx[a] / 32) * bb + 2 * rp + (idx[a] % 32) * vb;
+                nx[r] = w + (int64_t)(idx[b] / 32) * bb + 2 * rp + (idx[b] % 32) * vb;
+                fa[r] = w + (int64_t)(idx[f] / 32) * bb + 2 * rp + (idx[f] % 32) * vb;
+            }
+            for (int64_t t = 0; t < nt; t++) {
+                for (int r = 0; r < LIVE_PASS; r++) {
+                    __builtin_prefetch(nx[r] + 64 * t, 0, 3);
+                    __builtin_prefetch(fa[r] + 64 * t, 0, 2);
+                }
+                for (int r = 0; r < c; r++) s ^= *(const uint64_t *)(v[r] + 64 * t);
+            }
+        }
+    }
+    return s;
+}
+
 static void run_op(bench *B, const config *c, const layer *l) {
     srt_ctx *ctx = B->ctx;
     const int sp = c->sp;
@@ -161,6 +206,7 @@ static void run_op(bench *B, const config *c, const layer *l) {
             srt_layout_get(SRT_LAYOUT_KMI4R)->gemv_sparse(ctx, &l->u, &in, &lv, B->u);
         break;
     }
+    case K_LIVE: B->sink ^= kmi4_live_read(&l->kd, l->live[sp], B->live[sp]); break;
     case K_MLP: {
         const srt_layout_traits *kr = srt_layout_get(SRT_LAYOUT_KMI4R), *kd = srt_layout_get(SRT_LAYOUT_KMI4);
         const int64_t n = B->in;
@@ -205,7 +251,8 @@ static double config_bytes(const bench *B, const config *c) {
     case K_Q4: return (double)l->q4.bytes;
     case K_F32: return (double)B->out * (double)B->in * 4.0;
     case K_SCATTER: return (double)l->q4t.bytes * frac;
-    case K_KMI4: return (double)live * (double)(rp / 2) + blk_hit * (double)rp * 2.0;
+    case K_KMI4:
+    case K_LIVE: return (double)live * (double)(rp / 2) + blk_hit * (double)rp * 2.0;
     case K_ZIGZAG: return (double)l->zz.bytes * frac;
     case K_KMI4R: return (double)l->u.bytes * frac;
     case K_MLP: {
@@ -370,7 +417,9 @@ static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const doubl
         return -1;
     /* configurations, interleaved pass by pass */
     for (int k = 0; k < K_COUNT; k++) {
-        bool dense = k != K_SCATTER, sparse = k == K_SCATTER || k == K_KMI4 || k == K_ZIGZAG || k == K_KMI4R || k == K_MLP;
+        bool dense = k != K_SCATTER && k != K_LIVE,
+             sparse = k == K_SCATTER || k == K_KMI4 || k == K_ZIGZAG || k == K_KMI4R || k == K_MLP || k == K_LIVE;
+        if (k == K_LIVE && B->nth > 1) continue; /* one thread's read */
         if (dense) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = -1};
         for (int s = 0; s < nsp && sparse; s++) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = s};
     }
@@ -451,10 +500,10 @@ static const config *find_cfg(const bench *B, kind k, int sp) {
 }
 
 static void collect(const bench *B, result *out, int *n) {
-    const config *q4 = find_cfg(B, K_Q4, -1);
+    const config *q4 = find_cfg(B, K_Q4, -1), *fl = find_cfg(B, K_FLOOR, -1);
     for (int i = 0; i < B->ncfg; i++) {
         const config *c = &B->cfg[i];
-        const config *own = c->k == K_SCATTER ? q4 : find_cfg(B, c->k, -1);
+        const config *own = c->k == K_SCATTER ? q4 : c->k == K_LIVE ? fl : find_cfg(B, c->k, -1);
         result r = {B->in, B->out, B->nlayers, B->nth, c->sp, c->k, c->sp < 0 ? 0.0 : B->sp[c->sp],
                     (double)(c->sp < 0 ? B->in : B->live[c->sp]), c->med, c->lo, c->hi, c->rlo, c->rhi, c->bytes,
                     q4->med / c->med, own->med / c->med};
@@ -503,6 +552,12 @@ static void print_targets(FILE *f, const result *R, int n, int64_t in, int64_t o
     if (kd && ks && sc)
         fprintf(f, "- kmi4 at sparsity 0.5 <= 0.55x its dense and faster than the scatter: %.2fx, %.1f vs %.1f µs: %s\n",
                 ks->med / kd->med, ks->med, sc->med, ks->med / kd->med <= 0.55 && ks->med < sc->med ? "met" : "missed");
+    const result *lr = find_res(R, n, in, out, th, K_LIVE, 0.5);
+    if (fl && kd && ks && lr) /* the bare reads: of the live bytes (lr) and of all of them (the floor) */
+        fprintf(f, "- kmi4 at sparsity 0.5 against reading its bytes: the live bytes alone read in %.2fx the stream "
+                   "floor's time, sparse kmi4 takes %.2fx that read, dense kmi4 %.2fx the floor; a kernel at both "
+                   "reads would run at %.2fx its dense\n",
+                lr->med / fl->med, ks->med / lr->med, kd->med / fl->med, lr->med / fl->med);
     if (md && ms)
         fprintf(f, "- MLP block at sparsity 0.5 >= 1.45x dense: %.2fx (%.1f vs %.1f µs): %s\n", md->med / ms->med,
                 ms->med, md->med, md->med / ms->med >= 1.45 ? "met" : "missed");
