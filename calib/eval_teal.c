@@ -119,11 +119,10 @@ sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_da
         if (!greedy) { /* the table pack stores, read as the runtime reads it (srt_table_threshold) */
             float table[SC_TEAL_NTAPS * SRT_THR_GRID];
             sc_plan_teal_table(state, l, cum, table);
-            for (int p = 0; p < SC_TEAL_NPROJ; p++)
-                thr[l * SC_TEAL_NPROJ + p] =
-                    neuron && p == SC_LIN_DOWN ? 0.0
-                                               : srt_table_threshold(table + sc_teal_tap_of((sc_linear)p) * SRT_THR_GRID,
-                                                                     target);
+            for (int p = 0; p < SC_TEAL_NPROJ; p++) {
+                const float *row = table + sc_teal_tap_of((sc_linear)p) * SRT_THR_GRID;
+                thr[l * SC_TEAL_NPROJ + p] = neuron && p == SC_LIN_DOWN ? 0.0 : srt_table_threshold(row, target);
+            }
             continue;
         }
         for (int p = 0; p < SC_TEAL_NPROJ; p++) {

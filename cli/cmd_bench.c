@@ -37,8 +37,8 @@ static const char *kind_name[K_COUNT] = {"stream floor (q4_0 bytes)", "f32 cblas
                                          "q4_0t scatter (PowerInfer-style)", "kmi4", "zigzag",
                                          "kmi4r rows (up proj., OUT -> IN)", "MLP block (kmi4)",
                                          "kmi4 live bytes, bare read (× stream floor)"};
-static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0", "q4_0t_scatter", "kmi4", "zigzag", "kmi4r_up", "mlp",
-                                        "kmi4_live_read"};
+static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0",     "q4_0t_scatter", "kmi4",
+                                        "zigzag", "kmi4r_up",  "mlp",      "kmi4_live_read"};
 
 typedef struct config {
     kind k;
@@ -120,7 +120,7 @@ static void gelu(float *a, const float *g, int64_t n) {
  * idx[0..n) of m, in its order (kernels/x86/x86_kmi4_body.h): per K-block of 32 neurons its rows_pad fp16
  * scales, then the block's live vectors (rows_pad / 2 bytes each) eight at a time, tile (64 bytes) after
  * tile across the eight, every line prefetched one pass (8 entries) ahead into L1 and four passes (32
- * entries) ahead into L2, as the kernel does. One thread: what reading the live bytes alone costs. */
+ * entries) ahead into L2, as the kernel does. Threads take slices of the list, as the kernel's do. */
 #define LIVE_PASS 8
 static uint64_t kmi4_live_read(const srt_matrix *m, const uint32_t *idx, int64_t n) {
     const int64_t rp = (m->rows + 127) / 128 * 128, vb = rp / 2, bb = rp * 18, nt = vb / 64;
@@ -154,6 +154,19 @@ static uint64_t kmi4_live_read(const srt_matrix *m, const uint32_t *idx, int64_t
         }
     }
     return s;
+}
+
+typedef struct live_task {
+    const srt_matrix *m;
+    const uint32_t *idx;
+    int64_t n;
+    uint64_t sum[64];
+} live_task;
+
+static void live_thread(void *arg, int tid, int nth) {
+    live_task *t = arg;
+    const int64_t a = t->n * tid / nth, b = t->n * (tid + 1) / nth;
+    t->sum[tid % 64] = b > a ? kmi4_live_read(t->m, t->idx + a, b - a) : 0;
 }
 
 static void run_op(bench *B, const config *c, const layer *l) {
@@ -206,7 +219,12 @@ static void run_op(bench *B, const config *c, const layer *l) {
             srt_layout_get(SRT_LAYOUT_KMI4R)->gemv_sparse(ctx, &l->u, &in, &lv, B->u);
         break;
     }
-    case K_LIVE: B->sink ^= kmi4_live_read(&l->kd, l->live[sp], B->live[sp]); break;
+    case K_LIVE: {
+        live_task t = {&l->kd, l->live[sp], B->live[sp], {0}};
+        srt_ctx_run(ctx, live_thread, &t);
+        for (int i = 0; i < 64; i++) B->sink ^= t.sum[i];
+        break;
+    }
     case K_MLP: {
         const srt_layout_traits *kr = srt_layout_get(SRT_LAYOUT_KMI4R), *kd = srt_layout_get(SRT_LAYOUT_KMI4);
         const int64_t n = B->in;
@@ -419,7 +437,6 @@ static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const doubl
     for (int k = 0; k < K_COUNT; k++) {
         bool dense = k != K_SCATTER && k != K_LIVE,
              sparse = k == K_SCATTER || k == K_KMI4 || k == K_ZIGZAG || k == K_KMI4R || k == K_MLP || k == K_LIVE;
-        if (k == K_LIVE && B->nth > 1) continue; /* one thread's read */
         if (dense) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = -1};
         for (int s = 0; s < nsp && sparse; s++) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = s};
     }

@@ -50,7 +50,9 @@ const srt_method_info *srt_method_find(const char *name) {
     return NULL;
 }
 
-const char *srt_method_names(void) { return "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats"; }
+const char *srt_method_names(void) {
+    return "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats";
+}
 
 const char *srt_method_refusal(const srt_method_info *m, unsigned have) {
     if (!m) return "unknown router";

@@ -464,7 +464,8 @@ unsigned srt_model_data(const srt_model *m) { return m ? m->have : 0u; }
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
     const srt_method_info *mi = srt_method_find(name);
-    if (!mi) return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats)";
+    if (!mi)
+        return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats)";
     return srt_method_refusal(mi, m->have);
 }
 

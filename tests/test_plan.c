@@ -3,8 +3,8 @@
  * an f32 artifact packed from the same model and calibration choose the same
  * live neurons, token by token, for every neuron router the runtime has (cats,
  * claws, cats-threshold, cett, clada, and teal-cats, teal's input masks
- * before the CATS top-K), and the same teacher-forced NLL for those and teal. cats-threshold's per-layer thresholds are equal off the
- * 0.05 grid (density 0.33), and cett and clada off the density pack fitted
+ * before the CATS top-K), and the same teacher-forced NLL for those and
+ * teal. cats-threshold's per-layer thresholds are equal off the 0.05 grid (density 0.33), and cett and clada off the density pack fitted
  * their stored thresholds to (the runtime's from the stored CETT table). The rules themselves (kernels/srt_route.h) are
  * checked against their definitions on random vectors. stories260K. */
 #include <math.h>
@@ -191,10 +191,10 @@ int main(void) {
             float table[SC_TEAL_NTAPS * SRT_THR_GRID];
             for (int64_t l = 0; l < L; l++) {
                 CHECK(sc_plan_teal_table(sc_calib_state(c, "teal"), l, cum_buf, table));
-                for (int tap = 0; tap < SC_TEAL_NTAPS; tap++)
-                    CHECK((cats && tap == SRT_TEAL_H ? -1.0f
-                                                     : srt_table_threshold(table + tap * SRT_THR_GRID, 1.0 - dens[k])) ==
-                          srt_model_threshold(rt, l, tap));
+                for (int tap = 0; tap < SC_TEAL_NTAPS; tap++) {
+                    float want = srt_table_threshold(table + tap * SRT_THR_GRID, 1.0 - dens[k]);
+                    CHECK((cats && tap == SRT_TEAL_H ? -1.0f : want) == srt_model_threshold(rt, l, tap));
+                }
             }
         }
     }
