@@ -125,6 +125,12 @@ static void gelu(float *a, const float *g, int64_t n) {
  * tile across the eight, every line prefetched one pass (8 entries) ahead into L1 and four passes (32
  * entries) ahead into L2, as the kernel does. Threads take slices of the list, as the kernel's do. */
 #define LIVE_PASS 8
+static inline uint64_t word_at(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 static uint64_t kmi4_live_read(const srt_matrix *m, const uint32_t *idx, int64_t n) {
     const int64_t rp = (m->rows + 127) / 128 * 128, vb = rp / 2, bb = rp * 18, nt = vb / 64;
     const uint8_t *w = m->data;
@@ -134,7 +140,7 @@ static uint64_t kmi4_live_read(const srt_matrix *m, const uint32_t *idx, int64_t
         int64_t e = p;
         while (e < n && idx[e] / 32 == kb) e++;
         const uint8_t *sc = w + kb * bb;
-        for (int64_t o = 0; o < 2 * rp; o += 64) s ^= *(const uint64_t *)(sc + o);
+        for (int64_t o = 0; o < 2 * rp; o += 64) s ^= word_at(sc + o);
         const uint8_t *sc_far = w + (int64_t)(idx[e + 4 * LIVE_PASS < n ? e + 4 * LIVE_PASS : n - 1] / 32) * bb;
         for (int64_t o = 0; o < 2 * rp; o += 64) __builtin_prefetch(sc_far + o, 0, 2);
         for (; p < e; p += LIVE_PASS) {
@@ -152,7 +158,7 @@ static uint64_t kmi4_live_read(const srt_matrix *m, const uint32_t *idx, int64_t
                     __builtin_prefetch(nx[r] + 64 * t, 0, 3);
                     __builtin_prefetch(fa[r] + 64 * t, 0, 2);
                 }
-                for (int r = 0; r < c; r++) s ^= *(const uint64_t *)(v[r] + 64 * t);
+                for (int r = 0; r < c; r++) s ^= word_at(v[r] + 64 * t);
             }
         }
     }
