@@ -25,6 +25,15 @@ static void linear_backward(float *dx, const float *dy, const float *W, int64_t 
                 (blasint)out, W, (blasint)in, accumulate ? 1.0f : 0.0f, dx, (blasint)in);
 }
 
+/* dX (+)= dY W, then the backward linear hook (forward.h) */
+static sc_status lin_back(sc_forward *f, sc_linear w, int64_t l, float *dx, const float *dy, const float *W, int64_t n,
+                          int64_t in, int64_t out, bool accumulate, sc_err *err) {
+    linear_backward(dx, dy, W, n, in, out, accumulate);
+    if (!f->lgrad_fn) return SC_OK;
+    sc_linear_grad_event ev = {w, l, n, in, out, W, dy, dx};
+    return f->lgrad_fn(f->lgrad_user, &ev, err);
+}
+
 /* Attention backward for layer l: from dctx [n, qd] to dq [n, qd], dK, dV [n, kvd]
  * (before undoing RoPE). P is recomputed per head from q and K. */
 static void attention_backward(sc_forward *f, int64_t l, int64_t n) {
@@ -86,7 +95,7 @@ static sc_status layers_backward(sc_forward *f, const sc_hooks *hk, sc_err *err)
         SC_TRY(gtap(hk, SC_TAP_RESID, l, n, D, dx, resid_after, err));
         /* MLP: y = W_d h, h = phi(u) * v, u = W_g xn, v = W_u xn, xn = rmsnorm(x_mid) */
         float *dh = f->g_f1, *dv = f->g_f2;
-        linear_backward(dh, dx, L->wd, n, F, D, false);
+        SC_TRY(lin_back(f, SC_LIN_DOWN, l, dh, dx, L->wd, n, F, D, false, err));
         SC_TRY(gtap(hk, SC_TAP_H, l, n, F, dh, h, err));
         for (int64_t i = 0; i < n * F; i++) { /* a hook's replacement of h as an elementwise scaling */
             float hp = a[i] * v[i];
@@ -100,19 +109,19 @@ static sc_status layers_backward(sc_forward *f, const sc_hooks *hk, sc_err *err)
         SC_TRY(gtap(hk, SC_TAP_UP, l, n, F, dv, v, err));
         for (int64_t i = 0; i < n * F; i++) dh[i] *= sc_act_deriv(u[i], c->act); /* now dL/du */
         SC_TRY(gtap(hk, SC_TAP_GATE, l, n, F, dh, u, err));
-        linear_backward(dxn, dh, L->wg, n, D, F, false);
-        linear_backward(dxn, dv, L->wu, n, D, F, true);
+        SC_TRY(lin_back(f, SC_LIN_GATE, l, dxn, dh, L->wg, n, D, F, false, err));
+        SC_TRY(lin_back(f, SC_LIN_UP, l, dxn, dv, L->wu, n, D, F, true, err));
         SC_TRY(gtap(hk, SC_TAP_MLP_IN, l, n, D, dxn, NULL, err));
         sc_rmsnorm_backward(dx, dxn, f->x_mid + (size_t)l * f->s_d, L->ffn_norm, f->r2 + (size_t)l * f->s_r, n, D);
         /* attention: x_mid = x_in + W_o ctx */
-        linear_backward(f->g_ctx, dx, L->wo, n, qd, D, false);
+        SC_TRY(lin_back(f, SC_LIN_O, l, f->g_ctx, dx, L->wo, n, qd, D, false, err));
         SC_TRY(gtap(hk, SC_TAP_ATTN_CTX, l, n, qd, f->g_ctx, NULL, err));
         attention_backward(f, l, n);
         sc_rope_forward(f->g_q, n, c->n_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
         sc_rope_forward(f->g_k, n, c->n_kv_heads, hd, 0, f->cos_t, f->sin_t, c->rope, true);
-        linear_backward(dxn, f->g_q, L->wq, n, D, qd, false);
-        linear_backward(dxn, f->g_k, L->wk, n, D, kvd, true);
-        linear_backward(dxn, f->g_v, L->wv, n, D, kvd, true);
+        SC_TRY(lin_back(f, SC_LIN_Q, l, dxn, f->g_q, L->wq, n, D, qd, false, err));
+        SC_TRY(lin_back(f, SC_LIN_K, l, dxn, f->g_k, L->wk, n, D, kvd, true, err));
+        SC_TRY(lin_back(f, SC_LIN_V, l, dxn, f->g_v, L->wv, n, D, kvd, true, err));
         SC_TRY(gtap(hk, SC_TAP_ATTN_IN, l, n, D, dxn, NULL, err));
         sc_rmsnorm_backward(dx, dxn, f->x_in + l * B * D, L->attn_norm, f->r1 + (size_t)l * f->s_r, n, D);
     }

@@ -23,6 +23,11 @@ void sc_forward_set_linear_hook(sc_forward *f, sc_linear_fn fn, void *user) {
     f->lin_user = fn ? user : NULL;
 }
 
+void sc_forward_set_linear_grad_hook(sc_forward *f, sc_linear_grad_fn fn, void *user) {
+    f->lgrad_fn = fn;
+    f->lgrad_user = fn ? user : NULL;
+}
+
 void sc_forward_free(sc_forward *f) {
     if (!f) return;
     float *bufs[] = {f->lchunk, f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,

@@ -136,6 +136,26 @@ int64_t sc_forward_max_ctx(const sc_forward *f);
  * not see what a linear hook did (it differentiates the dense layers). */
 void sc_forward_set_linear_hook(sc_forward *f, sc_linear_fn fn, void *user);
 
+/* The backward counterpart of the linear hook (training workspaces): for
+ * every linear layer the backward pass reaches, dy = dL/dy [n, out] of its
+ * output (for q and k before RoPE, as the linear hook saw y) and dx = dL/dx
+ * [n, in] of its input, called right after the pass added dy W to dx (for
+ * q/k/v and gate/up, which share an input, dx holds the shares added so
+ * far). dx is the dense layer's gradient whatever the linear hook did (a
+ * straight-through estimate for a hook that masked x); the hook may add to
+ * dx what the pass cannot see (e.g. (W' - W)^T dy for an adapted weight W'),
+ * and the pass continues from what it leaves. The layer's input x is not
+ * passed: a linear hook that needs it keeps it (the recomputation of a
+ * checkpointed layer calls the linear hook again before its backward). */
+typedef struct sc_linear_grad_event {
+    sc_linear which;
+    int64_t layer, n_tokens, in, out;
+    const float *W, *dy;
+    float *dx;
+} sc_linear_grad_event;
+typedef sc_status (*sc_linear_grad_fn)(void *user, const sc_linear_grad_event *ev, sc_err *err);
+void sc_forward_set_linear_grad_hook(sc_forward *f, sc_linear_grad_fn fn, void *user);
+
 /* Runs one layer on its own: x[n, dim] is the residual stream entering
  * layer `layer` at positions 0 .. n-1; on return it holds the residual
  * after the layer. Uses the layer's key/value cache rows [0, n) and the

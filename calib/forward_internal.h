@@ -46,6 +46,8 @@ struct sc_forward {
     /* train mode only: backward scratch */
     sc_linear_fn lin_fn; /* the linear hook (NULL: none) */
     void *lin_user;
+    sc_linear_grad_fn lgrad_fn; /* the backward's linear hook (NULL: none) */
+    void *lgrad_user;
     float *g_x, *g_xn, *g_q, *g_k, *g_v, *g_ctx, *g_p, *g_dp, *g_f1, *g_f2;
 };
 

@@ -5,15 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-sc_status sc_lc_param(const char *params, const char *key, double def, double lo, double hi, double *out,
-                      const char *who, sc_err *err) {
-    *out = def;
-    const sc_param spec = {key, SC_PARAM_NUM, lo, hi, NULL, out, 0, NULL};
-    return sc_params_read(params, &spec, 1, who, err);
-}
-
-bool sc_lc_param_has(const char *params, const char *key) { return sc_params_has(params, key); }
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;

@@ -1,6 +1,6 @@
 /* lc_util.h - small helpers shared by the LaRoSA, CETT and CLADA code:
- * one-key reads of the method parameters (params.h), the --params keys of
- * the routing methods, and quantiles of a sample. */
+ * the --params keys of the routing methods (read with params.h) and
+ * quantiles of a sample. */
 #ifndef SC_LC_UTIL_H
 #define SC_LC_UTIL_H
 
@@ -9,14 +9,6 @@
 
 #include "common.h"
 #include "params.h"
-
-/* One number key of params (params.h: the typed parser, SC_PARAM_NUM).
- * Absent: *out = def and SC_OK. Present: parsed as a finite number in
- * [lo, hi], else SC_EARG with a message naming `who` and the key. */
-sc_status sc_lc_param(const char *params, const char *key, double def, double lo, double hi, double *out,
-                      const char *who, sc_err *err);
-/* true if the key is present (any value): sc_params_has. */
-bool sc_lc_param_has(const char *params, const char *key);
 
 /* --params keys of the consumers outside the calibration methods (each
  * method lists its own: sc_method.param_keys). */

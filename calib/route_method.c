@@ -39,13 +39,13 @@ static const sc_route_method m_teal = {
     "teal", SRT_METHOD_TEAL, SRT_ROUTER_DENSE, "teal", "", sc_eval_teal, SC_RM_REPORT_INPUT,
     "every linear input thresholded at one sparsity (the TEAL paper)"};
 static const sc_route_method m_teal_greedy = {
-    "teal-greedy", -1, SRT_ROUTER_DENSE, "teal", "", sc_eval_teal, SC_RM_GREEDY | SC_RM_REPORT_INPUT,
+    "teal-greedy", SRT_METHOD_TEAL_GREEDY, SRT_ROUTER_DENSE, "teal", "", sc_eval_teal, SC_RM_GREEDY | SC_RM_REPORT_INPUT,
     "teal with per-projection sparsities from the greedy allocation curve"};
 static const sc_route_method m_teal_cats = {
     "teal-cats", SRT_METHOD_TEAL_CATS, SRT_ROUTER_CATS, "teal", "", sc_eval_teal, SC_RM_REPORT_INPUT,
     "teal's thresholds on the attention and gate inputs, then top-K of |phi(u_j)| on up and down (TEAL, CATS papers)"};
 static const sc_route_method m_cwic = {
-    "cwic", -1, SRT_ROUTER_DENSE, "cwic", SC_CWIC_EVAL_KEYS, sc_eval_cwic, SC_RM_REPORT_INPUT,
+    "cwic", SRT_METHOD_CWIC, SRT_ROUTER_DENSE, "cwic", SC_CWIC_EVAL_KEYS, sc_eval_cwic, SC_RM_REPORT_INPUT,
     "CWIC stripe-column thresholds fitted to a target APR"};
 
 static const sc_route_method *const registry[] = {

@@ -62,7 +62,9 @@ bool sc_route_method_calibrated(const sc_route_method *rm, const sc_calib *c);
 /* Those calibration methods as words ("cett and clada") into buf, returned. */
 const char *sc_route_method_needs(const sc_route_method *rm, char *buf, size_t cap);
 
-/* The eval installers (one per family; each in its own file). */
+/* The eval installers, one per family, each beside its method: sc_eval_router
+ * (the neuron routers, sparse_eval.c), sc_eval_larosa (methods/larosa.c),
+ * sc_eval_cett (cett and clada, methods/cett.c), sc_eval_teal, sc_eval_cwic. */
 sc_status sc_eval_router(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
                          const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err);
 sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_dataset *d,

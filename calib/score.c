@@ -40,17 +40,24 @@ sc_status sc_artifact_set_router(srt_model *m, const char *path, const char *met
     double run = density; /* what the runtime is set with */
     srt_density_use use = srt_method_density(mi, srt_model_data(m));
     if (mi->density == SRT_DENSITY_FITTED) {
-        /* the stored per-neuron thresholds keep one density (or meet a CETT target): without the calibrated
-         * table (older artifacts) that one runs, or none; with it, any density */
-        double fitted = srt_model_cett_density(m);
-        if (use != SRT_DENSITY_TABLE && !out->density_default && !(fitted == density))
+        /* the stored thresholds keep one density (or meet a CETT target, or were imported): without a calibrated
+         * table (older CETT artifacts, CWIC) that one runs, or none; with it, any density. CWIC's density is
+         * 1 / routing.cwic.apr, which need not read back as the --density it was packed with to the last bit. */
+        double fitted = srt_model_fitted_density(m, mi->id);
+        bool cwic = mi->id == SRT_METHOD_CWIC;
+        bool same = cwic ? fabs(fitted - density) <= 1e-12 * density : fitted == density;
+        if (use != SRT_DENSITY_TABLE && !out->density_default && !same)
             return isnan(fitted)
-                       ? sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to a CETT target "
-                                               "(routing.cett.target), not a density: drop --density, or repack with "
-                                               "--density %g and no --params target=", path, method, density)
-                       : sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to keep density %g; "
-                                               "--density %g needs a repack with --density %g", path, method, fitted,
-                                 density, density);
+                       ? (cwic ? sc_errf(err, SC_EARG, "%s: cwic runs the stripe thresholds pack imported "
+                                                       "(--params thresholds=), fitted to no density: drop --density",
+                                         path)
+                               : sc_errf(err, SC_EARG, "%s: %s runs the CETT thresholds pack fitted to a CETT target "
+                                                       "(routing.cett.target), not a density: drop --density, or "
+                                                       "repack with --density %g and no --params target=",
+                                         path, method, density))
+                       : sc_errf(err, SC_EARG, "%s: %s runs the %s thresholds pack fitted to keep density %g; "
+                                               "--density %g needs a repack with --density %g", path, method,
+                                 cwic ? "CWIC stripe" : "CETT", fitted, density, density);
         if (out->density_default) {
             density = isnan(fitted) ? 1.0 : fitted;
             run = NAN; /* the stored thresholds */
@@ -80,7 +87,7 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
                             sc_score_result *out, sc_err *err) {
     memset(out, 0, sizeof *out);
     const srt_model_config *c = srt_model_get_config(m);
-    const int64_t L = c->n_layers, F = c->ffn_dim, V = c->vocab_size;
+    const int64_t L = c->n_layers, V = c->vocab_size;
     if (ctx <= 0 || ctx > srt_model_max_ctx(m)) ctx = srt_model_max_ctx(m);
     if (ctx < 2) return sc_errf(err, SC_EARG, "%s: a context of %lld positions scores nothing", path, (long long)ctx);
     int64_t win;
@@ -137,8 +144,7 @@ sc_status sc_score_artifact(srt_model *m, const char *path, const sc_dataset *d,
                 if (t < prompt) continue; /* the prompt's last position ran dense */
                 n_routed++;
                 for (int64_t l = 0; l < L; l++) {
-                    const uint32_t *idx;
-                    double dl = (double)srt_model_last_live(m, l, &idx) / (double)F;
+                    double dl = srt_model_last_density(m, l);
                     live[l] += dl;
                     out->density_min = fmin(out->density_min, dl);
                     out->density_max = fmax(out->density_max, dl);

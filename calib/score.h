@@ -45,7 +45,8 @@ typedef struct sc_score_result {
     int64_t n_seqs;       /* sequences scored (those of at least 2 ids) */
     int64_t n_windows;    /* windows run (a sequence longer than ctx is cut, as sc_eval_run cuts it) */
     int64_t n_tokens;     /* decode steps run */
-    double density_mean;  /* live MLP neurons / ffn_dim over every (step, layer) */
+    double density_mean;  /* srt_model_last_density over every (step, layer): live MLP neurons / ffn_dim, for the
+                           * input routers (teal, teal-greedy, cwic) the linear parameters read */
     double density_min, density_max; /* over (step, layer) */
     double *layer_density; /* [n_layers] mean per layer; owned (sc_score_result_free) */
     int64_t n_layers;

@@ -16,9 +16,11 @@
 #ifndef SC_TRAIN_H
 #define SC_TRAIN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cwic.h"
 #include "data.h"
 #include "forward.h"
 #include "model.h"
@@ -91,15 +93,17 @@ typedef struct sc_distill sc_distill;
  * of logits (at most 64 MiB each) instead of two [max_ctx x vocab] ones. */
 sc_status sc_distill_create(const sc_model *m, int64_t max_ctx, sc_distill **out, sc_err *err);
 void sc_distill_free(sc_distill *d);
-/* The sums over t < n - 1 of KL(student || teacher) (*kl) and of the
- * next-token cross-entropy (*ce) for the last window ids[0..n) run on the
- * chunked training workspace f (the student, sc_forward_create_train_ex with
- * SC_TRAIN_CHUNKED_LOSS), the teacher given by its final norm output on the
- * same ids, teacher_xn [n, dim] (sc_forward_final_norm). With backward, then
- * the backward pass of f from the loss KL + w CE, with gradient hooks as
- * sc_backward_run's. The same quantities as sc_loss_distill on full logits. */
+/* The sums over t < n - 1 of KL(student || teacher) (*kl), KL(teacher ||
+ * student) (*fkl) and the next-token cross-entropy (*ce) for the last window
+ * ids[0..n) run on the chunked training workspace f (the student,
+ * sc_forward_create_train_ex with SC_TRAIN_CHUNKED_LOSS), the teacher given
+ * by its final norm output on the same ids, teacher_xn [n, dim]
+ * (sc_forward_final_norm). With backward, then the backward pass of f from
+ * the loss KL + fw FKL + w CE, with gradient hooks as sc_backward_run's.
+ * With fw = 0, the same quantities as sc_loss_distill on full logits. */
 sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, int64_t n, const float *teacher_xn,
-                            double w, const sc_hooks *hooks, bool backward, double *kl, double *ce, sc_err *err);
+                            double w, double fw, const sc_hooks *hooks, bool backward, double *kl, double *fkl,
+                            double *ce, sc_err *err);
 
 /* ---- one sequence: loss and gradient --------------------------------------- */
 
@@ -122,8 +126,9 @@ typedef void (*sc_mask_fn)(void *user, int64_t layer, int64_t pos, const float *
 void sc_lora_student_observe(sc_lora_student *s, sc_mask_fn fn, void *user);
 
 typedef struct sc_window_loss {
-    double loss;      /* sum over scored positions of KL(student || teacher) + ce_weight * CE */
-    double kl, ce;    /* the two sums */
+    double loss;      /* sum over scored positions of KL(student || teacher) + fkl_weight * KL(teacher ||
+                         student) + ce_weight * CE */
+    double kl, fkl, ce; /* the three sums (fkl: 0 for the LoRA student) */
     int64_t scored;   /* positions scored: n - 1 */
     double mask_sum;  /* sum of every mask value of every layer and position */
     int64_t mask_rows;/* (layer, position) pairs masked */
@@ -176,6 +181,14 @@ typedef struct sc_train_opts {
      * model, data and options; the result equals an uninterrupted run's. */
     int64_t checkpoint_every;
     const char *checkpoint_path, *resume_path;
+    /* cwic (the CWIC paper, Sections 3.1-3.4, Appendix B) */
+    double cwic_apr;        /* target active-parameter reduction (2) */
+    double cwic_apr_warmup; /* fraction of the steps over which the APR target rises linearly from 1 (0.5) */
+    double cwic_alpha_eps;  /* pseudo-derivative bandwidth eps = alpha_eps std (0.1, Appendix B) */
+    double cwic_ap_weight;  /* lambda of the active-parameter loss (10, Appendix B) */
+    double cwic_beta_dist;  /* EMA of the mean and std (0.99, Appendix B) */
+    double cwic_theta_min;  /* theta <- max(theta, theta_min) after each update (0) */
+    double cwic_theta0;     /* the initial theta when not taken from a fit (0.1) */
 } sc_train_opts;
 
 /* The paper's recipe (Appendix F): rank 0 (default), alpha = rank, lr 1e-5,
@@ -200,6 +213,8 @@ void sc_adamw_step(float *p, const float *g, float *m, float *v, size_t n, doubl
 typedef struct sc_train_step {
     double loss, kl, ce, density, lr, tau;
     int64_t tokens; /* tokens run (teacher and student each) */
+    double fkl;     /* cwic: KL(teacher || student) per token (kl is KL(student || teacher)) */
+    double apr, apr_target, ap_loss; /* cwic: the step's active-parameter reduction, its target, (min(APR - target, 0))^2 */
 } sc_train_step;
 
 typedef struct sc_train_result {
@@ -212,9 +227,101 @@ typedef struct sc_train_result {
 } sc_train_result;
 void sc_train_result_free(sc_train_result *r);
 
+/* ---- the shared loop: data order, schedules, progress, checkpoints ---------- */
+
+/* A checkpointed array of a trainer (parameters, optimizer moments). */
+typedef struct sc_train_tensor {
+    const char *name;
+    float *data;
+    size_t n;
+    bool nonneg; /* a second moment: a checkpoint holding a negative value is refused */
+} sc_train_tensor;
+
+/* What a trainer plugs into sc_train_run. Per step k the loop sets h->lr
+ * (sc_train_lr), calls begin, then window for each of the step's
+ * batch x grad_accum sequences (in the seeded order), sets h->loss, kl, fkl
+ * and ce to the means over the step's scored positions of the sums in
+ * sc_window_loss, and calls update with the step's sums (AdamW step
+ * t = k + 1; the task may add to h->loss and sets its own columns). */
+typedef struct sc_train_task {
+    void *user;
+    const char *run; /* the task's options as JSON members ("\"rank\":64,..."): part of a checkpoint's identity */
+    const sc_train_tensor *state;
+    size_t n_state;
+    sc_status (*begin)(void *user, int64_t k, sc_train_step *h, sc_err *err);
+    sc_status (*window)(void *user, const int32_t *ids, int64_t n, sc_window_loss *out, sc_err *err);
+    sc_status (*update)(void *user, int64_t k, const sc_window_loss *sum, sc_train_step *h, sc_err *err);
+    void (*describe)(void *user, const sc_train_step *h, char *buf, size_t cap); /* the progress line's text */
+} sc_train_task;
+
+/* The longest sequence the loop hands a task (the workspace a task creates). */
+int64_t sc_train_window_cap(const sc_model *m, const sc_dataset *d, const sc_train_opts *o);
+/* Runs o->steps steps of tk over the sequences of d (checkpoints, resume and
+ * progress as o says). */
+sc_status sc_train_run(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, const sc_train_task *tk,
+                       sc_train_result *res, sc_err *err);
+
 /* Trains p (created by the caller with sc_lora_params_init, or anything of
  * the model's shape) on the sequences of d. */
 sc_status sc_train_lora(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, sc_lora_params *p,
+                        sc_train_result *res, sc_err *err);
+
+/* ---- CWIC threshold learning (train_cwic.c; the CWIC paper) ----------------
+ * Every linear layer runs as the CWIC router does (stripes of `stripe` rows,
+ * stripe-column (s, i) active iff |x_i - mean_i| >= theta_si std_i, output
+ * SGMM(x - mean, W, theta std) + W mean); theta is learned through the
+ * JumpReLU-style pseudo-derivative, x's gradient passes straight through,
+ * mean and std follow an EMA of the student's batch statistics; optionally a
+ * LoRA adapter on W_d trains beside theta. The derivation is at the top of
+ * train_cwic.c. */
+typedef struct sc_cwic_student sc_cwic_student;
+/* A student for sequences of up to max_ctx tokens. Its stripes, its initial
+ * mean and std and (init_theta) its initial theta come from init (a plan of
+ * sc_cwic_prepare: a calibration's statistics, a training-free fit or an
+ * imported file); without init_theta every theta starts at o->cwic_theta0.
+ * lora (borrowed, NULL: thresholds only) trains beside theta. o is borrowed. */
+sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cwic_plan *init, bool init_theta,
+                                 const sc_train_opts *o, sc_lora_params *lora, sc_cwic_student **out, sc_err *err);
+void sc_cwic_student_free(sc_cwic_student *s);
+/* One sequence: the dense teacher, the student, the loss KL(student ||
+ * teacher) + KL(teacher || student) over vocabulary chunks (kl, fkl; ce the
+ * student's cross-entropy, not trained on), mask_sum / mask_rows the active /
+ * dense parameters of the student's linear layers; with backward, the
+ * pseudo-gradient of the loss sum added to every theta's gradient (and the
+ * adapter's), and every theta's band count (tokens within alpha_eps / 2 of
+ * it) incremented. */
+sc_status sc_cwic_student_window(sc_cwic_student *s, const int32_t *ids, int64_t n, bool backward, sc_window_loss *out,
+                                 sc_err *err);
+/* The student's next-token cross-entropy of one sequence, summed: what eval
+ * --method cwic measures with the saved thresholds. */
+sc_status sc_cwic_student_nll(sc_cwic_student *s, const int32_t *ids, int64_t n, double *nll, sc_err *err);
+/* theta [ns, in] of (layer, projection), writable (then sc_cwic_student_refresh),
+ * and its gradient accumulator (grad, may be NULL); NULL out of range. */
+float *sc_cwic_student_theta(sc_cwic_student *s, int64_t layer, int proj, int64_t *ns, int64_t *in, float **grad);
+/* The mean [in] (returned) and std of the input of (layer, projection). */
+const float *sc_cwic_student_stats(const sc_cwic_student *s, int64_t layer, int proj, const float **std);
+sc_status sc_cwic_student_refresh(sc_cwic_student *s, sc_err *err);
+/* Verification: with relaxed set, the forward pass uses the ramp
+ * G = clamp((|z| / std - theta) / alpha_eps + 1/2, 0, 1) instead of the step,
+ * the function whose exact derivative in theta is the pseudo-derivative; the
+ * backward pass is unchanged. Where every other matrix is dense (theta <=
+ * -alpha_eps / 2) the pseudo-gradient of a theta is then the exact gradient
+ * of the loss, which finite differences can check. */
+void sc_cwic_student_relax(sc_cwic_student *s, bool relaxed);
+void sc_cwic_student_zero_grad(sc_cwic_student *s);
+/* Writes theta, mean and std in the thresholds file the CWIC router reads
+ * (`eval`/`pack --method cwic --params thresholds=FILE`: layers.L.P.theta
+ * [ns, in], layers.L.P.mean / std [in], metadata stripe_size), atomically,
+ * with extra metadata. */
+sc_status sc_cwic_student_save(const sc_cwic_student *s, const char *path, const sc_st_meta *extra, size_t n_extra,
+                               sc_err *err);
+/* The APR target of step k: 1 + (apr - 1) min(1, (k + 1) / (apr_warmup steps)). */
+double sc_train_apr_target(const sc_train_opts *o, int64_t k);
+/* Trains s on the sequences of d: AdamW on theta (learning rate x sqrt(in),
+ * no weight decay, clamped at theta_min) and the adapter, the statistics'
+ * EMA, the AP loss with its warm-up; the shared loop's checkpoints hold
+ * theta, the moments, the statistics and the adapter. */
+sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, sc_cwic_student *s,
                         sc_train_result *res, sc_err *err);
 
 #endif

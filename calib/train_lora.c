@@ -399,8 +399,9 @@ sc_status sc_lora_student_window(sc_lora_student *s, const int32_t *ids, int64_t
     s->gA = gA;
     s->gB = gB;
     sc_hooks ghk = {student_tap, s, SC_TAP_BIT(SC_TAP_RESID) | SC_TAP_BIT(SC_TAP_H)};
-    double kl, ce;
-    sc_status st = sc_distill_window(s->loss, s->f, ids, n, s->teacher, ce_weight, &ghk, gA != NULL, &kl, &ce, err);
+    double kl, fkl, ce;
+    sc_status st = sc_distill_window(s->loss, s->f, ids, n, s->teacher, ce_weight, 0.0, &ghk, gA != NULL, &kl, &fkl,
+                                     &ce, err);
     s->gA = s->gB = NULL;
     if (st) return st;
     out->kl = kl;

@@ -4,12 +4,17 @@
  * teacher is kept as its final norm output [T, dim], and both sets of logits
  * are recomputed chunk by chunk from the classifier rows.
  *
- * Per scored position, with student logits z, teacher logits y, p = softmax z:
- *   KL = sum_i p_i ((z_i - lse z) - (y_i - lse y)) = A - lse z + lse y,
- *        A = sum_i p_i (z_i - y_i),
- *   CE = lse z - z_target,
- *   dL/dz_k = p_k (w + (z_k - lse z) - (y_k - lse y) - KL) - w [k = target].
- * Pass 1 accumulates lse z, lse y and A online (a running maximum rescales
+ * Per scored position, with student logits z, teacher logits y, p = softmax z,
+ * q = softmax y:
+ *   KL   = KL(p || q) = sum_i p_i ((z_i - lse z) - (y_i - lse y)) = A - lse z + lse y,
+ *          A = sum_i p_i (z_i - y_i),
+ *   FKL  = KL(q || p) = sum_i q_i ((y_i - lse y) - (z_i - lse z)) = B - lse y + lse z,
+ *          B = sum_i q_i (y_i - z_i),
+ *   CE   = lse z - z_target,
+ *   L    = KL + f FKL + w CE (the CLAWS paper: f = 0, w = 0.2; the CWIC paper's
+ *          symmetric KL: f = 1, w = 0),
+ *   dL/dz_k = p_k (w + (z_k - lse z) - (y_k - lse y) - KL) + f (p_k - q_k) - w [k = target].
+ * Pass 1 accumulates lse z, lse y, A and B online (a running maximum rescales
  * the sums as it grows), pass 2 forms dL/dz per chunk and adds dL/dz W_chunk
  * into dL/d(final norm output); the backward pass continues from there. */
 #include <cblas.h>
@@ -25,7 +30,7 @@ struct sc_distill {
     int64_t T, CH;
     float *zs, *zt; /* [T, CH] a chunk of student and teacher logits */
     float *dxn;     /* [T, D] */
-    double *acc;    /* [T, 6]: running max and sum of the student, of the teacher, A's sum, target logit */
+    double *acc;    /* [T, 7]: running max and sum of the student, of the teacher, A's sum, target logit, B's sum */
 };
 
 void sc_distill_free(sc_distill *d) {
@@ -50,7 +55,7 @@ sc_status sc_distill_create(const sc_model *m, int64_t max_ctx, sc_distill **out
     d->zs = malloc((size_t)(max_ctx * d->CH) * sizeof(float));
     d->zt = malloc((size_t)(max_ctx * d->CH) * sizeof(float));
     d->dxn = malloc((size_t)(max_ctx * m->cfg.dim) * sizeof(float));
-    d->acc = malloc((size_t)max_ctx * 6 * sizeof(double));
+    d->acc = malloc((size_t)max_ctx * 7 * sizeof(double));
     if (!d->zs || !d->zt || !d->dxn || !d->acc) {
         sc_distill_free(d);
         return sc_errf(err, SC_ENOMEM, "out of memory for the distillation loss of %lld tokens", (long long)max_ctx);
@@ -60,8 +65,9 @@ sc_status sc_distill_create(const sc_model *m, int64_t max_ctx, sc_distill **out
 }
 
 sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, int64_t n, const float *teacher_xn,
-                            double w, const sc_hooks *hooks, bool backward, double *kl, double *ce, sc_err *err) {
-    *kl = *ce = NAN;
+                            double w, double fw, const sc_hooks *hooks, bool backward, double *kl, double *fkl,
+                            double *ce, sc_err *err) {
+    *kl = *ce = *fkl = NAN;
     const sc_model *m = d->m;
     const float *xn = sc_forward_final_norm(f);
     if (!xn) return sc_errf(err, SC_EARG, "distillation: the student's workspace does not score by chunks");
@@ -69,8 +75,8 @@ sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, in
     int64_t D = m->cfg.dim, V = m->cfg.vocab_size, CH = d->CH, S = n - 1;
     double *acc = d->acc;
     for (int64_t t = 0; t < S; t++) {
-        double *a = acc + t * 6;
-        a[0] = -INFINITY, a[1] = 0.0, a[2] = -INFINITY, a[3] = 0.0, a[4] = 0.0, a[5] = 0.0;
+        double *a = acc + t * 7;
+        a[0] = -INFINITY, a[1] = 0.0, a[2] = -INFINITY, a[3] = 0.0, a[4] = 0.0, a[5] = 0.0, a[6] = 0.0;
     }
     for (int pass = 0; pass < (backward ? 2 : 1); pass++) {
         for (int64_t r0 = 0; r0 < V; r0 += CH) {
@@ -82,7 +88,7 @@ sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, in
             for (int64_t t = 0; t < S; t++) {
                 float *z = d->zs + t * nr;
                 const float *y = d->zt + t * nr;
-                double *a = acc + t * 6;
+                double *a = acc + t * 7;
                 int64_t target = ids[t + 1];
                 if (pass == 0) {
                     double cz = z[0], cy = y[0];
@@ -97,24 +103,28 @@ sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, in
                         a[0] = cz;
                     }
                     if (cy > a[2]) {
-                        a[3] *= exp(a[2] - cy);
+                        double r = exp(a[2] - cy);
+                        a[3] *= r;
+                        a[6] *= r;
                         a[2] = cy;
                     }
-                    double ss = 0.0, st = 0.0, sa = 0.0;
+                    double ss = 0.0, st = 0.0, sa = 0.0, sb = 0.0;
                     for (int64_t i = 0; i < nr; i++) {
-                        double e = exp((double)z[i] - a[0]);
+                        double e = exp((double)z[i] - a[0]), q = exp((double)y[i] - a[2]);
                         ss += e;
                         sa += e * ((double)z[i] - (double)y[i]);
-                        st += exp((double)y[i] - a[2]);
+                        st += q;
+                        sb += q * ((double)y[i] - (double)z[i]);
                     }
                     a[1] += ss;
                     a[3] += st;
                     a[4] += sa;
+                    a[6] += sb;
                     if (target >= r0 && target < r0 + nr) a[5] = z[target - r0];
                 } else { /* a[0] = lse z, a[2] = lse y, a[4] = KL (set after pass 1) */
                     for (int64_t i = 0; i < nr; i++) {
-                        double lp = (double)z[i] - a[0], p = exp(lp);
-                        z[i] = (float)(p * (w + lp - ((double)y[i] - a[2]) - a[4]));
+                        double lp = (double)z[i] - a[0], p = exp(lp), lq = (double)y[i] - a[2];
+                        z[i] = (float)(p * (w + lp - lq - a[4]) + (fw != 0.0 ? fw * (p - exp(lq)) : 0.0));
                     }
                     if (target >= r0 && target < r0 + nr) z[target - r0] -= (float)w;
                 }
@@ -124,17 +134,19 @@ sc_status sc_distill_window(sc_distill *d, sc_forward *f, const int32_t *ids, in
                             (blasint)nr, W, (blasint)D, r0 ? 1.0f : 0.0f, d->dxn, (blasint)D);
         }
         if (pass == 0) {
-            double skl = 0.0, sce = 0.0;
+            double skl = 0.0, sce = 0.0, sfkl = 0.0;
             for (int64_t t = 0; t < S; t++) {
-                double *a = acc + t * 6;
+                double *a = acc + t * 7;
                 double lz = a[0] + log(a[1]), ly = a[2] + log(a[3]), k = a[4] / a[1] - lz + ly;
                 sce += lz - a[5];
                 skl += k;
+                sfkl += a[6] / a[3] - ly + lz;
                 a[0] = lz, a[2] = ly, a[4] = k;
             }
             *kl = skl;
             *ce = sce;
-            if (!isfinite(skl) || !isfinite(sce))
+            *fkl = sfkl;
+            if (!isfinite(skl) || !isfinite(sce) || !isfinite(sfkl))
                 return sc_errf(err, SC_ERANGE, "the distillation loss is not finite (KL %g, CE %g): the adapter diverged",
                                skl, sce);
         }

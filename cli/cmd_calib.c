@@ -344,8 +344,9 @@ int cmd_eval(int argc, char **argv) {
              "methods run the reference forward pass on the dequantised weights. --calib is checked\n"
              "against the artifact's source model (source_model_id).\n"
              "--density is the fraction of MLP neurons kept, in (0, 1], for every method: cett and clada\n"
-             "fit per-layer thresholds keeping it on the calibration sample (clada's load factor then\n"
-             "moves it); --params target=C fits them to a CETT target instead (default 0.2; not both).",
+             "fit per-layer thresholds keeping it on the calibration sample (clada: its base thresholds,\n"
+             "so that the load-scaled rule keeps it on the calibration's load classes); --params\n"
+             "target=C fits them to a CETT target instead (default 0.2; not both).",
              srt_method_names());
     const sc_opt opts[] = {
         CLI_MODEL_OPTS(in),

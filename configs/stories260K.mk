@@ -85,3 +85,8 @@ TRAIN_METHODS   ?= claws-lora cats-lora
 TRAIN_DENSITIES ?= 0.3 0.5
 # the paper's lr (1e-5) is for 2,500 steps on a 2B model; 400 steps on this model need more
 TRAIN_ARGS      ?= -n 400 --batch 8 --lr 3e-3 --shuffle-seed 1 --seed 1
+# CWIC threshold learning: APR target 2 in 16-row stripes (the sweep's CWIC stripes), 300 steps;
+# the training-free fit is evaluated at these APR targets and interpolated at the learned APR
+TRAIN_CWIC_ARGS ?= --apr 2 --stripe 16 -n 300 --batch 8 --lr 3e-3 --shuffle-seed 1 --seed 1
+TRAIN_CWIC_FIT  ?= 1.5 1.6 1.7 1.8
+TRAIN_CWIC_FIT_PARAMS ?= stripe=16

@@ -20,6 +20,7 @@
 #include "pack_routing.h"
 #include "safetensors.h"
 #include "srt_container.h"
+#include "srt_json.h"
 #include "srt_schema.h"
 #include "teal.h"
 #include "torch_pt.h"
@@ -241,26 +242,21 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
     memset(res, 0, sizeof *res);
     srt_container *ct = NULL;
     SC_TRY(sc_container_open(path, SRT_CT_SPAK, &ct, err));
-    size_t mlen;
-    const char *mt = srt_container_manifest_text(ct, &mlen);
-    cJSON *man = cJSON_ParseWithLength(mt, mlen);
-    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(man, "config"),
-                *routing = cJSON_GetObjectItemCaseSensitive(man, "routing"),
-                *tensors = cJSON_GetObjectItemCaseSensitive(man, "tensors"),
-                *src = cJSON_GetObjectItemCaseSensitive(man, "source_model_id");
-    const cJSON *jf = cJSON_GetObjectItemCaseSensitive(cfg, "ffn_dim"),
-                *jd = cJSON_GetObjectItemCaseSensitive(cfg, "dim"), *jl = cJSON_GetObjectItemCaseSensitive(cfg, "n_layers");
+    const srt_json *man = srt_container_manifest(ct); /* as the container parsed it (the runtime's reader) */
+    const srt_json *cfg = srt_json_get(man, SRT_MAN_CONFIG), *routing = srt_json_get(man, SRT_MAN_ROUTING),
+                   *tensors = srt_json_get(man, SRT_MAN_TENSORS);
+    const char *src = srt_json_str(srt_json_get(man, SRT_MAN_SOURCE_MODEL_ID), "");
+    const int64_t F = srt_json_int(srt_json_get(cfg, SRT_CFG_FFN_DIM), 0),
+                  D = srt_json_int(srt_json_get(cfg, SRT_CFG_DIM), 0),
+                  NL = srt_json_int(srt_json_get(cfg, SRT_CFG_N_LAYERS), 0);
     ex_list x = {0};
     sc_model *m = NULL;
     char *rtext = NULL;
     sc_status st = SC_OK;
-    if (!cJSON_IsObject(cfg) || !cJSON_IsNumber(jf) || !(jf->valuedouble >= 1 && jf->valuedouble <= SC_MAX_FFN) ||
-        !cJSON_IsNumber(jd) || !(jd->valuedouble >= 1 && jd->valuedouble <= SC_MAX_DIM) || !cJSON_IsNumber(jl) ||
-        !(jl->valuedouble >= 1 && jl->valuedouble <= SC_MAX_LAYERS)) {
+    if (!(F >= 1 && F <= SC_MAX_FFN) || !(D >= 1 && D <= SC_MAX_DIM) || !(NL >= 1 && NL <= SC_MAX_LAYERS)) {
         st = sc_errf(err, SC_EFORMAT, "%s: the manifest has no valid config (ffn_dim, dim, n_layers)", path);
         goto done;
     }
-    const int64_t F = (int64_t)jf->valuedouble, D = (int64_t)jd->valuedouble, NL = (int64_t)jl->valuedouble;
     float *tmp = malloc((size_t)F * sizeof *tmp);
     if (!tmp) {
         st = sc_errf(err, SC_ENOMEM, "out of memory");
@@ -304,25 +300,23 @@ sc_status sc_export_artifact(const char *path, const char *out, sc_export_result
         for (int which = SC_LAROSA_ATTN; which <= SC_LAROSA_MLP && !st; which++) {
             char name[64];
             snprintf(name, sizeof name, "l%lld.%s_rot", (long long)l, which == SC_LAROSA_ATTN ? "attn" : "mlp");
-            if (!cJSON_GetObjectItemCaseSensitive(tensors, name)) continue;
+            if (!srt_json_get(tensors, name)) continue;
             rotated = true;
             st = ex_add(&x, name, NULL, D, D, l, which, err);
         }
     if (!st && rotated) st = sc_model_load(path, &m, err); /* the rotations dequantised with their layouts */
-    if (!st && cJSON_IsObject(routing) && !(rtext = sc_json_print(routing, false)))
+    if (!st && srt_json_is(routing, SRT_JSON_OBJECT) && !(rtext = srt_json_print(routing, 0, NULL)))
         st = sc_errf(err, SC_ENOMEM, "out of memory");
     if (!st) {
-        const cJSON *did = cJSON_GetObjectItemCaseSensitive(routing, "calibration_data_id");
-        const sc_st_meta meta[] = EX_META("artifact", cJSON_IsString(src) ? src->valuestring : "",
-                                          cJSON_IsString(did) ? did->valuestring : "", rtext ? rtext : "{}",
+        const char *did = srt_json_str(srt_json_get(routing, SRT_RT_CALIB_DATA_ID), "");
+        const sc_st_meta meta[] = EX_META("artifact", src, did, rtext ? rtext : "{}",
                                           rotated ? "lL.{attn,mlp}_rot: R = Q^T diag(g), z = R n(x), n the "
                                                     "unit-weight RMSNorm" : "none");
         spk_rot sr = {path, m};
         st = ex_write(&x, out, meta, sizeof meta / sizeof meta[0], spk_rotation, &sr, res, err);
     }
 done:
-    cJSON_free(rtext);
-    cJSON_Delete(man);
+    free(rtext);
     srt_container_close(ct);
     sc_model_free(m);
     ex_free(&x);

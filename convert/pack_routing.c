@@ -14,7 +14,7 @@
  *          lN.cett_wnorm [F]          ||W_d[:, j]|| (f32): with the table, the
  *                                     thresholds at any density
  *                                     (srt_cett_table_thresholds)
- *   clada  routing.clada              tau_s, tau_H, lambda, gamma (with cett's thresholds)
+ *   clada  routing.clada              tau_s, tau_H, lambda, gamma, class_frac (with cett's table)
  *   cwic   lN.P.cwic_theta [ns, in], lN.P.cwic_mean [in], lN.P.cwic_std [in]
  *                                     per projection P, fitted as eval does
  *   larosa routing.larosa             the split (the rotations are folded, pack.c)
@@ -109,6 +109,8 @@ static sc_status cats(rt *x, void *state, sc_err *err) {
 }
 
 static sc_status teal(rt *x, void *state, sc_err *err) {
+    /* a curve pending (shards merged without the model) is computed now, as eval computes it */
+    SC_TRY(sc_teal_ensure_curves(state, x->m, err));
     double *cum = malloc(SC_TEAL_NB * sizeof *cum);
     float *curve = NULL;
     sc_status st = cum ? SC_OK : sc_errf(err, SC_ENOMEM, "out of memory");
@@ -151,7 +153,7 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
     int64_t F = c->ffn_dim, L = c->n_layers;
     sc_cett_goal goal;
     sc_clada_plan cp;
-    bool by_density = !sc_lc_param_has(x->o->params, "target") && x->o->density < 1.0;
+    bool by_density = !sc_params_has(x->o->params, "target") && x->o->density < 1.0;
     SC_TRY(sc_cett_goal_parse(x->o->params, by_density ? x->o->density : NAN, "cett", &goal, err));
     const double *sig;
     int64_t sig_rows = 0;
@@ -193,6 +195,8 @@ static sc_status cett(rt *x, void *cs, sc_err *err) {
         cJSON_AddNumberToObject(lj, SRT_RT_CLADA_GAMMA, cp.rule.gamma);
         cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QS, cp.qs);
         cJSON_AddNumberToObject(lj, SRT_RT_CLADA_QH, cp.qh);
+        cJSON *fj = cJSON_AddArrayToObject(lj, SRT_RT_CLADA_FRAC); /* how clada keeps a density (srt_route.h) */
+        for (int k = 0; k < SRT_CLADA_CLASSES; k++) cJSON_AddItemToArray(fj, cJSON_CreateNumber(cp.rule.frac[k]));
     }
     free(wn);
     free(thr);

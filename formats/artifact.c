@@ -2,8 +2,9 @@
  * reference forward pass (`sparsecal ppl -m model.spk`): every quantised
  * matrix is unpacked on use (a layer at a time, see model.h) with its
  * layout's reference unpacker and cropped to its logical shape, so users see
- * exactly what quantisation costs without the model ever existing as f32. */
-#include <cjson/cJSON.h>
+ * exactly what quantisation costs without the model ever existing as f32.
+ * The manifest is the one the container parsed (srt_json, the runtime's
+ * reader), and its config is read by the runtime's srt_config_read. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +14,15 @@
 #include "srt.h"
 #include "filekind.h"
 #include "srt_container.h"
+#include "srt_json.h"
+#include "srt_model.h"
 #include "srt_schema.h"
 #include "tok_serial.h"
 #include "tokenizer.h"
 
 typedef struct rd {
     srt_container *ct;
-    const cJSON *tensors;
+    const srt_json *tensors;
     sc_model *m;
     const char *path;
 } rd;
@@ -34,16 +37,9 @@ static sc_status get_f32(rd *r, const char *name, int64_t n, const float **out, 
     return SC_OK;
 }
 
-/* An integral number within +-2^53 (exact in a double), else -1: the range is
- * checked before the conversion, which is undefined beyond int64. */
-static int64_t jint(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    const double lim = 9007199254740992.0;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -lim && v->valuedouble <= lim) ||
-        v->valuedouble != floor(v->valuedouble))
-        return -1;
-    return (int64_t)v->valuedouble;
-}
+/* An integral number (srt_json_int: an integer, or an integral double within
+ * int64), else -1. */
+static int64_t jint(const srt_json *o, const char *k) { return srt_json_int(srt_json_get(o, k), -1); }
 
 /* A quantised matrix, unpacked on use: the stored matrix is
  * rows_stored x cols_stored (padded), the logical one rows x cols. */
@@ -78,11 +74,11 @@ static bool unpack_rows(const void *ctx, int64_t r0, int64_t n, float *dst) {
 
 /* Registers a matrix section [rows, cols] for unpacking on use. */
 static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols, const float **out, sc_err *err) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->tensors, name);
-    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(t, SRT_TEN_LAYOUT);
+    const srt_json *t = srt_json_get(r->tensors, name);
+    const char *lay = srt_json_str(srt_json_get(t, SRT_TEN_LAYOUT), NULL);
     int64_t rs = jint(t, SRT_TEN_ROWS_STORED), cs = jint(t, SRT_TEN_COLS_STORED), g = jint(t, SRT_TEN_GROUP);
     srt_layout l;
-    if (!cJSON_IsString(lay) || srt_layout_parse(lay->valuestring, &l) != SRT_OK || jint(t, SRT_TEN_ROWS) != rows ||
+    if (!lay || srt_layout_parse(lay, &l) != SRT_OK || jint(t, SRT_TEN_ROWS) != rows ||
         jint(t, SRT_TEN_COLS) != cols || rs < rows || cs < cols || rs > rows + 4096 || cs > cols + 4096 || g < 0)
         return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': missing or inconsistent entry in the manifest", r->path, name);
     const void *data;
@@ -93,7 +89,7 @@ static sc_status get_matrix(rd *r, const char *name, int64_t rows, int64_t cols,
     /* the container's in-place sections are 64-byte aligned; decompressed ones too */
     if (srt_matrix_check(&mat) != SRT_OK)
         return sc_errf(err, SC_EFORMAT, "%s: tensor '%s': %llu bytes do not hold a %s matrix of %lld x %lld", r->path,
-                       name, (unsigned long long)size, lay->valuestring, (long long)rs, (long long)cs);
+                       name, (unsigned long long)size, lay, (long long)rs, (long long)cs);
     lazy_mat *z = malloc(sizeof *z);
     if (!z) return sc_errf(err, SC_ENOMEM, "%s: out of memory for '%s'", r->path, name);
     *z = (lazy_mat){mat, rows, cols};
@@ -105,11 +101,11 @@ static void close_container(void *p) { srt_container_close(p); }
 /* The embedded tokenizer (none: *out stays NULL); vocab bounds its size.
  * formats/tok_serial.c reads every kind, and artifacts written before the
  * tokenizer state existed. */
-static sc_status read_tokenizer(rd *r, const cJSON *tj, int64_t vocab, sc_tokenizer **out, sc_err *err) {
+static sc_status read_tokenizer(rd *r, const srt_json *tj, int64_t vocab, sc_tokenizer **out, sc_err *err) {
     return sc_tok_serial_read(r->ct, r->path, tj, vocab, out, err);
 }
 
-static sc_status load_tokenizer(rd *r, const cJSON *tj, sc_err *err) {
+static sc_status load_tokenizer(rd *r, const srt_json *tj, sc_err *err) {
     return read_tokenizer(r, tj, r->m->cfg.vocab_size, &r->m->tokenizer, err);
 }
 
@@ -118,62 +114,52 @@ sc_status sc_artifact_load_tokenizer(const char *path, sc_tokenizer **out, sc_er
     rd r = {0};
     r.path = path;
     SC_TRY(sc_container_open(path, SRT_CT_SPAK, &r.ct, err));
-    size_t mlen;
-    const char *mt = srt_container_manifest_text(r.ct, &mlen);
-    cJSON *man = cJSON_ParseWithLength(mt, mlen);
-    int64_t vocab = jint(cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_CONFIG), SRT_CFG_VOCAB_SIZE);
-    sc_status st = vocab > 0
-                       ? read_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TOKENIZER), vocab, out, err)
-                       : sc_errf(err, SC_EFORMAT, "%s: manifest: config.vocab_size is missing", path);
+    const srt_json *man = srt_container_manifest(r.ct);
+    int64_t vocab = jint(srt_json_get(man, SRT_MAN_CONFIG), SRT_CFG_VOCAB_SIZE);
+    sc_status st = vocab > 0 ? read_tokenizer(&r, srt_json_get(man, SRT_MAN_TOKENIZER), vocab, out, err)
+                             : sc_errf(err, SC_EFORMAT, "%s: manifest: config.vocab_size is missing", path);
     if (!st && !*out) {
-        const cJSON *note =
-            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TOKENIZER), "note");
+        const char *note = srt_json_str(srt_json_get(srt_json_get(man, SRT_MAN_TOKENIZER), "note"), NULL);
         st = sc_errf(err, SC_EFORMAT, "%s: the artifact embeds no tokenizer%s%.300s%s; give one with --tokenizer", path,
-                     cJSON_IsString(note) ? " (" : "", cJSON_IsString(note) ? note->valuestring : "",
-                     cJSON_IsString(note) ? ")" : "");
+                     note ? " (" : "", note ? note : "", note ? ")" : "");
     }
-    cJSON_Delete(man);
     srt_container_close(r.ct);
     return st;
 }
 
-static bool parse_config(const cJSON *j, sc_config *c) {
-    const cJSON *fam = cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_FAMILY),
-                *rope = cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_ROPE),
-                *act = cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_ACTIVATION);
-    if (!cJSON_IsString(fam) || !cJSON_IsString(rope) || !cJSON_IsString(act)) return false;
-    c->family = !strcmp(fam->valuestring, "mistral") ? SC_FAMILY_MISTRAL
-              : !strcmp(fam->valuestring, "qwen2")   ? SC_FAMILY_QWEN2
-              : !strcmp(fam->valuestring, "gemma")   ? SC_FAMILY_GEMMA
-                                                     : SC_FAMILY_LLAMA;
-    c->dim = jint(j, SRT_CFG_DIM);
-    c->ffn_dim = jint(j, SRT_CFG_FFN_DIM);
-    c->n_layers = jint(j, SRT_CFG_N_LAYERS);
-    c->n_heads = jint(j, SRT_CFG_N_HEADS);
-    c->n_kv_heads = jint(j, SRT_CFG_N_KV_HEADS);
-    c->head_dim = jint(j, SRT_CFG_HEAD_DIM);
-    c->vocab_size = jint(j, SRT_CFG_VOCAB_SIZE);
-    c->max_seq_len = jint(j, SRT_CFG_MAX_SEQ_LEN);
-    const cJSON *v;
-#define FLT(k, f) ((v = cJSON_GetObjectItemCaseSensitive(j, k)) && cJSON_IsNumber(v) ? (c->f = (float)v->valuedouble, 1) : 0)
-    if (!FLT(SRT_CFG_NORM_EPS, norm_eps) || !FLT(SRT_CFG_ROPE_THETA, rope_theta)) return false;
-    FLT(SRT_CFG_ROPE_FACTOR, rope_factor);
-    FLT(SRT_CFG_ROPE_LOW_FREQ_FACTOR, rope_low_freq_factor);
-    FLT(SRT_CFG_ROPE_HIGH_FREQ_FACTOR, rope_high_freq_factor);
-#undef FLT
-    int64_t rsc = jint(j, SRT_CFG_ROPE_SCALING);
-    if (rsc < 0 || rsc > SC_ROPE_SCALING_LLAMA3) return false;
-    c->rope_scaling = (sc_rope_scaling)rsc;
-    c->rope_orig_ctx = jint(j, SRT_CFG_ROPE_ORIG_CTX); /* ranges: sc_config_validate, the runtime's own rules */
-    c->rope = strcmp(rope->valuestring, SRT_ROPE_INTERLEAVED) == 0 ? SC_ROPE_INTERLEAVED : SC_ROPE_HALF;
-    c->act = strcmp(act->valuestring, SRT_ACT_SILU) == 0 ? SC_ACT_SILU : SC_ACT_GELU_TANH;
-    c->embed_scale = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_EMBED_SCALE));
-    c->tied_classifier = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_TIED_CLASSIFIER));
-    c->qkv_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, SRT_CFG_QKV_BIAS));
-    int64_t bos = jint(j, SRT_CFG_BOS_ID), eos = jint(j, SRT_CFG_EOS_ID);
-    if (bos > INT32_MAX || eos > INT32_MAX) return false;
-    c->bos_id = (int32_t)bos;
-    c->eos_id = (int32_t)eos;
+/* The config through the runtime's reader (srt_config_read), with the
+ * family, which only the toolchain tells apart (Gemma's norms, Qwen2's
+ * biases are flags in the config; the name is kept for messages). */
+static bool parse_config(const srt_json *j, sc_config *c) {
+    srt_model_config r;
+    const char *bad, *fam = srt_json_str(srt_json_get(j, SRT_CFG_FAMILY), NULL);
+    if (!fam || !srt_config_read(j, &r, &bad)) return false;
+    c->family = !strcmp(fam, "mistral") ? SC_FAMILY_MISTRAL
+              : !strcmp(fam, "qwen2")   ? SC_FAMILY_QWEN2
+              : !strcmp(fam, "gemma")   ? SC_FAMILY_GEMMA
+                                        : SC_FAMILY_LLAMA;
+    c->dim = r.dim;
+    c->ffn_dim = r.ffn_dim;
+    c->n_layers = r.n_layers;
+    c->n_heads = r.n_heads;
+    c->n_kv_heads = r.n_kv_heads;
+    c->head_dim = r.head_dim;
+    c->vocab_size = r.vocab_size;
+    c->max_seq_len = r.max_seq_len;
+    c->norm_eps = r.norm_eps;
+    c->rope_theta = r.rope_theta;
+    c->rope = r.rope_half ? SC_ROPE_HALF : SC_ROPE_INTERLEAVED;
+    c->rope_scaling = (sc_rope_scaling)r.rope_scaling;
+    c->rope_factor = r.rope_factor;
+    c->rope_low_freq_factor = r.rope_low_freq_factor;
+    c->rope_high_freq_factor = r.rope_high_freq_factor;
+    c->rope_orig_ctx = r.rope_orig_ctx;
+    c->act = r.gelu ? SC_ACT_GELU_TANH : SC_ACT_SILU;
+    c->embed_scale = r.embed_scale;
+    c->tied_classifier = r.tied_classifier;
+    c->qkv_bias = r.qkv_bias;
+    c->bos_id = r.bos_id;
+    c->eos_id = r.eos_id;
     return true;
 }
 
@@ -182,12 +168,10 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     rd r = {0};
     r.path = path;
     SC_TRY(sc_container_open(path, SRT_CT_SPAK, &r.ct, err));
-    size_t mlen;
-    const char *mt = srt_container_manifest_text(r.ct, &mlen);
-    cJSON *man = cJSON_ParseWithLength(mt, mlen);
+    const srt_json *man = srt_container_manifest(r.ct);
     sc_status st = SC_OK;
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_FORMAT);
-    r.tensors = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TENSORS);
+    const char *fmt = srt_json_str(srt_json_get(man, SRT_MAN_FORMAT), NULL);
+    r.tensors = srt_json_get(man, SRT_MAN_TENSORS);
     r.m = sc_model_new(path, "spk");
     if (!r.m) {
         st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
@@ -199,18 +183,15 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     if ((st = sc_model_keep(r.m, ct, close_container, err))) goto done;
     r.ct = ct;
     sc_config *c = &r.m->cfg;
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, SRT_ART_FORMAT) ||
-        jint(man, SRT_MAN_FORMAT_VERSION) != SRT_ART_FORMAT_VERSION || !cJSON_IsObject(r.tensors) ||
-        !parse_config(cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_CONFIG), c)) {
+    if (!fmt || strcmp(fmt, SRT_ART_FORMAT) || jint(man, SRT_MAN_FORMAT_VERSION) != SRT_ART_FORMAT_VERSION ||
+        !srt_json_is(r.tensors, SRT_JSON_OBJECT) || !parse_config(srt_json_get(man, SRT_MAN_CONFIG), c)) {
         st = sc_errf(err, SC_EFORMAT, "%s: the manifest is not a valid sparsecal artifact manifest", path);
         goto done;
     }
     if ((st = sc_config_validate(c, path, err))) goto done;
-    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_LAYOUT);
-    snprintf(r.m->src_dtype, sizeof r.m->src_dtype, "%s", cJSON_IsString(lay) ? lay->valuestring : "?");
-    const cJSON *src = cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_SOURCE_MODEL_ID);
-    if (cJSON_IsString(src) && strlen(src->valuestring) == 16)
-        snprintf(r.m->source_id, sizeof r.m->source_id, "%s", src->valuestring);
+    snprintf(r.m->src_dtype, sizeof r.m->src_dtype, "%s", srt_json_str(srt_json_get(man, SRT_MAN_LAYOUT), "?"));
+    const char *src = srt_json_str(srt_json_get(man, SRT_MAN_SOURCE_MODEL_ID), NULL);
+    if (src && strlen(src) == 16) snprintf(r.m->source_id, sizeof r.m->source_id, "%s", src);
     r.m->layers = calloc((size_t)c->n_layers, sizeof *r.m->layers);
     if (!r.m->layers) {
         st = sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
@@ -218,7 +199,7 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
     }
     int64_t D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     /* the embedding is a packed matrix, or (f32 plan, older artifacts) an f32 section */
-    if ((st = cJSON_GetObjectItemCaseSensitive(r.tensors, SRT_SEC_TOK_EMB)
+    if ((st = srt_json_get(r.tensors, SRT_SEC_TOK_EMB)
                   ? get_matrix(&r, SRT_SEC_TOK_EMB, c->vocab_size, D, &r.m->tok_emb, err)
                   : get_f32(&r, SRT_SEC_TOK_EMB, c->vocab_size * D, &r.m->tok_emb, err)) ||
         (st = get_f32(&r, SRT_SEC_FINAL_NORM, D, &r.m->final_norm, err)))
@@ -246,18 +227,17 @@ sc_status sc_load_artifact(const char *path, sc_model **out, sc_err *err) {
                             (st = get_f32(&r, NAME(SRT_SEC_BV), kvd, &L->bv, err))))
             break;
         /* folded LaRoSA rotations (optional, per block input) */
-        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME(SRT_SEC_ATTN_ROT)) &&
+        if (srt_json_get(r.tensors, NAME(SRT_SEC_ATTN_ROT)) &&
             (st = get_matrix(&r, nm, D, D, &L->attn_rot, err)))
             break;
-        if (cJSON_GetObjectItemCaseSensitive(r.tensors, NAME(SRT_SEC_MLP_ROT)) &&
+        if (srt_json_get(r.tensors, NAME(SRT_SEC_MLP_ROT)) &&
             (st = get_matrix(&r, nm, D, D, &L->mlp_rot, err)))
             break;
 #undef NAME
     }
-    if (!st) st = load_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(man, SRT_MAN_TOKENIZER), err);
+    if (!st) st = load_tokenizer(&r, srt_json_get(man, SRT_MAN_TOKENIZER), err);
     if (!st) st = sc_model_check_complete(r.m, err);
 done:
-    cJSON_Delete(man);
     if (!r.m) srt_container_close(r.ct); /* else the model owns it */
     if (st) {
         sc_model_free(r.m);

@@ -219,31 +219,30 @@ static sc_status fail(rd *r, const char *field, const char *why) {
     return sc_errf(r->err, SC_EFORMAT, "%s: manifest tokenizer.%s %s", r->path, field, why);
 }
 
-static sc_status get_bool(rd *r, const cJSON *o, const char *key, const char *field, bool *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsBool(v)) return fail(r, field, "is missing or not true/false");
-    *out = cJSON_IsTrue(v);
+static sc_status get_bool(rd *r, const srt_json *o, const char *key, const char *field, bool *out) {
+    const srt_json *v = srt_json_get(o, key);
+    if (!srt_json_is(v, SRT_JSON_BOOL)) return fail(r, field, "is missing or not true/false");
+    *out = v->v.b;
     return SC_OK;
 }
 
-static sc_status get_int(rd *r, const cJSON *o, const char *key, const char *field, int64_t lo, int64_t hi,
+static sc_status get_int(rd *r, const srt_json *o, const char *key, const char *field, int64_t lo, int64_t hi,
                          int64_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi) ||
-        v->valuedouble != (double)(int64_t)v->valuedouble) {
+    int64_t x = srt_json_int(srt_json_get(o, key), INT64_MIN); /* an integer, or an integral number in range */
+    if (x == INT64_MIN || x < lo || x > hi) {
         char why[96];
         snprintf(why, sizeof why, "is missing or not an integer in [%lld, %lld]", (long long)lo, (long long)hi);
         return fail(r, field, why);
     }
-    *out = (int64_t)v->valuedouble;
+    *out = x;
     return SC_OK;
 }
 
-static sc_status get_enum(rd *r, const cJSON *o, const char *key, const char *field, const char *const *names, int count,
-                          int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    for (int i = 0; cJSON_IsString(v) && i < count; i++)
-        if (strcmp(v->valuestring, names[i]) == 0) {
+static sc_status get_enum(rd *r, const srt_json *o, const char *key, const char *field, const char *const *names,
+                          int count, int *out) {
+    const char *v = srt_json_str(srt_json_get(o, key), NULL);
+    for (int i = 0; v && i < count; i++)
+        if (strcmp(v, names[i]) == 0) {
             *out = i;
             return SC_OK;
         }
@@ -255,26 +254,27 @@ static int hexval(char c) {
 }
 
 /* key as a string, or key_hex as hex bytes; *s NULL when neither is there. */
-static sc_status get_str(rd *r, const cJSON *o, const char *key, const char *field, const char **s, size_t *n) {
+static sc_status get_str(rd *r, const srt_json *o, const char *key, const char *field, const char **s, size_t *n) {
     char hk[64];
     snprintf(hk, sizeof hk, "%s_hex", key);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key), *h = cJSON_GetObjectItemCaseSensitive(o, hk);
+    const srt_json *v = srt_json_get(o, key), *h = srt_json_get(o, hk);
     *s = NULL;
     *n = 0;
     if (v && h) return fail(r, field, "is given twice (as text and as hex)");
     if (v) {
-        if (!cJSON_IsString(v)) return fail(r, field, "is not a string");
-        *s = v->valuestring;
-        *n = strlen(v->valuestring);
+        if (!srt_json_is(v, SRT_JSON_STRING)) return fail(r, field, "is not a string");
+        *s = v->v.s;
+        *n = strlen(v->v.s); /* as written: text up to its first NUL (pieces with NULs are written as hex) */
     } else if (h) {
-        size_t hl = cJSON_IsString(h) ? strlen(h->valuestring) : 1;
+        const char *hs = srt_json_str(h, NULL);
+        size_t hl = hs ? strlen(hs) : 1;
         if (hl % 2 || hl / 2 > SC_TOK_MAX_STRING) return fail(r, field, "(hex) is not an even-length string of hex digits");
         if (r->n_owned == (int)(sizeof r->owned / sizeof r->owned[0])) return fail(r, field, "is one hex string too many");
         char *b = malloc(hl / 2 + 1);
         if (!b) return sc_errf(r->err, SC_ENOMEM, "%s: out of memory", r->path);
         r->owned[r->n_owned++] = b;
         for (size_t i = 0; i < hl / 2; i++) {
-            int a = hexval(h->valuestring[2 * i]), c = hexval(h->valuestring[2 * i + 1]);
+            int a = hexval(hs[2 * i]), c = hexval(hs[2 * i + 1]);
             if (a < 0 || c < 0) return fail(r, field, "(hex) holds a character that is not a hex digit");
             b[i] = (char)(a * 16 + c);
         }
@@ -298,25 +298,24 @@ static sc_status section(rd *r, const char *name, srt_ct_dtype dt, uint64_t coun
     return SC_OK;
 }
 
-static sc_status read_pipeline(rd *r, const cJSON *b, sc_tok_state *s) {
+static sc_status read_pipeline(rd *r, const srt_json *b, sc_tok_state *s) {
     char f[96];
     int64_t v = 0;
-    if (!cJSON_IsObject(b)) return fail(r, "bpe", "is missing or not an object");
+    if (!srt_json_is(b, SRT_JSON_OBJECT)) return fail(r, "bpe", "is missing or not an object");
     SC_TRY(get_bool(r, b, "byte_level", "bpe.byte_level", &s->byte_level));
     SC_TRY(get_bool(r, b, "byte_fallback", "bpe.byte_fallback", &s->byte_fallback));
     SC_TRY(get_bool(r, b, "fuse_unk", "bpe.fuse_unk", &s->fuse_unk));
     SC_TRY(get_bool(r, b, "ignore_merges", "bpe.ignore_merges", &s->ignore_merges));
     SC_TRY(get_int(r, b, "merges", "bpe.merges", 0, SC_TOK_MAX_MERGES, &v));
     s->n_merges = v;
-    const cJSON *norms = cJSON_GetObjectItemCaseSensitive(b, "normalizers"),
-                *pres = cJSON_GetObjectItemCaseSensitive(b, "pre_tokenizers");
-    if (!cJSON_IsArray(norms) || cJSON_GetArraySize(norms) > SC_TOK_MAX_STEPS)
+    const srt_json *norms = srt_json_get(b, "normalizers"), *pres = srt_json_get(b, "pre_tokenizers");
+    if (!srt_json_is(norms, SRT_JSON_ARRAY) || srt_json_count(norms) > SC_TOK_MAX_STEPS)
         return fail(r, "bpe.normalizers", "is missing, not an array or longer than 16");
-    if (!cJSON_IsArray(pres) || cJSON_GetArraySize(pres) > SC_TOK_MAX_STEPS)
+    if (!srt_json_is(pres, SRT_JSON_ARRAY) || srt_json_count(pres) > SC_TOK_MAX_STEPS)
         return fail(r, "bpe.pre_tokenizers", "is missing, not an array or longer than 16");
-    const cJSON *j;
     int i = 0;
-    cJSON_ArrayForEach(j, norms) {
+    for (; i < (int)srt_json_count(norms); i++) {
+        const srt_json *j = srt_json_at(norms, (size_t)i);
         sc_tok_norm_state *m = &s->norm[i];
         snprintf(f, sizeof f, "bpe.normalizers[%d].type", i);
         SC_TRY(get_enum(r, j, "type", f, NORM_NAMES, SC_TOK_NORM_COUNT, &m->kind));
@@ -337,11 +336,10 @@ static sc_status read_pipeline(rd *r, const cJSON *b, sc_tok_state *s) {
             snprintf(f, sizeof f, "bpe.normalizers[%d].right", i);
             SC_TRY(get_bool(r, j, "right", f, &m->right));
         }
-        i++;
     }
     s->n_norm = i;
-    i = 0;
-    cJSON_ArrayForEach(j, pres) {
+    for (i = 0; i < (int)srt_json_count(pres); i++) {
+        const srt_json *j = srt_json_at(pres, (size_t)i);
         sc_tok_pre_state *p = &s->pre[i];
         snprintf(f, sizeof f, "bpe.pre_tokenizers[%d].type", i);
         SC_TRY(get_enum(r, j, "type", f, PRE_NAMES, SC_TOK_PRE_COUNT, &p->kind));
@@ -368,7 +366,6 @@ static sc_status read_pipeline(rd *r, const cJSON *b, sc_tok_state *s) {
         default: SC_TRY(get_bool(r, j, "individual_digits", FIELD("individual_digits"), &p->individual)); break;
         }
 #undef FIELD
-        i++;
     }
     s->n_pre = i;
     return SC_OK;
@@ -376,7 +373,7 @@ static sc_status read_pipeline(rd *r, const cJSON *b, sc_tok_state *s) {
 
 /* Artifacts written before the state existed: the SentencePiece vocabulary
  * with default options, read exactly as it always was. */
-static sc_status read_legacy(rd *r, const cJSON *tj, int64_t n, sc_tokenizer **out) {
+static sc_status read_legacy(rd *r, const srt_json *tj, int64_t n, sc_tokenizer **out) {
     const void *off_p, *sc_p, *ty_p, *tx_p;
     uint64_t tx_size;
     if (srt_container_get_typed(r->ct, "tokenizer.offsets", SRT_CT_U32, (uint64_t)(n + 1), &off_p) ||
@@ -408,7 +405,7 @@ static sc_status read_legacy(rd *r, const cJSON *tj, int64_t n, sc_tokenizer **o
     return st;
 }
 
-static sc_status read_state(rd *r, const cJSON *tj, int64_t n, sc_tok_state *s) {
+static sc_status read_state(rd *r, const srt_json *tj, int64_t n, sc_tok_state *s) {
     int64_t v = 0;
     const void *d;
     uint64_t size = 0;
@@ -432,12 +429,12 @@ static sc_status read_state(rd *r, const cJSON *tj, int64_t n, sc_tok_state *s) 
     SC_TRY(get_enum(r, tj, "encoder", "encoder", ENC, 2, &enc));
     s->encoder = enc == 0 ? SC_TOK_ENC_SPM : SC_TOK_ENC_BPE;
     if (s->encoder == SC_TOK_ENC_SPM) {
-        const cJSON *o = cJSON_GetObjectItemCaseSensitive(tj, "spm");
-        if (!cJSON_IsObject(o)) return fail(r, "spm", "is missing or not an object");
+        const srt_json *o = srt_json_get(tj, "spm");
+        if (!srt_json_is(o, SRT_JSON_OBJECT)) return fail(r, "spm", "is missing or not an object");
         SC_TRY(get_bool(r, o, "add_prefix", "spm.add_prefix", &s->spm_add_prefix));
         SC_TRY(get_bool(r, o, "squash_spaces", "spm.squash_spaces", &s->spm_squash_spaces));
     } else {
-        SC_TRY(read_pipeline(r, cJSON_GetObjectItemCaseSensitive(tj, "bpe"), s));
+        SC_TRY(read_pipeline(r, srt_json_get(tj, "bpe"), s));
     }
     /* sections: counts from the manifest, checked against each section's shape */
     SC_TRY(section(r, "tokenizer.offsets", SRT_CT_U32, (uint64_t)n + 1, &d, NULL));
@@ -472,13 +469,14 @@ static sc_status read_state(rd *r, const cJSON *tj, int64_t n, sc_tok_state *s) 
     return SC_OK;
 }
 
-sc_status sc_tok_serial_read(srt_container *ct, const char *path, const cJSON *tj, int64_t max_vocab,
+sc_status sc_tok_serial_read(srt_container *ct, const char *path, const srt_json *tj, int64_t max_vocab,
                              sc_tokenizer **out, sc_err *err) {
     *out = NULL;
-    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(tj, "kind"), *state = cJSON_GetObjectItemCaseSensitive(tj, "state");
-    if (!cJSON_IsString(kind)) return SC_OK; /* none embedded */
-    bool sp = strcmp(kind->valuestring, "sentencepiece") == 0;
-    if (!sp && strcmp(kind->valuestring, "bpe-bytelevel") != 0 && strcmp(kind->valuestring, "bpe-sentencepiece") != 0)
+    const char *kind = srt_json_str(srt_json_get(tj, "kind"), NULL);
+    const srt_json *state = srt_json_get(tj, "state");
+    if (!kind) return SC_OK; /* none embedded */
+    bool sp = strcmp(kind, "sentencepiece") == 0;
+    if (!sp && strcmp(kind, "bpe-bytelevel") != 0 && strcmp(kind, "bpe-sentencepiece") != 0)
         return SC_OK; /* "none", or a kind this reader does not know */
     rd r = {.ct = ct, .path = path, .err = err};
     int64_t n = 0, version = 0;
@@ -489,7 +487,7 @@ sc_status sc_tok_serial_read(srt_container *ct, const char *path, const cJSON *t
     if (version != 1) return SC_OK; /* a newer state: none this reader can use */
     sc_tok_state s;
     memset(&s, 0, sizeof s);
-    snprintf(s.kind, sizeof s.kind, "%s", kind->valuestring);
+    snprintf(s.kind, sizeof s.kind, "%s", kind);
     sc_status st = read_state(&r, tj, n, &s);
     if (st == SC_OK) st = sc_tokenizer_from_state(path, &s, out, err);
     for (int i = 0; i < r.n_owned; i++) free(r.owned[i]);

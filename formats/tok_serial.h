@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "srt_container.h"
+#include "srt_json.h"
 #include "tokenizer.h"
 
 enum { SC_TOK_ENC_SPM = 1 /* best-score pair merging */, SC_TOK_ENC_BPE = 2 /* merge-rank BPE */ };
@@ -106,11 +107,12 @@ sc_status sc_tokenizer_from_state(const char *what, const sc_tok_state *s, sc_to
  * embedded. */
 sc_status sc_tok_serial_write(const sc_tokenizer *t, srt_writer *w, int compress, cJSON *tj, sc_err *err);
 /* Reads the tokenizer described by the manifest object tj (the artifact's
- * "tokenizer"), at most max_vocab tokens. *out stays NULL when none is
- * embedded (kind "none", missing, or a kind this reader does not know).
+ * "tokenizer", as the container parsed it: srt_container_manifest), at most
+ * max_vocab tokens. *out stays NULL when none is embedded (kind "none",
+ * missing, or a kind this reader does not know).
  * Artifacts written before the state existed ("sentencepiece" without
  * "state") load as they always did. path names the file in messages. */
-sc_status sc_tok_serial_read(srt_container *ct, const char *path, const cJSON *tj, int64_t max_vocab,
+sc_status sc_tok_serial_read(srt_container *ct, const char *path, const srt_json *tj, int64_t max_vocab,
                              sc_tokenizer **out, sc_err *err);
 
 #endif

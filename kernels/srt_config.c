@@ -1,11 +1,69 @@
 /* srt_config.c - the one set of rules a model configuration must satisfy,
  * whoever reads it: the runtime opening an artifact (srt_model.c) and the
  * toolchain loading any model format (formats/model.c sc_config_validate),
- * so `run` and `ppl` accept and refuse the same files. */
+ * so `run` and `ppl` accept and refuse the same files; and the one reader of
+ * an artifact manifest's config (srt_config_read), the runtime's and the
+ * toolchain's (formats/artifact.c). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "srt_json.h"
 #include "srt_model.h"
+#include "srt_schema.h"
+
+static int64_t cfg_int(const srt_json *o, const char *k, int64_t fb) { return srt_json_int(srt_json_get(o, k), fb); }
+
+bool srt_config_read(const srt_json *j, srt_model_config *c, const char **bad) {
+#define NEED_INT(f, k, lo, hi)                                                                             \
+    do {                                                                                                  \
+        const srt_json *v_ = srt_json_get(j, k);                                                          \
+        if (!srt_json_is(v_, SRT_JSON_INT) && !srt_json_is(v_, SRT_JSON_DOUBLE)) return *bad = k, false;  \
+        c->f = srt_json_int(v_, INT64_MIN);                                                               \
+        if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
+    } while (0)
+    if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = SRT_MAN_CONFIG, false;
+    /* types and presence here; ranges in srt_config_invalid, the one validation the toolchain shares */
+    NEED_INT(dim, SRT_CFG_DIM, 1, SRT_MAX_DIM);
+    NEED_INT(ffn_dim, SRT_CFG_FFN_DIM, 1, SRT_MAX_FFN);
+    NEED_INT(n_layers, SRT_CFG_N_LAYERS, 1, SRT_MAX_LAYERS);
+    NEED_INT(n_heads, SRT_CFG_N_HEADS, 1, SRT_MAX_HEADS);
+    NEED_INT(n_kv_heads, SRT_CFG_N_KV_HEADS, 1, SRT_MAX_HEADS);
+    NEED_INT(head_dim, SRT_CFG_HEAD_DIM, 2, 4096);
+    NEED_INT(vocab_size, SRT_CFG_VOCAB_SIZE, 1, SRT_MAX_VOCAB);
+    NEED_INT(max_seq_len, SRT_CFG_MAX_SEQ_LEN, 1, SRT_MAX_SEQ);
+#undef NEED_INT
+    const srt_json *v;
+    if (!(v = srt_json_get(j, SRT_CFG_NORM_EPS)) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
+        return *bad = SRT_CFG_NORM_EPS, false;
+    c->norm_eps = (float)srt_json_num(v, 0);
+    if (!(v = srt_json_get(j, SRT_CFG_ROPE_THETA)) ||
+        !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
+        return *bad = SRT_CFG_ROPE_THETA, false;
+    c->rope_theta = (float)srt_json_num(v, 0);
+    const char *rope = srt_json_str(srt_json_get(j, SRT_CFG_ROPE), NULL),
+               *act = srt_json_str(srt_json_get(j, SRT_CFG_ACTIVATION), NULL);
+    if (!rope || (strcmp(rope, SRT_ROPE_INTERLEAVED) && strcmp(rope, SRT_ROPE_HALF))) return *bad = SRT_CFG_ROPE, false;
+    if (!act || (strcmp(act, SRT_ACT_SILU) && strcmp(act, SRT_ACT_GELU_TANH))) return *bad = SRT_CFG_ACTIVATION, false;
+    c->rope_half = strcmp(rope, SRT_ROPE_HALF) == 0;
+    c->gelu = strcmp(act, SRT_ACT_GELU_TANH) == 0;
+    int64_t scaling = cfg_int(j, SRT_CFG_ROPE_SCALING, 0);
+    if (scaling < 0 || scaling > 2) return *bad = SRT_CFG_ROPE_SCALING, false;
+    c->rope_scaling = (int)scaling;
+    c->rope_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_FACTOR), 1.0);
+    c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_LOW_FREQ_FACTOR), 1.0);
+    c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_HIGH_FREQ_FACTOR), 4.0);
+    c->rope_orig_ctx = cfg_int(j, SRT_CFG_ROPE_ORIG_CTX, 0);
+    c->embed_scale = srt_json_bool(srt_json_get(j, SRT_CFG_EMBED_SCALE), false);
+    c->tied_classifier = srt_json_bool(srt_json_get(j, SRT_CFG_TIED_CLASSIFIER), false);
+    c->qkv_bias = srt_json_bool(srt_json_get(j, SRT_CFG_QKV_BIAS), false);
+    int64_t bos = cfg_int(j, SRT_CFG_BOS_ID, -1), eos = cfg_int(j, SRT_CFG_EOS_ID, -1);
+    if (bos < -1 || bos > INT32_MAX || eos < -1 || eos > INT32_MAX) return *bad = SRT_CFG_BOS_ID, false;
+    c->bos_id = (int32_t)bos;
+    c->eos_id = (int32_t)eos;
+    return true;
+}
+
 
 bool srt_config_invalid(const srt_model_config *c, char *why, size_t cap) {
 #define RANGE(f, lo, hi)                                                                                       \

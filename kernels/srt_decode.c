@@ -130,6 +130,94 @@ static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
     return k;
 }
 
+/* TEAL's mask of x[0..n) into m->score, with no live list (m->idx may hold the neurons): the input of a
+ * projection that reads every column (row-sparse or dense); x itself when t < 0 (dense). */
+static const float *teal_masked(srt_model *m, const float *x, int64_t n, float t) {
+    if (!(t >= 0.0f)) return x;
+    for (int64_t i = 0; i < n; i++) m->score[i] = fabsf(x[i]) > t ? x[i] : 0.0f;
+    stale(m);
+    return m->score;
+}
+
+static const srt_weight *proj_w(const srt_layer_w *L, int p) {
+    const srt_weight *w[SRT_NPROJ] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd};
+    return w[p];
+}
+
+/* CWIC (srt_route_cwic): y = W_live (x - mean) + W mean, stripe by stripe. Row layouts compute each stripe's
+ * rows on its live columns (the others zero), column-sparse layouts its live columns for every row (then keep
+ * the stripe's rows), the rest the whole product. */
+static srt_status cwic_mv(srt_model *m, int64_t l, const srt_weight *w, const srt_cwic_w *c, const float *x, float *y) {
+    const int64_t in = w->cols, out = w->rows;
+    m->lin_active[l] += (double)srt_route_cwic(m->cz, m->cidx, m->coff, x, c->mean, c->tau, in, out, c->S);
+    for (int64_t s = 0; s < c->ns; s++) {
+        const int64_t r0 = s * c->S, nr = out - r0 < c->S ? out - r0 : c->S, n = m->coff[s + 1] - m->coff[s];
+        const uint32_t *live = m->cidx + m->coff[s];
+        memset(m->czs, 0, (size_t)w->m.cols * sizeof(float));
+        for (int64_t i = 0; i < n; i++) m->czs[live[i]] = m->cz[live[i]];
+        stale(m); /* czs holds another stripe's input */
+        if (w->tr->sparse == SRT_SPARSE_ROWS) {
+            for (int64_t r = 0; r < nr; r++) m->crow[r] = (uint32_t)(r0 + r);
+            TRY(mv_sparse(m, w, m->czs, m->crow, nr, y));
+            continue;
+        }
+        if (n == 0)
+            memset(m->ctmp + r0, 0, (size_t)nr * sizeof(float));
+        else if (w->tr->sparse == SRT_SPARSE_COLS)
+            TRY(mv_sparse(m, w, m->czs, live, n, m->ctmp));
+        else
+            TRY(mv(m, w, m->czs, m->ctmp));
+        memcpy(y + r0, m->ctmp + r0, (size_t)nr * sizeof(float));
+    }
+    stale(m);
+    for (int64_t r = 0; r < out; r++) y[r] += c->wmean[r];
+    return SRT_OK;
+}
+
+srt_status srt_decode_cwic_prepare(srt_model *m) {
+    const double bytes = m->tm.weight_bytes;
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < SRT_NPROJ; p++) {
+            const srt_weight *w = proj_w(&m->layers[l], p);
+            srt_cwic_w *c = &m->layers[l].cwic[p];
+            if (!c->theta) continue;
+            memset(m->czs, 0, (size_t)w->m.cols * sizeof(float));
+            memcpy(m->czs, c->mean, (size_t)w->cols * sizeof(float));
+            stale(m);
+            TRY(mv(m, w, m->czs, m->ctmp));
+            memcpy(c->wmean, m->ctmp, (size_t)w->rows * sizeof(float));
+        }
+    stale(m);
+    m->tm.weight_bytes = bytes;
+    return SRT_OK;
+}
+
+/* Projection p of layer l on x (n_live >= 0: x's live coordinates are m->idx[0..n_live), for column-sparse
+ * layouts). The input routers route here: teal keeps the entries above the projection's threshold (in
+ * m->score), cwic runs the projection's stripes; both count the parameters read in m->lin_active[l]. */
+static srt_status lin(srt_model *m, int64_t l, int p, const float *x, int64_t n_live, float *y) {
+    const srt_layer_w *L = &m->layers[l];
+    const srt_weight *w = proj_w(L, p);
+    const double all = (double)(w->rows * w->cols);
+    if (m->mode == SRT_MODE_TEAL) {
+        const float t = m->thr_l[l * SRT_NPROJ + p];
+        if (!(t >= 0.0f)) {
+            m->lin_active[l] += all;
+            return mv(m, w, x, y);
+        }
+        memcpy(m->score, x, (size_t)w->m.cols * sizeof(float));
+        int64_t k = teal_mask(m, m->score, w->cols, t);
+        stale(m);
+        m->lin_active[l] += (double)(w->rows * k);
+        return mv_in(m, w, m->score, k, y);
+    }
+    if (m->mode == SRT_MODE_CWIC) {
+        if (L->cwic[p].theta) return cwic_mv(m, l, w, &L->cwic[p], x, y);
+        m->lin_active[l] += all;
+    }
+    return mv_in(m, w, x, n_live, y);
+}
+
 typedef struct heads_task {
     srt_model *m;
     const float *K, *V; /* the layer's cache */
@@ -179,24 +267,22 @@ static void add_biases(srt_model *m, const srt_layer_w *L) {
 static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
     const srt_model_config *c = &m->cfg;
     const srt_layer_w *L = &m->layers[l];
-    int64_t D = c->dim, hd = c->head_dim, qd = c->n_heads * hd;
+    int64_t D = c->dim;
     double t0 = now();
     rmsnorm(m->xn, m->x, L->attn_norm, D, c->norm_eps);
     stale(m);
     int64_t n_in;
     TRY(rotate_input(m, &L->attn_rot, &n_in));
-    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_ATTN_IN]);
-    TRY(mv_in(m, &L->wq, m->xn, n_in, m->q));
-    TRY(mv_in(m, &L->wk, m->xn, n_in, m->kt));
-    TRY(mv_in(m, &L->wv, m->xn, n_in, m->vt));
+    m->lin_active[l] = 0.0;
+    TRY(lin(m, l, SRT_PROJ_Q, m->xn, n_in, m->q));
+    TRY(lin(m, l, SRT_PROJ_K, m->xn, n_in, m->kt));
+    TRY(lin(m, l, SRT_PROJ_V, m->xn, n_in, m->vt));
     add_biases(m, L);
     double t1 = now();
     attention_core(m, l, pos);
     double t2 = now();
     stale(m);
-    int64_t n_ctx =
-        m->mode == SRT_MODE_TEAL ? teal_mask(m, m->att, qd, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_ATTN_CTX]) : -1;
-    TRY(mv_in(m, &L->wo, m->att, n_ctx, m->tmp));
+    TRY(lin(m, l, SRT_PROJ_O, m->att, -1, m->tmp));
     for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
     double t3 = now();
     m->tm.attn_proj += (t1 - t0) + (t3 - t2);
@@ -218,7 +304,7 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
             *live = m->K_h;
         }
     } else if (m->mode == SRT_MODE_TEAL) {
-        int64_t k = teal_mask(m, m->h, F, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_H]);
+        int64_t k = teal_mask(m, m->h, F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
         *live = k < 0 ? F : k;
     } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_use) {
         int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_use, m->factor, F);
@@ -250,8 +336,7 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     stale(m);
     int64_t n_in;
     TRY(rotate_input(m, &L->mlp_rot, &n_in));
-    if (m->mode == SRT_MODE_TEAL) n_in = teal_mask(m, m->xn, D, m->thr_l[l * SRT_TEAL_NTAPS + SRT_TEAL_MLP_IN]);
-    TRY(mv_in(m, &L->wg, m->xn, n_in, m->u));
+    TRY(lin(m, l, SRT_PROJ_GATE, m->xn, n_in, m->u));
     return mlp_tail(m, l, n_in, t0);
 }
 
@@ -264,11 +349,10 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     int64_t D = c->dim, F = c->ffn_dim;
     srt_activate(m->ctx, m->a, m->u, F, c->gelu);
     double t1 = now();
-    /* teal-cats: teal's masks on the inputs, the neuron router below on the gate */
-    bool h_side = m->mode == SRT_MODE_TEAL ? m->router == SRT_ROUTER_DENSE
-                                           : m->larosa || m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA;
-    if (h_side) {
-        TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
+    /* the h-side routers; teal-cats runs teal's masks (lin) under the neuron router below */
+    if (m->larosa || (m->mode == SRT_MODE_TEAL && m->router == SRT_ROUTER_DENSE) || m->mode == SRT_MODE_CETT ||
+        m->mode == SRT_MODE_CLADA || m->mode == SRT_MODE_CWIC) {
+        TRY(lin(m, l, SRT_PROJ_UP, m->xn, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
         double t2 = now();
         int64_t K;
@@ -277,7 +361,11 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         m->live_n[l] = K;
         double t3 = now();
         stale(m);
-        TRY(mv_in(m, &L->wd, m->h, K < F ? K : -1, m->tmp));
+        if (m->mode == SRT_MODE_CWIC)
+            TRY(lin(m, l, SRT_PROJ_DOWN, m->h, -1, m->tmp));
+        else
+            TRY(mv_in(m, &L->wd, m->h, K < F ? K : -1, m->tmp));
+        if (m->mode == SRT_MODE_TEAL) m->lin_active[l] += (double)(L->wd.rows * K); /* h masked by select_h */
         for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
         double t4 = now();
         m->tm.mlp_gate += t1 - t0;
@@ -310,15 +398,18 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     if (!dense) memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
     m->live_n[l] = K;
     double t2 = now();
+    /* teal-cats: up reads the MLP input under its own threshold (m->score is free once the top-K is chosen) */
+    const float *xu = m->xn;
+    if (m->mode == SRT_MODE_TEAL) xu = teal_masked(m, m->xn, L->wu.m.cols, m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP]);
     if (dense) {
-        TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
+        TRY(mv_in(m, &L->wu, xu, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
         if (m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l);
     } else {
         if (L->wu.tr->sparse == SRT_SPARSE_ROWS)
-            TRY(mv_sparse(m, &L->wu, m->xn, m->idx, K, m->v));
+            TRY(mv_sparse(m, &L->wu, xu, m->idx, K, m->v));
         else /* m->idx holds the neurons now, not the input's live list */
-            TRY(mv(m, &L->wu, m->xn, m->v));
+            TRY(mv(m, &L->wu, xu, m->v));
         memset(m->h, 0, (size_t)F * sizeof(float));
         for (int64_t i = 0; i < K; i++) {
             uint32_t j = m->idx[i];
@@ -503,9 +594,9 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size) return SRT_EINVAL;
     if (pos + n > m->max_ctx) TRY(srt_model_reserve(m, pos + n));
-    /* input rotations, TEAL masks and CLADA's per-token factor make the layer inputs depend on routing
+    /* input rotations, TEAL masks, CWIC stripes and CLADA's per-token factor make the layer inputs depend on routing
      * or on the previous token's logits: those run token by token */
-    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CLADA ||
+    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA ||
         m->router == SRT_ROUTER_GRIFFIN) { /* griffin: the prompt's statistic is gathered step by step */
         for (int64_t t = 0; t < n; t++) TRY(srt_model_step(m, tokens[t], pos + t, logits));
         return SRT_OK;

@@ -32,6 +32,17 @@ static const srt_method_info table[SRT_METHOD_COUNT] = {
      0, SRT_PACK_DENSITY, false},
     {SRT_METHOD_GRIFFIN, "griffin", "a top-K set per layer fixed from the prompt's activations (the GRIFFIN paper)", 0,
      NULL, false, SRT_DENSITY_TOPK, 0, SRT_PACK_DENSITY, true},
+    /* the TEAL paper's own allocation (its uniform one is teal): its own name, as eval on the source model has it,
+     * so that `eval -m model --method teal-greedy` and `run --method teal-greedy` name the same router */
+    {SRT_METHOD_TEAL_GREEDY, "teal-greedy",
+     "teal with each projection's sparsity from the greedy allocation curve (the TEAL paper)",
+     SRT_DATA_TEAL_TABLE | SRT_DATA_TEAL_CURVE,
+     "teal-greedy needs lN.teal_thresholds and lN.teal_curve: pack with --calib holding teal computed with "
+     "--params teal_greedy=1",
+     false, SRT_DENSITY_TABLE, 0, SRT_PACK_DENSITY, false},
+    {SRT_METHOD_CWIC, "cwic", "stripe-column thresholds on every de-meaned linear input (the CWIC paper)",
+     SRT_DATA_CWIC, "cwic needs lN.P.cwic_theta/cwic_mean/cwic_std: pack with --calib holding cwic, without --permute",
+     false, SRT_DENSITY_FITTED, 0, SRT_PACK_DENSITY, false},
     /* input sparsity where the live set comes from the input (attention, gate), row sparsity on up and down from
      * the gate's |phi(u_j)|; one density for both */
     {SRT_METHOD_TEAL_CATS, "teal-cats",
@@ -50,9 +61,11 @@ const srt_method_info *srt_method_find(const char *name) {
     return NULL;
 }
 
-const char *srt_method_names(void) {
-    return "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats";
-}
+#define NAMES "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-greedy, cwic, teal-cats"
+
+const char *srt_method_names(void) { return NAMES; }
+
+const char *srt_method_unknown(void) { return "unknown router (" NAMES ")"; }
 
 const char *srt_method_refusal(const srt_method_info *m, unsigned have) {
     if (!m) return "unknown router";

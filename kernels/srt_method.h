@@ -20,6 +20,8 @@ typedef enum srt_method_id {
     SRT_METHOD_CLADA,          /* cett's thresholds scaled by the load factor */
     SRT_METHOD_TEAL,           /* every linear input |x_i| > t_tap from a calibrated table */
     SRT_METHOD_GRIFFIN,        /* a top-K set per layer fixed at the end of the prompt from its s_j statistic */
+    SRT_METHOD_TEAL_GREEDY,    /* teal with each projection's sparsity from the greedy allocation curve */
+    SRT_METHOD_CWIC,           /* CWIC stripes: |x_i - mean_i| >= theta std_i per stripe of rows, de-meaned */
     SRT_METHOD_TEAL_CATS,      /* teal's thresholds on the attention and gate inputs, cats' top-K on up and down */
     SRT_METHOD_COUNT
 } srt_method_id;
@@ -34,7 +36,9 @@ typedef enum srt_data {
     SRT_DATA_TEAL_TABLE = 1u << 3,/* lN.teal_thresholds (some layer) */
     SRT_DATA_CETT = 1u << 4,      /* lN.cett_thresholds (some layer) */
     SRT_DATA_CLADA = 1u << 5,     /* routing.clada: tau_s, tau_h, lambda, gamma */
-    SRT_DATA_CETT_TABLE = 1u << 6 /* lN.cett_table + lN.cett_wnorm: CETT's t at the grid's densities (some layer) */
+    SRT_DATA_CETT_TABLE = 1u << 6,/* lN.cett_table + lN.cett_wnorm: CETT's t at the grid's densities (some layer) */
+    SRT_DATA_TEAL_CURVE = 1u << 7,/* lN.teal_curve in every layer holding lN.teal_thresholds (at least one) */
+    SRT_DATA_CWIC = 1u << 8       /* lN.P.cwic_theta, cwic_mean, cwic_std and routing.cwic.stripe (some projection) */
 } srt_data;
 
 /* How a router reaches a density (the fraction of MLP neurons kept). */
@@ -67,6 +71,8 @@ const srt_method_info *srt_method_get(int id);
 const srt_method_info *srt_method_find(const char *name);
 /* "dense, cats, claws, ...": every name, in id order. */
 const char *srt_method_names(void);
+/* "unknown router (dense, cats, ...)": the refusal of a name outside the table. */
+const char *srt_method_unknown(void);
 /* NULL when an artifact holding the srt_data bits `have` can run m, else one
  * line saying why not: folded rotations refuse every router calibrated on the
  * unrotated model, then the first missing need gives m->missing. */

@@ -24,56 +24,6 @@ static srt_ct_status fail(char *err, size_t cap, srt_ct_status st, const char *f
 
 static int64_t jint(const srt_json *o, const char *k, int64_t fb) { return srt_json_int(srt_json_get(o, k), fb); }
 
-static bool parse_config(const srt_json *j, srt_model_config *c, const char **bad) {
-#define NEED_INT(f, k, lo, hi)                                                                             \
-    do {                                                                                                  \
-        const srt_json *v_ = srt_json_get(j, k);                                                          \
-        if (!srt_json_is(v_, SRT_JSON_INT) && !srt_json_is(v_, SRT_JSON_DOUBLE)) return *bad = k, false;  \
-        c->f = srt_json_int(v_, INT64_MIN);                                                               \
-        if (c->f < (lo) || c->f > (hi)) return *bad = k, false;                                           \
-    } while (0)
-    if (!srt_json_is(j, SRT_JSON_OBJECT)) return *bad = SRT_MAN_CONFIG, false;
-    /* types and presence here; ranges below, in the one validation the toolchain shares (srt_config.c) */
-    NEED_INT(dim, SRT_CFG_DIM, 1, SRT_MAX_DIM);
-    NEED_INT(ffn_dim, SRT_CFG_FFN_DIM, 1, SRT_MAX_FFN);
-    NEED_INT(n_layers, SRT_CFG_N_LAYERS, 1, SRT_MAX_LAYERS);
-    NEED_INT(n_heads, SRT_CFG_N_HEADS, 1, SRT_MAX_HEADS);
-    NEED_INT(n_kv_heads, SRT_CFG_N_KV_HEADS, 1, SRT_MAX_HEADS);
-    NEED_INT(head_dim, SRT_CFG_HEAD_DIM, 2, 4096);
-    NEED_INT(vocab_size, SRT_CFG_VOCAB_SIZE, 1, SRT_MAX_VOCAB);
-    NEED_INT(max_seq_len, SRT_CFG_MAX_SEQ_LEN, 1, SRT_MAX_SEQ);
-#undef NEED_INT
-    const srt_json *v;
-    if (!(v = srt_json_get(j, SRT_CFG_NORM_EPS)) || !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
-        return *bad = SRT_CFG_NORM_EPS, false;
-    c->norm_eps = (float)srt_json_num(v, 0);
-    if (!(v = srt_json_get(j, SRT_CFG_ROPE_THETA)) ||
-        !(srt_json_is(v, SRT_JSON_DOUBLE) || srt_json_is(v, SRT_JSON_INT)))
-        return *bad = SRT_CFG_ROPE_THETA, false;
-    c->rope_theta = (float)srt_json_num(v, 0);
-    const char *rope = srt_json_str(srt_json_get(j, SRT_CFG_ROPE), NULL),
-               *act = srt_json_str(srt_json_get(j, SRT_CFG_ACTIVATION), NULL);
-    if (!rope || (strcmp(rope, SRT_ROPE_INTERLEAVED) && strcmp(rope, SRT_ROPE_HALF))) return *bad = SRT_CFG_ROPE, false;
-    if (!act || (strcmp(act, SRT_ACT_SILU) && strcmp(act, SRT_ACT_GELU_TANH))) return *bad = SRT_CFG_ACTIVATION, false;
-    c->rope_half = strcmp(rope, SRT_ROPE_HALF) == 0;
-    c->gelu = strcmp(act, SRT_ACT_GELU_TANH) == 0;
-    int64_t scaling = jint(j, SRT_CFG_ROPE_SCALING, 0);
-    if (scaling < 0 || scaling > 2) return *bad = SRT_CFG_ROPE_SCALING, false;
-    c->rope_scaling = (int)scaling;
-    c->rope_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_FACTOR), 1.0);
-    c->rope_low_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_LOW_FREQ_FACTOR), 1.0);
-    c->rope_high_freq_factor = (float)srt_json_num(srt_json_get(j, SRT_CFG_ROPE_HIGH_FREQ_FACTOR), 4.0);
-    c->rope_orig_ctx = jint(j, SRT_CFG_ROPE_ORIG_CTX, 0);
-    c->embed_scale = srt_json_bool(srt_json_get(j, SRT_CFG_EMBED_SCALE), false);
-    c->tied_classifier = srt_json_bool(srt_json_get(j, SRT_CFG_TIED_CLASSIFIER), false);
-    c->qkv_bias = srt_json_bool(srt_json_get(j, SRT_CFG_QKV_BIAS), false);
-    int64_t bos = jint(j, SRT_CFG_BOS_ID, -1), eos = jint(j, SRT_CFG_EOS_ID, -1);
-    if (bos < -1 || bos > INT32_MAX || eos < -1 || eos > INT32_MAX) return *bad = SRT_CFG_BOS_ID, false;
-    c->bos_id = (int32_t)bos;
-    c->eos_id = (int32_t)eos;
-    return true;
-}
-
 static srt_ct_status get_f32(srt_model *m, const char *name, int64_t n, const float **out, char *err, size_t cap) {
     const void *data;
     if (srt_container_find(m->ct, name) < 0)
@@ -175,6 +125,8 @@ void srt_model_close(srt_model *m) {
     srt_free(m->arena);
     srt_free(m->pf_arena);
     free(m->thr_l);
+    free(m->lin_active);
+    free(m->cwic_mem);
     free(m->cett_rt);
     free(m->g_sum);
     free(m->g_set);
@@ -188,6 +140,88 @@ srt_status srt_model_set_ctx(srt_model *m, srt_ctx *ctx) {
     if (!m || !ctx || srt_ctx_isa(ctx) != srt_ctx_isa(m->ctx)) return SRT_EINVAL;
     m->ctx = ctx;
     return SRT_OK;
+}
+
+/* lN.teal_curve [rows, SRT_TEAL_CURVE_COLS] when stored (TEAL's greedy allocation curve). */
+static srt_ct_status load_teal_curve(srt_model *m, int64_t l, char *err, size_t cap) {
+    char nm[64];
+    snprintf(nm, sizeof nm, SRT_LAYER_SECTION, (long long)l, SRT_SEC_TEAL_CURVE);
+    int64_t i = srt_container_find(m->ct, nm);
+    if (i < 0) return SRT_CT_OK;
+    const srt_ct_section *sec = srt_container_section_at(m->ct, (size_t)i);
+    if (sec->ndim != 2 || sec->dims[1] != SRT_TEAL_CURVE_COLS || sec->dims[0] < 1 || sec->dims[0] > 1000000)
+        return fail(err, cap, SRT_CT_EFORMAT, "%s: section '%s' is not [rows, %d]", m->path, nm, SRT_TEAL_CURVE_COLS);
+    srt_layer_w *Lw = &m->layers[l];
+    Lw->teal_rows = (int64_t)sec->dims[0];
+    srt_ct_status st = get_f32(m, nm, Lw->teal_rows * SRT_TEAL_CURVE_COLS, &Lw->teal_curve, err, cap);
+    if (!st) m->n_teal_curve++;
+    return st;
+}
+
+/* lN.P.cwic_theta [ns, in], cwic_mean [in], cwic_std [in] for each projection P that has them (with
+ * routing.cwic.stripe). */
+static srt_ct_status load_cwic(srt_model *m, int64_t l, char *err, size_t cap) {
+    srt_layer_w *Lw = &m->layers[l];
+    const srt_weight *w[SRT_NPROJ] = {&Lw->wq, &Lw->wk, &Lw->wv, &Lw->wo, &Lw->wg, &Lw->wu, &Lw->wd};
+    for (int p = 0; p < SRT_NPROJ; p++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, SRT_PROJ_SECTION, (long long)l, srt_proj_name(p), SRT_SEC_CWIC_THETA);
+        if (srt_container_find(m->ct, nm) < 0) continue;
+        if (!m->cwic_stripe) return fail(err, cap, SRT_CT_EFORMAT, "%s: '%s' without routing.cwic.stripe", m->path, nm);
+        srt_cwic_w *c = &Lw->cwic[p];
+        int64_t in = w[p]->cols, out = w[p]->rows;
+        c->S = m->cwic_stripe < out ? m->cwic_stripe : out;
+        c->ns = srt_cwic_stripes(out, c->S);
+        srt_ct_status st = get_f32(m, nm, c->ns * in, &c->theta, err, cap);
+        snprintf(nm, sizeof nm, SRT_PROJ_SECTION, (long long)l, srt_proj_name(p), SRT_SEC_CWIC_MEAN);
+        if (!st) st = get_f32(m, nm, in, &c->mean, err, cap);
+        snprintf(nm, sizeof nm, SRT_PROJ_SECTION, (long long)l, srt_proj_name(p), SRT_SEC_CWIC_STD);
+        if (!st) st = get_f32(m, nm, in, &c->std, err, cap);
+        if (st) return st;
+        m->n_cwic++;
+    }
+    return SRT_CT_OK;
+}
+
+/* cwic: one block for every projection's tau [ns, in] and wmean [out] and the step's scratch. */
+static bool cwic_buffers(srt_model *m) {
+    const int64_t vc = m->vcap;
+    int64_t nf = 3 * vc, nidx = 0, ns_max = 0;
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < SRT_NPROJ; p++) {
+            const srt_cwic_w *c = &m->layers[l].cwic[p];
+            if (!c->theta) continue;
+            nf += c->ns * vc + vc; /* tau rows of at most vcap columns, wmean */
+            nidx = c->ns * vc > nidx ? c->ns * vc : nidx;
+            ns_max = c->ns > ns_max ? c->ns : ns_max;
+        }
+    size_t bytes = (size_t)nf * sizeof(float) + (size_t)(nidx + vc) * sizeof(uint32_t) + (size_t)(ns_max + 1) * 8 + 64;
+    char *b = calloc(1, bytes);
+    if (!(m->cwic_mem = b)) return false;
+    float *f = (float *)(void *)b;
+    m->cz = f;
+    m->czs = f + vc;
+    m->ctmp = f + 2 * vc;
+    f += 3 * vc;
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        srt_layer_w *Lw = &m->layers[l];
+        const srt_weight *w[SRT_NPROJ] = {&Lw->wq, &Lw->wk, &Lw->wv, &Lw->wo, &Lw->wg, &Lw->wu, &Lw->wd};
+        for (int p = 0; p < SRT_NPROJ; p++) {
+            srt_cwic_w *c = &Lw->cwic[p];
+            if (!c->theta) continue;
+            const int64_t in = w[p]->cols;
+            c->tau = f;
+            for (int64_t j = 0; j < c->ns * in; j++) c->tau[j] = srt_cwic_tau(c->theta[j], c->std[j % in]);
+            f += c->ns * vc;
+            c->wmean = f;
+            f += vc;
+        }
+    }
+    m->cidx = (uint32_t *)(void *)f;
+    m->crow = m->cidx + nidx;
+    uint8_t *o = (uint8_t *)(void *)(m->crow + vc);
+    m->coff = (int64_t *)(void *)(((uintptr_t)o + 7) & ~(uintptr_t)7);
+    return true;
 }
 
 static char *dupstr(const char *s) {
@@ -222,7 +256,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     }
     const char *bad_field = "";
     srt_model_config *c = &m->cfg;
-    if (!parse_config(srt_json_get(man, SRT_MAN_CONFIG), c, &bad_field)) {
+    if (!srt_config_read(srt_json_get(man, SRT_MAN_CONFIG), c, &bad_field)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: config.%s is missing or invalid", path, bad_field);
         goto bad;
     }
@@ -242,12 +276,33 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         k->lambda = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_LAMBDA), NAN);
         k->gamma = srt_json_num(srt_json_get(cl, SRT_RT_CLADA_GAMMA), NAN);
         m->has_clada = isfinite(k->tau_s) && isfinite(k->tau_h) && isfinite(k->lambda) && isfinite(k->gamma);
+        const srt_json *fj = srt_json_get(cl, SRT_RT_CLADA_FRAC); /* absent (older artifacts): cett's table */
+        for (int i = 0; fj && i < SRT_CLADA_CLASSES; i++) {
+            k->frac[i] = srt_json_num(srt_json_at(fj, i), NAN);
+            if (!(k->frac[i] >= 0.0 && k->frac[i] <= 1.0)) {
+                st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.clada.class_frac is not 4 fractions",
+                          path);
+                goto bad;
+            }
+        }
     }
     const srt_json *cdj = srt_json_get(srt_json_get(routing, SRT_RT_CETT), SRT_RT_CETT_DENSITY);
     m->cett_density = cdj ? srt_json_num(cdj, -1.0) : NAN;
     if (cdj && !(m->cett_density > 0.0 && m->cett_density <= 1.0)) {
         st = fail(err, err_cap, SRT_CT_EFORMAT, "%s: manifest: routing.cett.density is not in (0, 1]", path);
         goto bad;
+    }
+    const srt_json *cwj = srt_json_get(routing, SRT_RT_CWIC);
+    if (srt_json_get(cwj, SRT_RT_CWIC_STRIPE)) { /* stored (else absent or routing.cwic.not_stored) */
+        double S = srt_json_num(srt_json_get(cwj, SRT_RT_CWIC_STRIPE), -1.0),
+               apr = srt_json_num(srt_json_get(cwj, SRT_RT_CWIC_APR), 0.0);
+        if (!(S >= 1.0 && S <= 1e9 && S == floor(S)) || !(apr == 0.0 || (apr >= 1.0 && isfinite(apr)))) {
+            st = fail(err, err_cap, SRT_CT_EFORMAT,
+                      "%s: manifest: routing.cwic: stripe must be a positive integer and apr 0 or >= 1", path);
+            goto bad;
+        }
+        m->cwic_stripe = (int64_t)S;
+        m->cwic_density = apr > 0.0 ? 1.0 / apr : NAN;
     }
     const srt_json *lrj = srt_json_get(routing, SRT_RT_LAROSA);
     m->lr_in = srt_json_num(srt_json_get(lrj, SRT_RT_LAROSA_IN), SRT_LAROSA_IN);
@@ -340,6 +395,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
             if ((st = get_f32(m, nm, SRT_TEAL_NTAPS * SRT_THR_GRID, &Lw->teal_thr, err, err_cap))) goto bad;
             m->n_teal_thr++;
         }
+        if ((st = load_teal_curve(m, l, err, err_cap)) || (st = load_cwic(m, l, err, err_cap))) goto bad;
         if (srt_container_find(m->ct, NAME(SRT_SEC_CLAWS_C)) >= 0) {
             if ((st = get_f32(m, nm, F, &Lw->claws_c, err, err_cap))) goto bad;
             n_claws++;
@@ -351,7 +407,9 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->have = (m->n_rot ? SRT_DATA_ROTATIONS : 0u) | (m->has_claws ? SRT_DATA_CLAWS : 0u) |
               (m->n_cats_thr == L ? SRT_DATA_CATS_TABLE : 0u) | (m->n_teal_thr ? SRT_DATA_TEAL_TABLE : 0u) |
               (m->n_cett_thr ? SRT_DATA_CETT : 0u) | (m->has_clada ? SRT_DATA_CLADA : 0u) |
-              (m->n_cett_table ? SRT_DATA_CETT_TABLE : 0u);
+              (m->n_cett_table ? SRT_DATA_CETT_TABLE : 0u) |
+              (m->n_teal_curve && m->n_teal_curve == m->n_teal_thr ? SRT_DATA_TEAL_CURVE : 0u) |
+              (m->n_cwic ? SRT_DATA_CWIC : 0u);
     /* buffers: every vector is vmax floats (the largest stored dimension),
      * so padded inputs read zeros and padded outputs have room */
     int64_t vm = (m->vmax + 63) / 64 * 64;
@@ -390,9 +448,11 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory for the key/value cache", path);
         goto bad;
     }
-    m->thr_l = malloc((size_t)(L * SRT_TEAL_NTAPS) * sizeof *m->thr_l); /* cats-threshold [L], teal [L, taps] */
+    m->thr_l = malloc((size_t)(L * SRT_NPROJ) * sizeof *m->thr_l); /* cats-threshold [L], teal [L, projections] */
+    m->lin_active = calloc((size_t)L, sizeof *m->lin_active);
+    m->lin_dense = (double)(D * qd + 2 * D * kvd + qd * D + 3 * D * F);
     if (m->n_cett_table) m->cett_rt = malloc((size_t)(L * F) * sizeof *m->cett_rt);
-    if (!m->thr_l || (m->n_cett_table && !m->cett_rt)) {
+    if (!m->thr_l || !m->lin_active || (m->n_cett_table && !m->cett_rt) || (m->n_cwic && !cwic_buffers(m))) {
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
         goto bad;
     }
@@ -464,8 +524,7 @@ unsigned srt_model_data(const srt_model *m) { return m ? m->have : 0u; }
 const char *srt_model_method_missing(const srt_model *m, const char *name) {
     if (!m || !name) return "no model or router";
     const srt_method_info *mi = srt_method_find(name);
-    if (!mi)
-        return "unknown router (dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats)";
+    if (!mi) return srt_method_unknown();
     return srt_method_refusal(mi, m->have);
 }
 
@@ -510,10 +569,33 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
     return m->live_n[layer];
 }
 
+double srt_model_last_density(const srt_model *m, int64_t layer) {
+    if (!m || layer < 0 || layer >= m->cfg.n_layers) return NAN;
+    /* the input routers; teal-cats (teal's masks under a neuron router) reports its MLP neurons, as eval does */
+    if ((m->mode == SRT_MODE_TEAL && m->router == SRT_ROUTER_DENSE) || m->mode == SRT_MODE_CWIC)
+        return m->lin_active[layer] / m->lin_dense;
+    const uint32_t *idx;
+    return (double)srt_model_last_live(m, layer, &idx) / (double)m->cfg.ffn_dim;
+}
+
 float srt_model_threshold(const srt_model *m, int64_t layer, int tap) {
+    static const int first[SRT_TEAL_NTAPS] = {SRT_PROJ_Q, SRT_PROJ_O, SRT_PROJ_GATE, SRT_PROJ_DOWN};
     if (!m || layer < 0 || layer >= m->cfg.n_layers) return NAN;
     if (m->mode == SRT_MODE_CATS_THR && tap == 0) return m->thr_l[layer];
-    if (m->mode == SRT_MODE_TEAL && tap >= 0 && tap < SRT_TEAL_NTAPS) return m->thr_l[layer * SRT_TEAL_NTAPS + tap];
+    if (m->mode == SRT_MODE_TEAL && tap >= 0 && tap < SRT_TEAL_NTAPS) return m->thr_l[layer * SRT_NPROJ + first[tap]];
+    return NAN;
+}
+
+float srt_model_proj_threshold(const srt_model *m, int64_t layer, int proj) {
+    if (!m || layer < 0 || layer >= m->cfg.n_layers || m->mode != SRT_MODE_TEAL || proj < 0 || proj >= SRT_NPROJ)
+        return NAN;
+    return m->thr_l[layer * SRT_NPROJ + proj];
+}
+
+double srt_model_fitted_density(const srt_model *m, srt_method_id id) {
+    if (!m) return NAN;
+    if (id == SRT_METHOD_CETT || id == SRT_METHOD_CLADA) return m->cett_density;
+    if (id == SRT_METHOD_CWIC) return m->cwic_density;
     return NAN;
 }
 
@@ -567,38 +649,63 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
     case SRT_METHOD_CETT:
     case SRT_METHOD_CLADA: {
         m->mode = id == SRT_METHOD_CETT ? SRT_MODE_CETT : SRT_MODE_CLADA;
-        /* the stored thresholds at the density they keep (or asked for by NAN); the table at any other */
-        bool table = !fitted && m->n_cett_table && !(density == m->cett_density);
+        /* the stored thresholds at the density they keep (or asked for by NAN); the table at any other.
+         * clada at a density: always the table, read for the scaled rule (srt_clada_table_base) */
+        bool clada = id == SRT_METHOD_CLADA;
+        bool table = !fitted && m->n_cett_table && (clada || !(density == m->cett_density));
         for (int64_t l = 0; l < c->n_layers; l++) {
             srt_layer_w *Lw = &m->layers[l];
             Lw->cett_use = table ? NULL : Lw->cett_thr;
             if (!table || !Lw->cett_table) continue; /* no table: a dense layer, as without thresholds */
             float *thr = m->cett_rt + l * c->ffn_dim;
-            srt_cett_table_thresholds(Lw->cett_table, Lw->cett_wnorm, density, thr, c->ffn_dim);
+            if (clada)
+                srt_clada_table_thresholds(Lw->cett_table, Lw->cett_wnorm, &m->clada, density, thr, c->ffn_dim);
+            else
+                srt_cett_table_thresholds(Lw->cett_table, Lw->cett_wnorm, density, thr, c->ffn_dim);
             Lw->cett_use = thr;
         }
         break;
     }
     case SRT_METHOD_CATS_THRESHOLD:
+        m->mode = SRT_MODE_CATS_THR;
+        for (int64_t l = 0; l < c->n_layers; l++)
+            m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(m->layers[l].cats_thr, 1.0 - density);
+        break;
     case SRT_METHOD_TEAL:
-    case SRT_METHOD_TEAL_CATS: {
-        double s = 1.0 - density;
-        bool teal = id != SRT_METHOD_CATS_THRESHOLD, cats = id == SRT_METHOD_TEAL_CATS;
-        m->mode = teal ? SRT_MODE_TEAL : SRT_MODE_CATS_THR;
-        if (cats) { /* the gate's top-K chooses up's rows and down's inputs: h keeps no threshold (-1) */
+    case SRT_METHOD_TEAL_GREEDY:
+    case SRT_METHOD_TEAL_CATS:
+        /* each projection's input threshold: its tap's table at sparsity 1 - density (teal), or at the sparsity the
+         * greedy curve gives the projection (teal-greedy); layers without a table run dense. teal-cats: the gate's
+         * top-K chooses up's rows and down's inputs, so down keeps no threshold (-1) */
+        m->mode = SRT_MODE_TEAL;
+        if (id == SRT_METHOD_TEAL_CATS) {
             m->router = SRT_ROUTER_CATS;
             m->K = srt_topk_count(density, c->ffn_dim);
         }
         for (int64_t l = 0; l < c->n_layers; l++) {
             const srt_layer_w *Lw = &m->layers[l];
-            if (!teal) m->thr_l[l] = density >= 1.0 ? -1.0f : srt_table_threshold(Lw->cats_thr, s);
-            for (int tap = 0; teal && tap < SRT_TEAL_NTAPS; tap++)
-                m->thr_l[l * SRT_TEAL_NTAPS + tap] = Lw->teal_thr && !(cats && tap == SRT_TEAL_H)
-                                                         ? srt_table_threshold(Lw->teal_thr + tap * SRT_THR_GRID, s)
-                                                         : -1.0f;
+            double sp[SRT_NPROJ];
+            for (int p = 0; p < SRT_NPROJ; p++) sp[p] = 1.0 - density;
+            if (id == SRT_METHOD_TEAL_GREEDY && Lw->teal_curve)
+                srt_teal_curve_at(Lw->teal_curve, Lw->teal_rows, 1.0 - density, sp);
+            for (int p = 0; p < SRT_NPROJ; p++)
+                m->thr_l[l * SRT_NPROJ + p] =
+                    Lw->teal_thr && !(id == SRT_METHOD_TEAL_CATS && p == SRT_PROJ_DOWN)
+                        ? srt_table_threshold(Lw->teal_thr + SRT_PROJ_TAP(p) * SRT_THR_GRID, sp[p])
+                        : -1.0f;
         }
         break;
-    }
+    case SRT_METHOD_CWIC: /* the stored stripe thresholds, whatever density they keep (sc_artifact_set_router) */
+        if (!m->cwic_ready) {
+            srt_status st = srt_decode_cwic_prepare(m);
+            if (st != SRT_OK) {
+                route_off(m);
+                return st;
+            }
+            m->cwic_ready = true;
+        }
+        m->mode = SRT_MODE_CWIC;
+        break;
     default: return SRT_EINVAL;
     }
     return SRT_OK;

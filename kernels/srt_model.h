@@ -50,6 +50,12 @@ typedef struct srt_model_config {
  * runtime and the toolchain's loaders: true and a reason in why when c is
  * not acceptable. */
 bool srt_config_invalid(const srt_model_config *c, char *why, size_t cap);
+/* The manifest's config object j (SRT_MAN_CONFIG) into c: presence, types and
+ * the declared bounds (ranges: srt_config_invalid); false with *bad = the key
+ * that is missing or invalid. Absent optional keys take their defaults (rope
+ * factors 1, 1, 4; no scaling; bos/eos -1). The runtime and the toolchain's
+ * artifact reader (formats/artifact.c) read a config with this alone. */
+bool srt_config_read(const srt_json *j, srt_model_config *c, const char **bad);
 
 typedef struct srt_model_opts {
     int64_t max_ctx; /* positions the key/value cache may grow to (0: the model's max_seq_len) */
@@ -98,6 +104,10 @@ double srt_model_default_density(const srt_model *m);
  * calibration sample (routing.cett.density), NAN when pack fitted them to a
  * CETT target instead. */
 double srt_model_cett_density(const srt_model *m);
+/* The density a fitted router's stored thresholds were fitted to (srt_method.h SRT_DENSITY_FITTED): cett and
+ * clada srt_model_cett_density, cwic 1 / routing.cwic.apr; NAN when they were fitted to something else (a CETT
+ * target, imported CWIC thresholds) and for every other router. */
+double srt_model_fitted_density(const srt_model *m, srt_method_id id);
 /* Whether the artifact carries CLAWS multipliers for every layer. */
 bool srt_model_has_claws(const srt_model *m);
 /* Layout of a tensor as stored ("kmi4r", ...), or NULL. */
@@ -140,11 +150,21 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *   teal            every linear input keeps |x_i| > t_tap (tap thresholds at
  *                   sparsity 1 - density from lN.teal_thresholds), column-
  *                   sparse layouts read only those columns;
+ *   teal-greedy     the same with each projection's own sparsity, read from
+ *                   lN.teal_curve at sparsity 1 - density (srt_teal_curve_at),
+ *                   its threshold from its tap's table;
+ *   cwic            every projection holding lN.P.cwic_theta runs CWIC's
+ *                   stripes (srt_route_cwic): per stripe of rows the columns
+ *                   with |x_i - mean_i| >= theta std_i, y = W_live (x - mean)
+ *                   + W mean (row layouts compute each stripe's rows, column-
+ *                   sparse ones its live columns). The stored thresholds run
+ *                   whatever the density (srt_model_fitted_density says what
+ *                   they were fitted to; sc_artifact_set_router refuses others);
  *   teal-cats       teal's thresholds on the attention and gate inputs
- *                   (attn_in, attn_ctx, mlp_in; up reads the masked mlp_in
- *                   too), then cats' top-K of |phi(u_j)| chooses up's rows
- *                   and down's inputs (h keeps no threshold: tap 3 is -1),
- *                   one density for both.
+ *                   (q, k, v, o, gate; up reads the masked MLP input too),
+ *                   then cats' top-K of |phi(u_j)| chooses up's rows and
+ *                   down's inputs (down keeps no threshold: -1), one density
+ *                   for both.
  * The live neuron count then varies per token (teal-cats: K). SRT_ENOTSUP when the
  * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
  * for an unknown name or a density outside (0, 1] (NAN passes for cett and
@@ -176,9 +196,17 @@ const char *srt_model_method(const srt_model *m); /* the current router's name *
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
 /* The threshold the current threshold router applies in layer `layer`
- * (cats-threshold: tap 0, on |phi(u)|; teal, teal-cats: tap 0..3 = attn_in,
- * attn_ctx, mlp_in, h; < 0: dense), NAN for the other routers or bad arguments. */
+ * (cats-threshold: tap 0, on |phi(u)|; teal, teal-greedy and teal-cats: tap
+ * 0..3 = attn_in, attn_ctx, mlp_in, h, the threshold of the tap's first
+ * projection q, o, gate, down (srt_model_proj_threshold gives each); < 0:
+ * dense), NAN for the other routers or bad arguments. */
 float srt_model_threshold(const srt_model *m, int64_t layer, int tap);
+/* Projection proj's (SRT_PROJ_*) input threshold under teal, teal-greedy or teal-cats, NAN otherwise. */
+float srt_model_proj_threshold(const srt_model *m, int64_t layer, int proj);
+/* The density layer ran in the last step: for the input routers (teal, teal-greedy, cwic) the fraction of the
+ * layer's linear-layer parameters read (a projection with L live inputs reads rows x L, a CWIC stripe rows x its
+ * live columns), what eval reports for them; for every other router the live MLP neurons / ffn_dim. */
+double srt_model_last_density(const srt_model *m, int64_t layer);
 /* The live neurons layer used in the last step (ascending; *idx = NULL and
  * the return value is ffn_dim when the layer ran dense). */
 int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **idx);

@@ -7,13 +7,21 @@
 
 /* Threshold routers of srt_model_set_method (0: none; the top-K routers
  * and LaRoSA use router / larosa). */
-enum { SRT_MODE_NONE = 0, SRT_MODE_CATS_THR, SRT_MODE_CETT, SRT_MODE_CLADA, SRT_MODE_TEAL };
+enum { SRT_MODE_NONE = 0, SRT_MODE_CATS_THR, SRT_MODE_CETT, SRT_MODE_CLADA, SRT_MODE_TEAL, SRT_MODE_CWIC };
 
 typedef struct srt_weight {
     srt_matrix m;           /* stored (padded) view */
     int64_t rows, cols;     /* logical shape */
     const srt_layout_traits *tr;
 } srt_weight;
+
+/* One projection's CWIC stripes (lN.P.cwic_*; theta NULL: the projection runs dense under cwic). */
+typedef struct srt_cwic_w {
+    const float *theta, *mean, *std; /* [ns, in], [in], [in] as stored */
+    int64_t S, ns;                   /* stripes of S rows (the last may be shorter), ns of them */
+    float *tau;                      /* [ns, in] srt_cwic_tau(theta, std) (in m->cwic_mem) */
+    float *wmean;                    /* [out] W mean with the packed W (srt_decode_cwic_prepare) */
+} srt_cwic_w;
 
 typedef struct srt_layer_w {
     const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *claws_c;
@@ -22,6 +30,9 @@ typedef struct srt_layer_w {
     const float *cett_table, *cett_wnorm; /* [SRT_THR_GRID] CETT's t, [ffn_dim] ||W_d[:, j]|| (NULL: none) */
     const float *cett_use; /* the thresholds cett / clada run now: cett_thr or the row of m->cett_rt (NULL: dense) */
     const float *teal_thr; /* [SRT_TEAL_NTAPS, SRT_THR_GRID] per tapped input (srt_schema.h) */
+    const float *teal_curve; /* [teal_rows, SRT_TEAL_CURVE_COLS] the greedy allocation curve (NULL: none) */
+    int64_t teal_rows;
+    srt_cwic_w cwic[SRT_NPROJ];
     srt_weight wq, wk, wv, wo, wg, wu, wd;
     srt_weight attn_rot, mlp_rot; /* folded LaRoSA rotations R [dim, dim] (tr NULL: none) */
 } srt_layer_w;
@@ -55,8 +66,20 @@ struct srt_model {
     int64_t K_in, K_h;
     /* threshold routers (srt_model_set_method) */
     int mode;               /* SRT_MODE_* (srt_decode.c) */
-    float *thr_l;           /* [n_layers]: cats-threshold per layer; teal [n_layers, SRT_TEAL_NTAPS] */
-    int n_cats_thr, n_cett_thr, n_teal_thr; /* layers holding each */
+    float *thr_l;           /* [n_layers]: cats-threshold per layer; teal [n_layers, SRT_NPROJ] per projection */
+    int n_cats_thr, n_cett_thr, n_teal_thr, n_teal_curve; /* layers holding each */
+    /* cwic: the stripe size and the density pack fitted the thresholds to (routing.cwic), the projections
+     * holding stripes, one block with every tau and wmean and the step's scratch */
+    int64_t cwic_stripe, n_cwic;
+    double cwic_density;    /* 1 / routing.cwic.apr (NAN: imported thresholds, no APR) */
+    void *cwic_mem;
+    bool cwic_ready;        /* wmean computed */
+    float *cz, *czs, *ctmp; /* [vcap]: x - mean, its live part for one stripe, a stripe's full output */
+    uint32_t *cidx, *crow;  /* [cwic_idx]: the stripes' live columns; [vcap]: a stripe's rows */
+    int64_t *coff;          /* [max ns + 1] */
+    /* input routers (teal, cwic): the linear parameters each layer read in the last step, and a layer's total */
+    double *lin_active;     /* [n_layers] */
+    double lin_dense;
     bool has_clada;
     double cett_density;    /* routing.cett.density: the density lN.cett_thresholds keep (NAN: fitted to a target) */
     int n_cett_table;       /* layers holding lN.cett_table and lN.cett_wnorm */
@@ -92,6 +115,8 @@ struct srt_model {
  * the logits (block 2) of a step hold a non-finite value: finds the first
  * intermediate that does, writes m->fault, returns SRT_ENONFINITE. */
 srt_status srt_model_nonfinite(srt_model *m, int64_t l, int block);
+/* cwic: every stored projection's wmean = W mean with the packed W (once; srt_decode.c). */
+srt_status srt_decode_cwic_prepare(srt_model *m);
 bool srt_vec_finite(const float *x, int64_t n);
 
 #endif

@@ -44,7 +44,7 @@ void srt_score_gate(float *out, const float *a, const float *c, int64_t n);
  * What a router needs per layer is fitted once from a calibration (calib/plan.c)
  * and stored by pack; the rules below turn that data into this token's live set.
  * The runtime decoder (srt_decode.c) and the reference forward's router hooks
- * (calib/router.c, cett_eval.c, eval_teal.c) call these same functions, so eval
+ * (calib/router.c, methods/cett.c, methods/teal.c) call these same functions, so eval
  * on the source model and run on an artifact decide alike. */
 
 /* Threshold tables (CATS |phi(u)|, TEAL |x| per tapped input) hold the
@@ -81,18 +81,49 @@ int64_t srt_route_cett(const srt_kernels *k, uint32_t *idx, float *scratch, cons
  * and the entropy of that distribution, both from the logits the model itself
  * produced at the previous step, routed as it runs (a deployed model has no
  * dense pass to consult); position 0 has no prediction and uses factor 1.
- * tau_s, tau_h are quantiles (qs, qh) of the calibration signals. */
+ * tau_s, tau_h are quantiles (qs, qh) of the calibration signals.
+ *
+ * --density for clada (the CLADA paper, Eq. 11: tau(t) = tau_base (1 +
+ * lambda [s_t > tau_s] + gamma [H_t > tau_H])): the base threshold is the one
+ * calibrated constant, lambda and gamma set how far a token's load moves it
+ * from there. So a requested density fixes tau_base for the scaled rule, not
+ * for the unscaled one (which would keep the density only for tokens whose
+ * factor is 1, and less on average: 0.19 for 0.3 on stories260K), and not by
+ * rescaling the factors (which would change the paper's Eq. 11). A token's
+ * load class k is bit 0 [s > tau_s], bit 1 [H > tau_H], with factor f_k and
+ * frac[k] the fraction of calibration tokens in it; tau_base at density d
+ * solves sum_k frac[k] density(tau_base f_k) = d, density() read from the
+ * layer's CETT table (srt_table_density). frac all 0 (an artifact packed
+ * before class fractions were stored) or lambda = gamma = 0: the unscaled
+ * table, cett's thresholds. */
 #define SRT_CLADA_LAMBDA 0.80
 #define SRT_CLADA_GAMMA 0.12
 #define SRT_CLADA_QS 0.5
 #define SRT_CLADA_QH 0.5
+#define SRT_CLADA_CLASSES 4
 typedef struct srt_clada {
     double tau_s, tau_h, lambda, gamma;
+    double frac[SRT_CLADA_CLASSES]; /* calibration tokens per load class (above); all 0: unknown */
 } srt_clada;
 /* Surprisal of `next` and entropy of softmax(logits[0..V)), nats (sums in double). */
 void srt_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy);
 /* tau(t) / tau_base = 1 + lambda [s > tau_s] + gamma [H > tau_H]. */
 float srt_clada_factor(const srt_clada *c, double surprisal, double entropy);
+/* The factor of load class k (0..3, above): srt_clada_factor of its signals. */
+float srt_clada_class_factor(const srt_clada *c, int k);
+/* The fraction of (token, neuron) pairs a threshold table keeps live at
+ * threshold t: 1 - the least s with srt_table_threshold(table, s) >= t (the
+ * table read backwards, by bisection; 0 above the last entry, which the table
+ * does not resolve). */
+double srt_table_density(const float table[SRT_THR_GRID], double t);
+/* tau_base of a layer keeping `density` under CLADA's scaled rule (above),
+ * from its CETT table; -1 at density >= 1 (dense). */
+float srt_clada_table_base(const float table[SRT_THR_GRID], const srt_clada *c, double density);
+/* The layer's per-neuron CLADA base thresholds at density:
+ * srt_cett_neuron_threshold(srt_clada_table_base(...), wnorm[j]); what pack,
+ * eval on the source model and the runtime compute for clada at a density. */
+void srt_clada_table_thresholds(const float table[SRT_THR_GRID], const float *wnorm, const srt_clada *c,
+                                double density, float *thr, int64_t n);
 
 /* LaRoSA (the LaRoSA paper): sparsity s = 1 - density split between the
  * block input (s_in = in * s) and h (s_h = h * s); the reference code's
@@ -100,6 +131,33 @@ float srt_clada_factor(const srt_clada *c, double surprisal, double entropy);
 #define SRT_LAROSA_IN 0.8
 #define SRT_LAROSA_H 1.2
 int64_t srt_larosa_keep(double split, double density, int64_t n);
+
+/* TEAL's greedy allocation (the TEAL paper, block-wise greedy optimisation) read at sparsity s from a layer's
+ * curve (SRT_SEC_TEAL_CURVE, [rows, SRT_TEAL_CURVE_COLS], effective sparsity increasing): each projection's
+ * sparsity, linear between the two rows whose effective sparsities bracket s (consecutive rows differ in one
+ * projection, so the result's effective sparsity is s up to rounding); s at or below row 0's: row 0 (dense);
+ * beyond the last row's: the last row. The one reading eval (on the source model) and the runtime share;
+ * each projection's threshold is then srt_table_threshold of its tap's TEAL table at that sparsity. */
+void srt_teal_curve_at(const float *curve, int64_t rows, double s, double out[SRT_NPROJ]);
+
+/* CWIC (the CWIC paper): a projection W [out, in] is cut into stripes of S rows (ns = ceil(out / S), the
+ * last may be shorter); stripe-column (s, i) is live iff |x_i - mean_i| >= tau[s * in + i], and
+ *   y = W_live (x - mean) + W mean
+ * (de-meaning and re-biasing: every stripe-column live gives W x). tau = theta * std per stripe-column
+ * (srt_cwic_tau; theta = +inf: never live). */
+float srt_cwic_tau(float theta, float std);
+int64_t srt_cwic_stripes(int64_t out, int64_t S); /* ns */
+/* z = x - mean (f32), the de-meaned input. */
+void srt_cwic_center(float *z, const float *x, const float *mean, int64_t in);
+/* One stripe's live columns of z (|z_i| >= tau_s[i]), ascending, into idx; returns their count. */
+int64_t srt_cwic_stripe_live(uint32_t *idx, const float *z, const float *tau_s, int64_t in);
+/* One token: z = x - mean (srt_cwic_center); stripe s's live columns (srt_cwic_stripe_live), ascending, into idx[off[s] .. off[s + 1]) with
+ * off[0] = 0 (the SRT_SPARSE_STRIPES list format; idx holds ns * in). Returns the active parameters,
+ * sum over stripes of rows * live columns. The one rule eval (on the source model) and the runtime share. */
+int64_t srt_route_cwic(float *z, uint32_t *idx, int64_t *off, const float *x, const float *mean, const float *tau,
+                       int64_t in, int64_t out, int64_t S);
+/* The name of projection p (SRT_PROJ_*): "q", ..., "down" ("?" outside). */
+const char *srt_proj_name(int p);
 
 /* Zeroes v[i] for every i not in the ascending live list idx[0..k). */
 void srt_zero_dead(float *v, int64_t n, const uint32_t *idx, int64_t k);

@@ -79,13 +79,14 @@
 #define SRT_RT_CETT_DENSITY "density"
 #define SRT_RT_CETT_TARGET "target"
 #define SRT_RT_CETT_THRESHOLDS "thresholds"
-#define SRT_RT_CLADA "clada"                   /* tau_s, tau_h, lambda, gamma and the quantiles qs, qh */
+#define SRT_RT_CLADA "clada"                   /* tau_s, tau_h, lambda, gamma, qs, qh, class_frac */
 #define SRT_RT_CLADA_TAU_S "tau_s"
 #define SRT_RT_CLADA_TAU_H "tau_h"
 #define SRT_RT_CLADA_LAMBDA "lambda"
 #define SRT_RT_CLADA_GAMMA "gamma"
 #define SRT_RT_CLADA_QS "qs"
 #define SRT_RT_CLADA_QH "qh"
+#define SRT_RT_CLADA_FRAC "class_frac"         /* [4] calibration tokens per load class (srt_route.h); optional */
 #define SRT_RT_TEAL "teal"                     /* layers, taps (SRT_TEAL_TAP_NAMES), sparsities (SRT_THR_GRID_DESC) */
 #define SRT_RT_TEAL_LAYERS "layers"
 #define SRT_RT_TEAL_TAPS "taps"
@@ -145,5 +146,17 @@
  * attn_in, o attn_ctx, gate and up mlp_in, down h. */
 enum { SRT_TEAL_ATTN_IN = 0, SRT_TEAL_ATTN_CTX, SRT_TEAL_MLP_IN, SRT_TEAL_H, SRT_TEAL_NTAPS };
 #define SRT_TEAL_TAP_NAMES "attn_in,attn_ctx,mlp_in,h"
+
+/* The linear projections of a layer, in the order of the per-projection
+ * sections (SRT_PROJ_SECTION: "q", ..., "down", the toolchain's
+ * sc_linear_name) and of a teal_curve row's first SRT_NPROJ columns. */
+enum { SRT_PROJ_Q = 0, SRT_PROJ_K, SRT_PROJ_V, SRT_PROJ_O, SRT_PROJ_GATE, SRT_PROJ_UP, SRT_PROJ_DOWN, SRT_NPROJ };
+#define SRT_PROJ_NAMES "q,k,v,o,gate,up,down"
+/* The tapped input each projection reads (SRT_TEAL_*). */
+#define SRT_PROJ_TAP(p) ((p) <= SRT_PROJ_V ? SRT_TEAL_ATTN_IN : (p) == SRT_PROJ_O ? SRT_TEAL_ATTN_CTX \
+                         : (p) == SRT_PROJ_DOWN ? SRT_TEAL_H : SRT_TEAL_MLP_IN)
+/* teal_curve: [rows, SRT_TEAL_CURVE_COLS], row r = the sparsities s_q .. s_down of the greedy allocation's r-th
+ * step and their parameter-weighted (effective) sparsity, which grows with r; row 0 is dense. */
+#define SRT_TEAL_CURVE_COLS (SRT_NPROJ + 1)
 
 #endif

@@ -28,6 +28,21 @@ for h in srt_kern.h srt_model_internal.h srt_file.h srt_pool.h srt_gemv.h srt_co
   [ ! -e "$P/include/sparsert/$h" ] || fail "internal header $h installed"
 done
 
+# The shared library exports exactly the public headers' functions: none of
+# the internals (kernel registration, pool, output helpers), and every public
+# function the static library defines.
+command -v nm >/dev/null || fail "nm not installed (binutils)"
+so=$(find "$P" -name 'libsparsert.so' | head -1)
+[ -n "$so" ] || fail "no libsparsert.so installed"
+declared=$(cd "$P/include/sparsert" && cat ./*.h | grep -oE '(^|[^A-Za-z0-9_])srt_[a-z0-9_]+[[:space:]]*\(' |
+  grep -oE 'srt_[a-z0-9_]+' | sort -u)
+exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}' | sort -u)
+static_defined=$(nm --defined-only "$(find "$P" -name 'libsparsert.a' | head -1)" | awk '$2 == "T" {print $3}' | sort -u)
+leaked=$(comm -23 <(echo "$exported") <(echo "$declared"))
+[ -z "$leaked" ] || fail "libsparsert.so exports functions no public header declares: $(echo $leaked)"
+missing=$(comm -12 <(echo "$declared") <(echo "$static_defined") | comm -23 - <(echo "$exported"))
+[ -z "$missing" ] || fail "libsparsert.so does not export public functions: $(echo $missing)"
+
 M=$A/models/stories260K.bin T=$A/models/tok512.bin X=$A/text/tinystories_valid_a.txt
 [ -f "$M" ] || fail "assets not found in $A (set SPARSECAL_ASSETS)"
 "$S" compute -m "$M" --tokenizer "$T" -f "$X" --max-docs 20 --method claws -o "$d/c.scal" -q

@@ -12,7 +12,7 @@
 
 #include "cett.h"
 #include "engine.h"
-#include "lc_eval.h"
+#include "route_method.h"
 #include "scal.h"
 #include "sparse_eval.h"
 #include "srt_container.h"

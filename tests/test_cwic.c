@@ -85,7 +85,8 @@ int main(void) {
             wm[o] = (float)acc;
             b[o] = 0.01f * (float)o;
         }
-        double act = sc_cwic_linear(y, x, W, b, mean, wm, tau, T, in, out, S, z, zs);
+        uint32_t idx[37];
+        double act = sc_cwic_linear(y, x, W, b, mean, wm, tau, T, T, in, out, S, z, zs, idx);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)out, (int)in, 1.0f, x, (int)in, W, (int)in, 0.0f, yd, (int)out);
         double worst = 0;
         for (int64_t t = 0; t < T; t++)
@@ -103,7 +104,8 @@ int main(void) {
         for (int o = 0; o < 5; o++) wm[o] = W[o * 3] * 0.5f + W[o * 3 + 1] * 0.5f;
         /* stripe 0: tau (0.4, 0, 5) -> active {0, 1} (|0| >= 0); stripe 1: (1, 1, 1) -> {2}; stripe 2: (inf, 2, 3) -> {2} */
         float tau[9] = {0.4f, 0.0f, 5.0f, 1.0f, 1.0f, 1.0f, INFINITY, 2.0f, 3.0f};
-        double act = sc_cwic_linear(y, x, W, NULL, mean, wm, tau, 1, 3, 5, 2, z, zs);
+        uint32_t idx[3];
+        double act = sc_cwic_linear(y, x, W, NULL, mean, wm, tau, 1, 1, 3, 5, 2, z, zs, idx);
         CHECK_MSG(act == 2 * 2 + 2 * 1 + 1 * 1, "active %g, expected 7", act);
         double want[5] = {W[0] * 0.5 + W[1] * 0 + wm[0], W[3] * 0.5 + wm[1], W[8] * -3.0 + wm[2], W[11] * -3.0 + wm[3],
                           W[14] * -3.0 + wm[4]};

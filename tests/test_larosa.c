@@ -16,7 +16,7 @@
 #include "engine.h"
 #include "larosa.h"
 #include "larosa_rot.h"
-#include "lc_eval.h"
+#include "route_method.h"
 #include "scal.h"
 #include "sparse_eval.h"
 #include "testing.h"

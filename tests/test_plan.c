@@ -75,7 +75,32 @@ static void rules(void) {
     float t33 = srt_table_threshold(table, 0.33); /* between 0.30 (i = 5) and 0.35 (i = 6): geometric */
     CHECK_MSG(fabs(t33 - exp(0.4 * log(table[5]) + 0.6 * log(table[6]))) < 1e-6, "%g", t33);
     CHECK(srt_table_threshold(table, 0.0) < 0 && srt_table_threshold(table, 0.99) == table[18]);
-    srt_clada c = {2.0, 1.5, 0.8, 0.12};
+    /* the table read backwards: the density at the threshold of sparsity s is 1 - s, on and off the grid
+     * (to 1e-6: the threshold is a float, 6e-8 relative, which moves s by about as much) */
+    const double ss[] = {0.01, 0.05, 0.33, 0.5, 0.777, 0.95};
+    for (int i = 0; i < 6; i++) {
+        double dd = srt_table_density(table, srt_table_threshold(table, ss[i]));
+        CHECK_MSG(fabs(dd - (1.0 - ss[i])) < 1e-6, "s %g: density %.12g", ss[i], dd);
+    }
+    CHECK(srt_table_density(table, 2.0 * table[18]) == 0.0 && srt_table_density(table, -0.5) > 1.0 - 1e-9);
+    srt_clada c = {2.0, 1.5, 0.8, 0.12, {0.3, 0.2, 0.4, 0.1}};
+    /* clada at a density: tau_base keeps it under the scaled rule, each load class at its own
+     * factor (1, 1.8, 1.12, 1.92) and calibration share, so below cett's threshold */
+    for (double dn = 0.3; dn < 0.75; dn += 0.2) {
+        float tb = srt_clada_table_base(table, &c, dn);
+        double got = 0.0;
+        for (int k = 0; k < SRT_CLADA_CLASSES; k++)
+            got += c.frac[k] * srt_table_density(table, (double)tb * srt_clada_class_factor(&c, k));
+        CHECK_MSG(fabs(got - dn) < 1e-5, "clada base at %g keeps %.8f", dn, got);
+        CHECK(tb < srt_table_threshold(table, 1.0 - dn));
+        srt_clada c0 = c, cu = c;
+        c0.lambda = c0.gamma = 0.0; /* every factor 1: cett's threshold, bit for bit */
+        memset(cu.frac, 0, sizeof cu.frac); /* no class fractions (older artifacts): likewise */
+        CHECK(srt_clada_table_base(table, &c0, dn) == srt_table_threshold(table, 1.0 - dn));
+        CHECK(srt_clada_table_base(table, &cu, dn) == srt_table_threshold(table, 1.0 - dn));
+    }
+    CHECK(srt_clada_table_base(table, &c, 1.0) < 0.0f);
+    CHECK(srt_clada_class_factor(&c, 0) == 1.0f && srt_clada_class_factor(&c, 3) == (float)(1.0 + 0.8 + 0.12));
     float lg[5] = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
     double sp, en, lse = 0;
     srt_clada_signals(lg, 5, 1, &sp, &en);

@@ -30,7 +30,8 @@ static sc_err err;
 static char out[1 << 16];
 
 static const unsigned all_data = SRT_DATA_ROTATIONS | SRT_DATA_CLAWS | SRT_DATA_CATS_TABLE | SRT_DATA_TEAL_TABLE |
-                                 SRT_DATA_CETT | SRT_DATA_CLADA | SRT_DATA_CETT_TABLE;
+                                 SRT_DATA_CETT | SRT_DATA_CLADA | SRT_DATA_CETT_TABLE | SRT_DATA_TEAL_CURVE |
+                                 SRT_DATA_CWIC;
 
 static void tables(void) {
     /* runtime: id <-> entry <-> name */
@@ -210,7 +211,8 @@ static void artifacts(void) {
     CHECK_MSG(sc_calib_compute(m, &d, &co, &cett_only, &err) == SC_OK, "%s", err.msg);
     srt_ctx *ctx;
     CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
-    const unsigned unrotated = all_data & ~(unsigned)SRT_DATA_ROTATIONS;
+    /* teal without its greedy curve (teal_greedy=0) and no cwic: teal-greedy and cwic are refused */
+    const unsigned unrotated = all_data & ~(unsigned)(SRT_DATA_ROTATIONS | SRT_DATA_TEAL_CURVE | SRT_DATA_CWIC);
     srt_model *rt = packed(m, tok, full, "reg_full.spk", ctx);
     routes(rt, unrotated, "all routing data");
     srt_model_close(rt);

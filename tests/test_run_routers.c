@@ -7,7 +7,11 @@
  * of up) also quantise activations. CLADA has one definition on both sides (the
  * signals of the routed model's own previous-step logits, srt_route.h): eval
  * takes the factors from a token-by-token pass, then scores in one batched
- * pass, whose last bits differ. Missing routing data and bad names are refused. */
+ * pass, whose last bits differ. Missing routing data and bad names are refused.
+ * The input routers cwic and teal-greedy: eval on the SOURCE model (the reference
+ * forward pass, routed by the same srt_route functions on the plan pack stores)
+ * against the loop `eval -m X.spk` and `run --score` share (sc_score_artifact),
+ * f32 and q8_0; cwic refuses a density other than the one pack fitted. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +19,7 @@
 #include "data.h"
 #include "engine.h"
 #include "pack.h"
+#include "score.h"
 #include "sparse_eval.h"
 #include "srt_model.h"
 #include "rt_support.h"
@@ -23,6 +28,99 @@
 static sc_err err;
 
 static double rel(double a, double b) { return fabs(a - b) / fabs(b); }
+
+/* cwic and teal-greedy: eval on the source model vs the runtime's scoring loop on an artifact packed from it. */
+static void input_routers(const sc_model *m, const sc_tokenizer *tok, const sc_dataset *cal, const sc_dataset *ev) {
+    sc_compute_opts co;
+    sc_compute_opts_default(&co);
+    co.methods[0] = "cwic";
+    co.methods[1] = "teal";
+    co.n_methods = 2;
+    co.params = "teal_seqs=8,teal_len=32"; /* a small greedy sample: the curve, not its quality, is under test */
+    sc_calib *c;
+    CHECK_MSG(sc_calib_compute(m, cal, &co, &c, &err) == SC_OK, "%s", err.msg);
+    const char *layouts[] = {"f32", "q8_0"};
+    for (int li = 0; li < 2; li++) {
+        char name[64];
+        snprintf(name, sizeof name, "rr_in_%s.spk", layouts[li]);
+        const char *p = sc_tmp_path(name);
+        sc_pack_opts po = {.layout = layouts[li], .calib = c, .method = "cwic", .density = 0.5};
+        sc_pack_result pr;
+        CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s", err.msg);
+        srt_ctx *ctx;
+        CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
+        srt_model_opts mo = {0, ctx};
+        srt_model *rt;
+        char emsg[512];
+        CHECK_MSG(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK, "%s", emsg);
+        const char *names[] = {"cwic", "teal-greedy", "teal-greedy", "teal"};
+        const double dens[] = {0.5, 0.5, 0.37, 0.37};
+        double nll_greedy = NAN;
+        for (int k = 0; k < 4; k++) {
+            sc_artifact_router ar;
+            sc_score_result sr;
+            if (li == 0) {
+                /* f32, sequence by sequence: the decisions are the same function of the same plan on inputs that
+                 * differ by the summation order of GEMVs against sgemm (~1e-7), so a sequence either makes every
+                 * decision alike (density identical, NLL within 1e-6) or has an entry within rounding of its
+                 * threshold, whose flip then moves everything after it (measured: 1 or 2 sequences of 10, by up
+                 * to 6% of their NLL). A different rule would change every sequence. */
+                int alike = 0;
+                double ne = 0, nr = 0;
+                for (size_t q = 0; q < ev->n_seqs; q++) {
+                    sc_dataset one = {ev->seqs + q, 1, 0};
+                    sc_sparse_eval_opts eo = {names[k], dens[k], c, 512, false, NULL, NULL};
+                    sc_sparse_eval_result er;
+                    CHECK_MSG(sc_eval_sparse(m, &one, &eo, &er, &err) == SC_OK, "%s", err.msg);
+                    CHECK_MSG(sc_artifact_set_router(rt, p, names[k], dens[k], NULL, &ar, &err) == SC_OK, "%s",
+                              err.msg);
+                    CHECK_MSG(sc_score_artifact(rt, p, &one, 512, NULL, &sr, &err) == SC_OK, "%s", err.msg);
+                    CHECK(er.ppl.n_scored == sr.n_scored);
+                    alike += fabs(sr.density_mean - er.stats.density_mean) < 1e-12 && rel(sr.nll_sum, er.ppl.nll_sum) < 1e-6;
+                    ne += er.ppl.nll_sum;
+                    nr += sr.nll_sum;
+                    sc_score_result_free(&sr);
+                }
+                printf("f32   %-12s d=%.2f  %d of %zu sequences alike (every decision); nll eval(source) %.6f, run "
+                       "--score %.6f\n", names[k], dens[k], alike, ev->n_seqs, ne, nr);
+                CHECK_MSG(alike >= 7, "%s: %d of %zu sequences alike", names[k], alike, ev->n_seqs);
+                CHECK_MSG(rel(nr, ne) < 0.02, "%s: nll %.9g vs %.9g", names[k], nr, ne);
+            }
+            CHECK_MSG(sc_artifact_set_router(rt, p, names[k], dens[k], NULL, &ar, &err) == SC_OK, "%s", err.msg);
+            CHECK_MSG(sc_score_artifact(rt, p, ev, 512, NULL, &sr, &err) == SC_OK, "%s", err.msg);
+            sc_sparse_eval_opts eo = {names[k], dens[k], c, 512, false, NULL, NULL};
+            sc_sparse_eval_result er;
+            CHECK_MSG(sc_eval_sparse(m, ev, &eo, &er, &err) == SC_OK, "%s", err.msg);
+            double de = er.stats.density_mean, dr = sr.density_mean;
+            printf("%-5s %-12s d=%.2f  eval(source) nll %.6f density %.6f | run --score nll %.6f density %.6f\n",
+                   layouts[li], names[k], dens[k], er.ppl.nll_sum, de, sr.nll_sum, dr);
+            CHECK(er.ppl.n_scored == sr.n_scored);
+            if (li == 1) {
+                /* q8_0: quantised weights and activations move thresholded decisions (test_run_routers' zigzag
+                 * level above) */
+                CHECK_MSG(rel(sr.nll_sum, er.ppl.nll_sum) < 0.03, "%s q8_0: nll %.9g vs %.9g", names[k], sr.nll_sum,
+                          er.ppl.nll_sum);
+                CHECK_MSG(fabs(dr - de) < 0.01, "%s q8_0: density %.6f vs %.6f", names[k], dr, de);
+            }
+            /* teal-greedy reaches the density asked for: the curve read between its rows, each projection's
+             * threshold from a 0.05-step table (held-out text: a few 1e-3 measured) */
+            if (k > 0) CHECK_MSG(fabs(dr - dens[k]) < 0.05, "%s at %.2f: density %.4f", names[k], dens[k], dr);
+            if (k == 0) CHECK(dr < 0.9);
+            if (k == 2) nll_greedy = sr.nll_sum;
+            if (k == 3) printf("      greedy vs uniform allocation at %.2f: nll %.4f vs %.4f\n", dens[k], nll_greedy,
+                               sr.nll_sum);
+            sc_score_result_free(&sr);
+        }
+        /* the stripes pack fitted keep density 0.5 (APR 2): another density is a repack */
+        sc_artifact_router ar;
+        CHECK(sc_artifact_set_router(rt, p, "cwic", 0.3, NULL, &ar, &err) == SC_EARG && strstr(err.msg, "repack") &&
+              strstr(err.msg, "0.5"));
+        CHECK(sc_artifact_set_router(rt, p, "cwic", NAN, NULL, &ar, &err) == SC_OK && ar.density == 0.5);
+        srt_model_close(rt);
+        srt_ctx_free(ctx);
+    }
+    sc_calib_free(c);
+}
 
 int main(void) {
     sc_model *m;
@@ -147,6 +245,7 @@ int main(void) {
         srt_model_close(rt);
         srt_ctx_free(ctx);
     }
+    input_routers(m, tok, &cal, &ev);
     sc_calib_free(c);
     sc_dataset_free(&d);
     sc_tokenizer_free(tok);

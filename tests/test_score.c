@@ -6,7 +6,8 @@
  * router is used without --method; routers the artifact lacks data for,
  * routers on a LaRoSA-folded artifact and densities outside (0, 1] are
  * refused with one line; cett runs any density through the artifact's CETT
- * table; the calibration an artifact was packed from is accepted with it. */
+ * table; the calibration an artifact was packed from is accepted with it; cwic and teal-greedy (the input
+ * routers) score the same double through both commands too. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -118,6 +119,34 @@ int main(void) {
             /* routing is on: every router here drops neurons and costs perplexity */
             if (k > 0) CHECK_MSG(pe > dense_ppl && de < 0.9, "%s %s: ppl %.6f vs dense %.6f, density %.4f", layouts[li],
                                  methods[k], pe, dense_ppl, de);
+        }
+    }
+
+    /* 1b. the input routers the same way: cwic (the stripes pack fitted at density 0.5) and teal-greedy (the stored
+     * allocation curve, a small greedy sample), on an f32 and a q8_0 artifact */
+    {
+        const char *iscal = sc_tmp_path("in.scal");
+        CHECK_MSG(cli("compute -m %s --tokenizer %s -f %s --max-docs 20 --method cwic,teal --params "
+                      "teal_seqs=8,teal_len=32 -o %s -q 2>&1", bin, tokp, text, iscal) == 0, "%s", out);
+        const char *ilay[] = {"f32", "q8_0"};
+        for (int li = 0; li < 2; li++) {
+            const char *ispk = sc_tmp_path(li ? "in_q8.spk" : "in_f32.spk");
+            CHECK_MSG(cli("pack -m %s --tokenizer %s --calib %s --layout %s --method cwic --density 0.5 -o %s -q 2>&1",
+                          bin, tokp, iscal, ilay[li], ispk) == 0, "%s", out);
+            const char *im[] = {"cwic", "teal-greedy"};
+            for (int k = 0; k < 2; k++) {
+                double pe, de, pr, dr;
+                bool ok = scored(cli("eval -m %s --tokens %s --method %s --density 0.5 --json -q", ispk, ids, im[k]), &pe,
+                                 &de, "eval");
+                ok = scored(cli("run --artifact %s --tokens %s --score --method %s --density 0.5 --json", ispk, ids,
+                                im[k]), &pr, &dr, "run --score") && ok;
+                printf("%-5s %-15s eval ppl %.17g  run --score ppl %.17g  density %.4f\n", ilay[li], im[k], pe, pr, de);
+                CHECK_MSG(ok && pe == pr && de == dr && de < 0.9, "%s %s: eval %.17g (density %.17g) vs run --score "
+                          "%.17g (%.17g)", ilay[li], im[k], pe, de, pr, dr);
+            }
+            /* the stripes keep the density they were fitted to: another is a repack, said in one line */
+            CHECK(cli("run --artifact %s --tokens %s --score --method cwic --density 0.3 2>&1", ispk, ids) == 2 &&
+                  strstr(out, "repack") && strchr(out, '\n') == out + strlen(out) - 1);
         }
     }
 

@@ -175,3 +175,12 @@ const sc_method sc_method_cats = {
     NULL,
     NULL,
 };
+
+/* ---- the routing plan (cats.h) ---- */
+
+bool sc_plan_cats_table(const void *cats_state, int64_t layer, float out[SRT_THR_GRID]) {
+    const int64_t *hist = sc_cats_hist(cats_state, layer);
+    if (!hist) return false;
+    for (int i = 0; i < SRT_THR_GRID; i++) out[i] = sc_cats_threshold(hist, srt_thr_grid(i));
+    return true;
+}

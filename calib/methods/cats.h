@@ -2,7 +2,10 @@
 #ifndef SC_CATS_H
 #define SC_CATS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "srt_schema.h"
 
 #define SC_CATS_BINS 16384
 #define SC_CATS_NB (SC_CATS_BINS + 2)
@@ -16,5 +19,11 @@ float sc_cats_threshold(const int64_t *hist, double sparsity);
 const int64_t *sc_cats_hist(const void *state, int64_t layer);
 /* The layer's activity sums sum |phi(u_j)| [ffn_dim] (neuron permutation), NULL likewise. */
 const double *sc_cats_activity(const void *state, int64_t layer);
+
+/* cats-threshold: the layer's |phi(u)| thresholds at the grid's sparsities
+ * (srt_thr_grid) from the CATS histogram; false when the calibration does
+ * not cover the layer. The threshold at any density is then
+ * srt_table_threshold(table, 1 - density). */
+bool sc_plan_cats_table(const void *cats_state, int64_t layer, float out[SRT_THR_GRID]);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "method.h"
+#include "srt_route.h"
 #include "srt_schema.h"
 
 #define SC_CETT_GRID 2048 /* candidate thresholds between min n and the 0.99 quantile */
@@ -58,18 +59,55 @@ sc_status sc_cett_table(const float *h, int64_t rows, int64_t F, const double *w
 typedef struct sc_cett_goal {
     double density; /* in (0, 1]; NAN: fit by target */
     double target;  /* used when density is NAN */
+    /* CLADA's rule (srt_route.h) when the thresholds are its base: a density
+     * is then kept by the scaled rule (srt_clada_table_base); NULL: cett */
+    const srt_clada *clada;
 } sc_cett_goal;
 /* The goal from a method's --params (target=) and --density (NAN: not
  * given): one of them, not both (SC_EARG naming the two options); neither:
- * target 0.2 (the CLADA paper's). who names the method in messages. */
+ * target 0.2 (the CLADA paper's). who names the method in messages.
+ * out->clada is NULL (the caller points it at a CLADA rule). */
 sc_status sc_cett_goal_parse(const char *params, double density, const char *who, sc_cett_goal *out, sc_err *err);
 /* Fits layer l's threshold t to goal (fit->threshold < 0: dense layer);
  * table: the layer's sc_cett_table (read for a density goal). The one fit
- * eval (cett_eval.c) and pack (pack_routing.c) use, through sc_plan_cett_layer. */
+ * eval (sc_eval_cett) and pack (pack_routing.c) use, through sc_plan_cett_layer. */
 sc_status sc_cett_fit_layer(const float *h, int64_t rows, int64_t D, int64_t F, const float *Wd, const double *wnorm,
                             const sc_cett_goal *goal, const float table[SRT_THR_GRID], sc_cett_fit *out, sc_err *err);
 
 /* Surprisal -log p(next) and entropy of softmax(logits[V]) in nats. */
 void sc_clada_signals(const float *logits, int64_t V, int32_t next, double *surprisal, double *entropy);
+
+/* ---- the routing plan (see plan.h) ---- */
+
+/* cett / clada: layer l's plan from the calibration's h sample. wnorm_f [F]
+ * receives the f32 column norms ||W_d[:, j]|| (lN.cett_wnorm) and out->table
+ * the layer's CETT table (sc_cett_table, lN.cett_table); out->tabled is false
+ * for a layer without a sample. thr [F] receives the per-neuron thresholds
+ * at goal: for a density, srt_cett_table_thresholds(table, wnorm_f, density)
+ * (srt_clada_table_thresholds with goal->clada), the computation the runtime
+ * repeats at any density from the stored table;
+ * for a CETT target, srt_cett_neuron_threshold(t, ||W_d[:, j]||) with t from
+ * the search. out->fitted is false (thr untouched) for a layer without a
+ * sample or a target of 0: that layer stays dense. wnorm: F doubles of
+ * scratch (receives the column norms). */
+typedef struct sc_cett_layer_plan {
+    float table[SRT_THR_GRID];
+    bool tabled, fitted;
+    sc_cett_fit fit;
+} sc_cett_layer_plan;
+sc_status sc_plan_cett_layer(const sc_model *m, const void *cett_state, int64_t layer, const sc_cett_goal *goal,
+                             double *wnorm, float *wnorm_f, float *thr, sc_cett_layer_plan *out, sc_err *err);
+
+/* clada: lambda, gamma (defaults SRT_CLADA_LAMBDA, SRT_CLADA_GAMMA) and the
+ * qs, qh quantiles of the calibration's (surprisal, entropy) sample that give
+ * tau_s, tau_H, from a method's --params, and the fraction of the sample in
+ * each load class (rule.frac, srt_route.h). clada_state NULL: only the
+ * parameters are parsed (tau_s = tau_h = NAN, frac 0). who names the caller. */
+typedef struct sc_clada_plan {
+    srt_clada rule;
+    double qs, qh;
+} sc_clada_plan;
+sc_status sc_plan_clada(const char *params, const void *clada_state, const char *who, sc_clada_plan *out,
+                        sc_err *err);
 
 #endif

@@ -149,3 +149,9 @@ const sc_method sc_method_claws = {
     NULL,
     NULL,
 };
+
+/* ---- the routing plan (claws.h) ---- */
+
+void sc_plan_claws_layer(const double *c, int64_t F, float *out) {
+    for (int64_t j = 0; j < F; j++) out[j] = c ? (float)c[j] : 1.0f;
+}

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "coact.h"
-#include "lc_util.h"
+#include "params.h"
 #include "method.h"
 #include "sample_store.h"
 #include "srt_route.h"
@@ -41,18 +41,22 @@ static void coact_free(void *p) {
 }
 
 static sc_status coact_create(const sc_model *m, const sc_method_opts *o, void **out, sc_err *err) {
-    double cap, stride, density;
-    SC_TRY(sc_lc_param(o->params, "coact_sample", 2048, 1, 1e7, &cap, "coact", err));
-    SC_TRY(sc_lc_param(o->params, "coact_stride", 1, 1, 1e9, &stride, "coact", err));
-    SC_TRY(sc_lc_param(o->params, "coact_density", 0.5, 0, 1, &density, "coact", err));
+    int64_t cap = 2048, stride = 1;
+    double density = 0.5;
+    const sc_param spec[] = {
+        {"coact_sample", SC_PARAM_INT, 1, 1e7, NULL, &cap, 0, NULL},
+        {"coact_stride", SC_PARAM_INT, 1, 1e9, NULL, &stride, 0, NULL},
+        {"coact_density", SC_PARAM_NUM, 0, 1, NULL, &density, 0, NULL},
+    };
+    SC_TRY(sc_params_read(o->params, spec, 3, "coact", err));
     coact *s = calloc(1, sizeof *s);
     if (!s) return sc_errf(err, SC_ENOMEM, "coact: out of memory");
     s->L0 = o->layer_begin;
     s->L1 = o->layer_end;
     s->F = m->cfg.ffn_dim;
     s->W = (s->F + 63) / 64;
-    s->cap = (int64_t)cap;
-    s->stride = (int64_t)stride;
+    s->cap = cap;
+    s->stride = stride;
     s->K = srt_topk_count(density, s->F);
     int64_t n = s->L1 - s->L0;
     s->bits = calloc((size_t)n, sizeof *s->bits);

@@ -1,7 +1,7 @@
 /* cwic.h - CWIC stripes (the CWIC paper): per-channel statistics of every linear
  * input, stripe routing with de-meaning and re-biasing, active-parameter
  * accounting, thresholds fitted without training or imported from a
- * safetensors file. The method is cwic.c; eval and fitting are eval_cwic.c.
+ * safetensors file. The method, the fitting and eval are cwic.c.
  *
  * Statistics per layer and tapped input (attn_in -> q/k/v, attn_ctx -> o,
  * mlp_in -> gate/up, h -> down), per channel:
@@ -32,13 +32,15 @@ int64_t sc_cwic_count(void *state, int64_t layer, int tap);
 
 /* One striped linear layer for T tokens: rows split into stripes of S rows
  * (the last may be shorter); stripe-column (s, i) is active iff
- * |x_i - mean_i| >= tau[s * in + i] (tau = theta * std, precomputed);
+ * |x_i - mean_i| >= tau[s * in + i] (tau = srt_cwic_tau(theta, std), precomputed;
+ * the runtime's rule, kernels/srt_route.h);
  *   y = W_active (x - mean) + wmean (+ b),  wmean = W mean.
- * z and zs are scratch of [T, in] floats. Returns the active parameters
- * (sum over tokens and stripes of rows_in_stripe * active columns). */
+ * z and zs are scratch of [T, in] floats, idx of in. Returns the active
+ * parameters of the first `counted` tokens (sum over them and the stripes of
+ * rows_in_stripe * active columns). */
 double sc_cwic_linear(float *y, const float *x, const float *W, const float *b, const float *mean,
-                      const float *wmean, const float *tau, int64_t T, int64_t in, int64_t out, int64_t S,
-                      float *z, float *zs);
+                      const float *wmean, const float *tau, int64_t T, int64_t counted, int64_t in, int64_t out,
+                      int64_t S, float *z, float *zs, uint32_t *idx);
 
 /* Thresholds for every linear layer, as `eval --method cwic` uses them:
  * fitted without training for apr (params "apr=", default 1 / density;

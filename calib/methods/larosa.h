@@ -55,4 +55,14 @@ void sc_larosa_accumulate(double *Hp, const float *X, int64_t n, int64_t D, doub
  * dsyevd's workspace (about 2 D^2 doubles) is allocated for the call. */
 sc_status sc_larosa_eigen(const double *Hp, int64_t count, int64_t D, double damp, double *eig, double *Q, sc_err *err);
 
+/* eval --method larosa (sc_eval_larosa, route_method.h): rotated top-K of the
+ * attention and MLP inputs (z = Q^T x, keep the top-K |z_k|, x' = Q z_kept)
+ * and magnitude top-K of h. Parameters: in=0.8, h=1.2 (s_in = in * s,
+ * s_h = h * s, s = 1 - density), grid=1 to search the split keeping the
+ * parameter-weighted sparsity of the sparsified linears at s (tuned on the
+ * first grid_seqs=16 sequences, step grid_step=0.05). */
+
+/* Parameter counts of one layer's linears: q+k+v, o, gate+up, down. */
+void sc_lc_layer_params(const sc_config *c, double *qkv, double *o, double *gu, double *down);
+
 #endif

@@ -1,6 +1,9 @@
-/* teal.c - TEAL: histograms of the four linear inputs per layer, thresholds
- * for any sparsity, the masking linear hook, and a stored sample of dense
- * block inputs for the greedy allocation (see teal.h).
+/* teal.c - TEAL (the TEAL paper) in one file with its greedy allocation's
+ * search (teal_greedy.c): histograms of the four linear inputs per layer,
+ * thresholds for any sparsity, the masking linear hook, a stored sample of
+ * dense block inputs for the greedy allocation, and eval's routing ("teal",
+ * "teal-greedy"), which reads the plan pack stores with the runtime's
+ * functions (kernels/srt_route.h) (see teal.h).
  *
  * The sample of dense block inputs is a bottom-K sample: each sequence's key
  * is (FNV-1a hash of its first `len` ids, length); a shard keeps the K
@@ -19,9 +22,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eval_input.h"
 #include "method.h"
 #include "ops.h"
+#include "params.h"
+#include "plan.h"
+#include "route_method.h"
+#include "router.h"
 #include "sample_store.h"
+#include "srt_route.h"
 
 static const sc_tap teal_taps[SC_TEAL_NTAPS] = {SC_TAP_ATTN_IN, SC_TAP_ATTN_CTX, SC_TAP_MLP_IN, SC_TAP_H};
 
@@ -101,8 +110,10 @@ double sc_teal_effective(const sc_config *c, const double s[SC_TEAL_NPROJ]) {
 sc_status sc_teal_linear_hook(void *user, const sc_linear_event *ev, sc_err *err) {
     sc_teal_mask *mk = user;
     int64_t k = ev->layer * SC_TEAL_NPROJ + ev->which, n = ev->n_tokens * ev->in;
+    /* skip_last: the window's last row is only predicted (run --score never steps it), so not counted */
+    int64_t counted = mk->skip_last && ev->n_tokens > 1 ? n - ev->in : n;
     double t = mk->thr[k];
-    if (mk->seen) mk->seen[k] += (double)n;
+    if (mk->seen) mk->seen[k] += (double)counted;
     if (!(t > 0.0)) return SC_OK;
     if (n > mk->cap) return sc_errf(err, SC_EARG, "teal: %lld inputs exceed the scratch of %lld", (long long)n, (long long)mk->cap);
     int64_t drop = 0;
@@ -110,20 +121,11 @@ sc_status sc_teal_linear_hook(void *user, const sc_linear_event *ev, sc_err *err
         float x = ev->x[i];
         bool live = fabs((double)x) > t;
         mk->scratch[i] = live ? x : 0.0f;
-        drop += !live;
+        drop += !live && i < counted;
     }
     if (mk->dropped) mk->dropped[k] += (double)drop;
     sc_linear_forward(ev->y, mk->scratch, ev->W, ev->b, ev->n_tokens, ev->in, ev->out);
     return SC_OK;
-}
-
-int64_t sc_teal_lookup(const double *curve, int64_t rows, double target) {
-    int64_t best = 0;
-    for (int64_t r = 1; r < rows; r++)
-        if (fabs(curve[r * SC_TEAL_CURVE_COLS + SC_TEAL_NPROJ] - target) <
-            fabs(curve[best * SC_TEAL_CURVE_COLS + SC_TEAL_NPROJ] - target))
-            best = r;
-    return best;
 }
 
 /* ---- the method ---- */
@@ -142,35 +144,6 @@ typedef struct teal {
     int64_t *rows, *fp; /* [nl] */
 } teal;
 
-bool sc_kv_get(const char *params, const char *key, char *out, size_t cap) {
-    size_t kl = strlen(key);
-    for (const char *p = params; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
-            size_t vl = n - kl - 1 < cap - 1 ? n - kl - 1 : cap - 1;
-            memcpy(out, p + kl + 1, vl);
-            out[vl] = 0;
-            return true;
-        }
-        p = end ? end + 1 : p + n;
-    }
-    return false;
-}
-
-static sc_status param_int(const char *params, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
-                           sc_err *err) {
-    char buf[64], *end;
-    *out = def;
-    if (!sc_kv_get(params, key, buf, sizeof buf)) return SC_OK;
-    long long v = strtoll(buf, &end, 10);
-    if (end == buf || *end || v < lo || v > hi)
-        return sc_errf(err, SC_EARG, "teal: parameter %s=%s is not an integer in [%lld, %lld]", key, buf, (long long)lo,
-                       (long long)hi);
-    *out = v;
-    return SC_OK;
-}
-
 static void teal_free(void *p) {
     teal *s = p;
     if (!s) return;
@@ -186,10 +159,13 @@ static void teal_free(void *p) {
 }
 
 static sc_status teal_create(const sc_model *m, const sc_method_opts *o, void **out, sc_err *err) {
-    int64_t g, K, len;
-    SC_TRY(param_int(o->params, "teal_greedy", 1, 0, 1, &g, err));
-    SC_TRY(param_int(o->params, "teal_seqs", 64, 1, 1 << 20, &K, err));
-    SC_TRY(param_int(o->params, "teal_len", 64, 2, 1 << 16, &len, err));
+    int64_t g = 1, K = 64, len = 64;
+    const sc_param spec[] = {
+        {"teal_greedy", SC_PARAM_INT, 0, 1, NULL, &g, 0, NULL},
+        {"teal_seqs", SC_PARAM_INT, 1, 1 << 20, NULL, &K, 0, NULL},
+        {"teal_len", SC_PARAM_INT, 2, 1 << 16, NULL, &len, 0, NULL},
+    };
+    SC_TRY(sc_params_read(o->params, spec, 3, "teal", err));
     teal *s = calloc(1, sizeof *s);
     if (!s) return sc_errf(err, SC_ENOMEM, "teal: out of memory");
     s->m = m->layers ? m : NULL; /* a shape-only model (loading a file) does not outlive the load */
@@ -486,3 +462,162 @@ const sc_method sc_method_teal = {
     NULL,
     NULL,
 };
+
+/* ---- eval (see eval_input.h) -------------------------------------------------------------------------------
+ *
+ * "teal": every projection's input is thresholded at the sparsity
+ * s = 1 - density of its tap's threshold table, the one pack stores
+ * (sc_plan_teal_table) read as the runtime reads it (srt_table_threshold;
+ * q, k, v share the attn_in threshold; gate, up share mlp_in). The hook's
+ * |x| > t in double on the f32 t is the runtime's f32 |x| > t exactly. "teal-greedy": per layer, the
+ * stored allocation curve read at s = 1 - density (srt_teal_curve_at: linear
+ * between the rows bracketing s) gives each projection its own sparsity, and
+ * its tap's table its threshold, as the runtime reads them. Every linear of
+ * every token is routed (no dense prefix); the achieved sparsity of each
+ * projection's input is counted as it runs. "teal-cats" (rm->router CATS):
+ * teal's thresholds on every input but h, which the CATS router (router.h)
+ * sparsifies instead, top-K of |phi(u_j)| at the same density: the down
+ * projection's input sparsity is the router's, its MLP density the stats. */
+typedef struct teal_eval {
+    sc_teal_mask mk;
+} teal_eval;
+
+static sc_status install(void *user, sc_forward *f, const int32_t *ids, int64_t n, int64_t *score_from, sc_err *err) {
+    teal_eval *t = user;
+    sc_forward_set_linear_hook(f, sc_teal_linear_hook, &t->mk);
+    return SC_OK;
+}
+
+void sc_input_result_fill(const sc_config *c, const double *dropped, const double *seen, sc_sparse_eval_result *out) {
+    double np[SC_TEAL_NPROJ], ntot = 0.0, active = 0.0, eff = 0.0;
+    sc_teal_proj_params(c, np);
+    for (int p = 0; p < SC_TEAL_NPROJ; p++) ntot += np[p];
+    double dmin = 1.0, dmax = 0.0, mlp = 0.0;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        double le = 0.0;
+        for (int p = 0; p < SC_TEAL_NPROJ; p++) {
+            int64_t k = l * SC_TEAL_NPROJ + p;
+            double s = seen[k] > 0 ? dropped[k] / seen[k] : 0.0;
+            out->in.proj_sparsity[p] += s / (double)c->n_layers;
+            le += np[p] * s / ntot;
+            active += np[p] * (1.0 - s);
+            if (p >= SC_LIN_GATE) mlp += np[p] * (1.0 - s);
+        }
+        if (l < SC_MAX_LAYERS) {
+            out->in.layer_effective[l] = le;
+            out->layer_density[l] = 1.0 - le;
+        }
+        eff += le / (double)c->n_layers;
+        dmin = fmin(dmin, 1.0 - le);
+        dmax = fmax(dmax, 1.0 - le);
+    }
+    out->in.valid = true;
+    out->in.effective_sparsity = eff;
+    out->in.active_linear_params = active;
+    out->in.dense_linear_params = ntot * (double)c->n_layers;
+    out->in.apr = active > 0 ? out->in.dense_linear_params / active : INFINITY;
+    out->stats.density_mean = 1.0 - eff;
+    out->stats.density_min = dmin;
+    out->stats.density_max = dmax;
+    out->stats.layer_mean = out->layer_density;
+    out->stats.active_mlp_params = mlp;
+    out->stats.rows = out->ppl.n_tokens;
+}
+
+sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
+                       const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
+    memset(out, 0, sizeof *out);
+    const sc_config *c = &m->cfg;
+    bool greedy = rm->flags & SC_RM_GREEDY;
+    if (!o->calib) return sc_errf(err, SC_EARG, "method %s needs a calibration file (--calib)", o->method);
+    void *state = sc_calib_state(o->calib, "teal");
+    if (!state)
+        return sc_errf(err, SC_EARG, "the calibration file holds no 'teal' statistics (compute --method teal)");
+    if (!(o->density >= 0.0 && o->density <= 1.0))
+        return sc_errf(err, SC_EARG, "density %g is not in [0, 1]", o->density);
+    double target = 1.0 - o->density;
+    int64_t L = c->n_layers, D = c->dim, F = c->ffn_dim, qd = c->n_heads * c->head_dim;
+    int64_t wmax = D > F ? D : F;
+    wmax = wmax > qd ? wmax : qd;
+    int64_t ctx = o->ctx, longest = 2;
+    for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
+    teal_eval te;
+    memset(&te, 0, sizeof te);
+    const bool neuron = rm->router != SRT_ROUTER_DENSE; /* teal-cats: the router owns h */
+    sc_router *r = NULL;
+    double *thr = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double)), *cum = malloc(SC_TEAL_NB * sizeof(double));
+    te.mk.dropped = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
+    te.mk.seen = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
+    te.mk.cap = (ctx < longest ? ctx : longest) * wmax;
+    te.mk.scratch = malloc((size_t)te.mk.cap * sizeof(float));
+    te.mk.thr = thr;
+    te.mk.skip_last = true;
+    float *curve_f = NULL;
+    sc_status st = SC_OK;
+    if (!thr || !cum || !te.mk.dropped || !te.mk.seen || !te.mk.scratch) {
+        st = sc_errf(err, SC_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (greedy && (st = sc_teal_ensure_curves(state, m, err))) goto done;
+    for (int64_t l = 0; l < L; l++) {
+        if (!sc_teal_hist(state, l, 0)) continue; /* not calibrated: dense */
+        /* the plan pack stores (the thresholds table, the curve in f32), read with the runtime's functions */
+        float table[SC_TEAL_NTAPS * SRT_THR_GRID];
+        sc_plan_teal_table(state, l, cum, table);
+        double s[SC_TEAL_NPROJ];
+        for (int p = 0; p < SC_TEAL_NPROJ; p++) s[p] = target;
+        if (greedy) {
+            int64_t rows;
+            const double *curve = sc_teal_curve(state, l, &rows);
+            if (rows < 2 && target > 0) {
+                st = sc_errf(err, SC_EARG,
+                             "teal-greedy: layer %lld has no allocation curve (compute with teal_greedy=1 on "
+                             "sequences that fill the sample)", (long long)l);
+                goto done;
+            }
+            float *g = realloc(curve_f, (size_t)(rows * SC_TEAL_CURVE_COLS) * sizeof *g);
+            if (!g) {
+                st = sc_errf(err, SC_ENOMEM, "out of memory");
+                goto done;
+            }
+            curve_f = g;
+            for (int64_t i = 0; i < rows * SC_TEAL_CURVE_COLS; i++) curve_f[i] = (float)curve[i];
+            srt_teal_curve_at(curve_f, rows, target, s);
+        }
+        for (int p = 0; p < SC_TEAL_NPROJ; p++) /* teal-cats: down's input is the router's, no threshold (0) */
+            thr[l * SC_TEAL_NPROJ + p] =
+                neuron && p == SC_LIN_DOWN ? 0.0 : srt_table_threshold(table + SRT_PROJ_TAP(p) * SRT_THR_GRID, s[p]);
+    }
+    sc_hooks hk = {sc_router_hook, NULL, sc_router_taps()};
+    if (neuron) {
+        sc_router_spec spec = {rm->router, o->density, NULL, NULL, false, obs ? obs->fn : NULL, obs ? obs->user : NULL};
+        if ((st = sc_router_create(m, &spec, &r, err))) goto done;
+        hk.user = r;
+    }
+    sc_eval_opts eo = {ctx, neuron ? &hk : NULL, install, &te, o->second_half, o->progress};
+    if ((st = sc_eval_run(m, d, &eo, &out->ppl, err))) goto done;
+    sc_router_stats rs = {0};
+    if (neuron) { /* the router's drops are the down projection's input sparsity */
+        sc_router_get_stats(r, &rs);
+        for (int64_t l = 0; l < L; l++) {
+            int64_t k = l * SC_TEAL_NPROJ + SC_LIN_DOWN;
+            te.mk.dropped[k] = te.mk.seen[k] * (1.0 - rs.layer_mean[l]);
+        }
+    }
+    sc_input_result_fill(c, te.mk.dropped, te.mk.seen, out);
+    out->in.target = target;
+    if (neuron) { /* density: the MLP neurons' */
+        out->stats = rs;
+        for (int64_t l = 0; l < L && l < SC_MAX_LAYERS; l++) out->layer_density[l] = rs.layer_mean[l];
+        out->stats.layer_mean = out->layer_density;
+    }
+done:
+    sc_router_free(r);
+    free(thr);
+    free(cum);
+    free(te.mk.dropped);
+    free(te.mk.seen);
+    free(te.mk.scratch);
+    free(curve_f);
+    return st;
+}

@@ -1,7 +1,7 @@
 /* teal.h - TEAL (training-free activation sparsity on every linear input):
  * histogram geometry, thresholds, the masking linear hook, the greedy
  * block-wise allocation curve and its lookup. Shared by the method
- * (teal.c, teal_greedy.c), eval (eval_teal.c) and the tests.
+ * (teal.c, teal_greedy.c), eval (teal.c) and the tests.
  *
  * Histograms: per layer and tapped input (attn_in -> q/k/v, attn_ctx -> o,
  * mlp_in -> gate/up, h -> down), signed values on fixed, data-independent
@@ -19,6 +19,7 @@
 
 #include "engine.h"
 #include "forward.h"
+#include "srt_schema.h"
 
 #define SC_TEAL_LO 1e-8
 #define SC_TEAL_HI 1e8
@@ -30,10 +31,7 @@
 #define SC_TEAL_SMAX 0.99          /* greedy: largest per-projection sparsity */
 #define SC_TEAL_STEP 0.025         /* greedy: step of the largest projection */
 #define SC_TEAL_CURVE_ROWS 320     /* >= 7 * ceil(SMAX / STEP) + 8 */
-#define SC_TEAL_CURVE_COLS (SC_TEAL_NPROJ + 1) /* s_q .. s_down, effective */
-
-/* "k=v,..." lookup: copies the value of key into out (truncated to cap). */
-bool sc_kv_get(const char *params, const char *key, char *out, size_t cap);
+#define SC_TEAL_CURVE_COLS SRT_TEAL_CURVE_COLS /* s_q .. s_down, effective */
 
 /* Tapped input (0..3) feeding a projection. */
 int sc_teal_tap_of(sc_linear p);
@@ -67,6 +65,7 @@ typedef struct sc_teal_mask {
     int64_t cap;
     double *dropped;     /* [n_layers, NPROJ] zeroed inputs (may be NULL) */
     double *seen;        /* [n_layers, NPROJ] inputs seen */
+    bool skip_last;      /* count every row but the last of each window (the rows run --score steps) */
 } sc_teal_mask;
 sc_status sc_teal_linear_hook(void *user, const sc_linear_event *ev, sc_err *err);
 
@@ -77,8 +76,6 @@ const double *sc_teal_curve(void *state, int64_t layer, int64_t *rows);
 /* Computes the greedy curve of every layer that lacks a current one (needs
  * the weights and the stored sample). */
 sc_status sc_teal_ensure_curves(void *state, const sc_model *m, sc_err *err);
-/* The curve row whose effective sparsity is nearest target (ties: lower). */
-int64_t sc_teal_lookup(const double *curve, int64_t rows, double target);
 
 /* teal_greedy.c: the allocation curve of one layer from its stored dense
  * block inputs (n_slots windows of len[k] rows each at x + k * slot_stride),

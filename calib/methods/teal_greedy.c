@@ -67,7 +67,7 @@ sc_status sc_teal_greedy_layer(const sc_model *m, int64_t layer, const sc_teal_s
     for (int64_t k = 0; k < smp->n_slots; k++) used += smp->len[k] > 0;
     if (used == 0) return SC_OK;
     greedy g = {m, layer, smp, NULL, NULL, NULL, NULL};
-    sc_teal_mask mk = {NULL, NULL, T * wmax, NULL, NULL};
+    sc_teal_mask mk = {NULL, NULL, T * wmax, NULL, NULL, false};
     g.work = malloc((size_t)(T * D) * sizeof(float));
     g.dense = malloc((size_t)(smp->n_slots * T * D) * sizeof(float));
     g.thr = calloc((size_t)(c->n_layers * SC_TEAL_NPROJ), sizeof(double));

@@ -98,6 +98,7 @@ def _declare(lib):
     fn("srt_model_max_ctx", c_int64, model)
     fn("srt_model_reserve", c_int, model, c_int64)
     fn("srt_model_last_live", c_int64, model, c_int64, POINTER(POINTER(c_uint32)))
+    fn("srt_model_last_density", c_double, model, c_int64)
     fn("srt_model_live_count", c_int64, model)
     fn("srt_model_cett_density", c_double, model)
     return lib

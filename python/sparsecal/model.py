@@ -1,8 +1,8 @@
 """Decoding from a packed artifact (.spk) with libsparsert (srt_model.h): the weights stay quantised in their
 layouts, one token at a time with a key/value cache, each token's MLP routed by the artifact's router
-(dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-cats). Generation samples with the runtime's
-sampler (srt_sampler: llama2.c's), so for the same artifact, prompt ids, router, seed and kernel threads the
-ids are those `sparsecal run` prints; scoring is the teacher-forced loop of `sparsecal run --score`."""
+(dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-greedy, cwic, teal-cats). Generation
+samples with the runtime's sampler (srt_sampler: llama2.c's), so for the same artifact, prompt ids, router, seed and
+kernel threads the ids are those `sparsecal run` prints; scoring is the teacher-forced loop of `sparsecal run --score`."""
 import ctypes
 import math
 import os
@@ -221,7 +221,7 @@ class Model:
         double precision; a sequence longer than ctx (None: the context) is cut into windows of ctx ids
         overlapping by one, each restarting at position 0. Returns a dict: nll_sum, n_tokens (positions
         scored), n_sequences, n_windows, nll_mean, ppl, density_mean and density_per_layer (live MLP neurons
-        / ffn_dim over every step and layer)."""
+        / ffn_dim over every step and layer; for teal, teal-greedy and cwic the linear parameters read)."""
         L, m = _lib.lib(), self._handle()
         seqs = [self._ids(s) for s in sequences]
         limit = self.max_ctx
@@ -233,9 +233,8 @@ class Model:
             raise SparsecalError("every sequence is shorter than 2 tokens; nothing to score")
         if L.srt_model_reserve(m, win) != 0:
             raise SparsecalError(f"out of memory for a key/value cache of {win} positions")
-        nl, ffn = int(self.config["n_layers"]), float(self.config["ffn_dim"])
+        nl = int(self.config["n_layers"])
         live = [0.0] * nl
-        idx = ctypes.POINTER(ctypes.c_uint32)()
         nll_sum, n_tok, n_seq, n_win, n_routed = 0.0, 0, 0, 0, 0
         from_prompt = L.srt_model_from_prompt(m)  # griffin: the first half of each window is a dense prompt
         for s in seqs:
@@ -260,7 +259,7 @@ class Model:
                         continue
                     n_routed += 1
                     for l in range(nl):
-                        live[l] += L.srt_model_last_live(m, l, ctypes.byref(idx)) / ffn
+                        live[l] += L.srt_model_last_density(m, l)  # the input routers: linear parameters read
                 n_win += 1
                 start += win - 1
         nll = nll_sum / n_tok

@@ -10,6 +10,7 @@ RUNS/base/dense.eval.json.
 Writes DIR/train.csv, DIR/train.md and DIR/train_loss.png. Standard library only; the helpers are
 tables.py's."""
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -43,6 +44,44 @@ def smooth(ys, w):
     return out
 
 
+def interp_log(points, x):
+    """log-linear interpolation of y at x in [(x, y)] sorted by x; None outside the range"""
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= x <= x1:
+            f = (x - x0) / (x1 - x0) if x1 > x0 else 0.0
+            return math.exp(math.log(y0) + f * (math.log(y1) - math.log(y0)))
+    return None
+
+
+def cwic_section(a, dense):
+    """CWIC learned thresholds against the training-free fit at the same achieved APR"""
+    fit = []
+    for r in a.cwic_fit.split():
+        e = T.load(os.path.join(a.runs, "cwic", f"fit@{r}.eval.json"))
+        fit.append((e["input_sparsity"]["apr"], e["ppl"], float(r)))
+    fit.sort()
+    header = ["CWIC thresholds", "APR achieved", "ppl", "vs dense", "fit ppl at that APR", "learned / fit",
+              "train s", "KL+KL first step", "KL+KL last 10%"]
+    rows = []
+    for what, name in (("thresholds", "learned (thresholds only)"),):
+        e = T.load(os.path.join(a.runs, "cwic", f"{what}.eval.json"))
+        j = T.load(os.path.join(a.runs, "cwic", f"{what}.train.json"))
+        apr, ppl = e["input_sparsity"]["apr"], e["ppl"]
+        f = interp_log([(x, y) for x, y, _ in fit], apr)
+        rows.append([name, apr, ppl, ppl / dense, f, ppl / f if f else None, j["seconds"],
+                     j["kl_first"] + j["fkl_first"], j["kl_last10pct"] + j["fkl_last10pct"]])
+    for apr, ppl, r in fit:
+        rows.append([f"training-free fit, apr={r:g}", apr, ppl, ppl / dense, None, None, None, None, None])
+    T.write_csv(os.path.join(a.out, "train_cwic.csv"), header, rows)
+    return ["## CWIC: learned thresholds vs the training-free fit", "",
+            T.md_table(header, [[T.g(c) if isinstance(c, float) else ("—" if c is None else c) for c in r] for r in rows]),
+            "", f"Settings: {a.cwic_settings} (on every document of the calibration text; statistics and fit from "
+            f"`compute --method cwic` on its first {a.seqs} sequences). Perplexity of the evaluation text with every "
+            "token of every layer striped (16-row stripes), the learned file and the fits both by the reference "
+            "`eval --method cwic`. 'fit ppl at that APR' interpolates log ppl of the fits linearly in the APR "
+            "they achieve on the same text.", ""]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -52,6 +91,8 @@ def main():
     for k in ("binary", "model", "tok", "calib-text", "eval-text", "seqs", "tune-docs", "settings"):
         p.add_argument("--" + k, default="")
     p.add_argument("--target", default="train")
+    p.add_argument("--cwic-fit", default="")
+    p.add_argument("--cwic-settings", default="")
     a = p.parse_args()
     methods, dens = a.methods.split(), a.densities.split()
     ev = lambda name: T.load(os.path.join(a.runs, name + ".eval.json"))  # noqa: E731
@@ -79,6 +120,8 @@ def main():
           "the runtime on f32 artifacts (`pack --layout f32 --method R --density D`, with `--lora` for the +LoRA "
           "rows). KL is per token, KL(student || teacher) of the training sequences of that step at the step's "
           "mask temperature.", "", "![KL per step](train_loss.png)", ""]
+    if a.cwic_fit:
+        md += cwic_section(a, dense)
     T.write_text(os.path.join(a.out, "train.md"), "\n".join(md))
     series = []
     for (m, d), r in sorted(runs.items()):
