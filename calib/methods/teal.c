@@ -2,7 +2,7 @@
  * search (teal_greedy.c): histograms of the four linear inputs per layer,
  * thresholds for any sparsity, the masking linear hook, a stored sample of
  * dense block inputs for the greedy allocation, and eval's routing ("teal",
- * "teal-greedy"), which reads the plan pack stores with the runtime's
+ * "teal-greedy", "teal-cats"), which reads the plan pack stores with the runtime's
  * functions (kernels/srt_route.h) (see teal.h).
  *
  * The sample of dense block inputs is a bottom-K sample: each sequence's key
