@@ -205,7 +205,7 @@ float srt_model_threshold(const srt_model *m, int64_t layer, int tap);
 float srt_model_proj_threshold(const srt_model *m, int64_t layer, int proj);
 /* The density layer ran in the last step: for the input routers (teal, teal-greedy, cwic) the fraction of the
  * layer's linear-layer parameters read (a projection with L live inputs reads rows x L, a CWIC stripe rows x its
- * live columns), what eval reports for them; for every other router the live MLP neurons / ffn_dim. */
+ * live columns), what eval reports for them; for every other router (teal-cats too) the live MLP neurons / ffn_dim. */
 double srt_model_last_density(const srt_model *m, int64_t layer);
 /* The live neurons layer used in the last step (ascending; *idx = NULL and
  * the return value is ffn_dim when the layer ran dense). */
