@@ -1,7 +1,8 @@
 /* eval_input.h - evaluation of the input-sparsity methods that route every
  * linear layer's input through the forward pass's linear hook: TEAL
  * (methods/teal.c: "teal" uniform, "teal-greedy" from the stored allocation
- * curve) and CWIC stripes (methods/cwic.c: "cwic"). sc_eval_sparse dispatches
+ * curve, "teal-cats" with the CATS router on h) and CWIC stripes
+ * (methods/cwic.c: "cwic"). sc_eval_sparse dispatches
  * to sc_eval_teal and sc_eval_cwic through the routing registry
  * (route_method.h); results fill the input-sparsity fields of
  * sc_sparse_eval_result. */

@@ -41,13 +41,16 @@ static const sc_route_method m_teal = {
 static const sc_route_method m_teal_greedy = {
     "teal-greedy", SRT_METHOD_TEAL_GREEDY, SRT_ROUTER_DENSE, "teal", "", sc_eval_teal, SC_RM_GREEDY | SC_RM_REPORT_INPUT,
     "teal with per-projection sparsities from the greedy allocation curve"};
+static const sc_route_method m_teal_cats = {
+    "teal-cats", SRT_METHOD_TEAL_CATS, SRT_ROUTER_CATS, "teal", "", sc_eval_teal, SC_RM_REPORT_INPUT,
+    "teal's thresholds on the attention and gate inputs, then top-K of |phi(u_j)| on up and down (TEAL, CATS papers)"};
 static const sc_route_method m_cwic = {
     "cwic", SRT_METHOD_CWIC, SRT_ROUTER_DENSE, "cwic", SC_CWIC_EVAL_KEYS, sc_eval_cwic, SC_RM_REPORT_INPUT,
     "CWIC stripe-column thresholds fitted to a target APR"};
 
 static const sc_route_method *const registry[] = {
     &m_dense, &m_cats, &m_cats_thr, &m_claws, &m_griffin, &m_griffin_prefill, &m_oracle,
-    &m_larosa, &m_cett, &m_clada, &m_teal, &m_teal_greedy, &m_cwic, NULL};
+    &m_larosa, &m_cett, &m_clada, &m_teal, &m_teal_greedy, &m_teal_cats, &m_cwic, NULL};
 
 const sc_route_method *const *sc_route_methods(void) { return registry; }
 

@@ -130,6 +130,15 @@ static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
     return k;
 }
 
+/* TEAL's mask of x[0..n) into m->score, with no live list (m->idx may hold the neurons): the input of a
+ * projection that reads every column (row-sparse or dense); x itself when t < 0 (dense). */
+static const float *teal_masked(srt_model *m, const float *x, int64_t n, float t) {
+    if (!(t >= 0.0f)) return x;
+    for (int64_t i = 0; i < n; i++) m->score[i] = fabsf(x[i]) > t ? x[i] : 0.0f;
+    stale(m);
+    return m->score;
+}
+
 static const srt_weight *proj_w(const srt_layer_w *L, int p) {
     const srt_weight *w[SRT_NPROJ] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd};
     return w[p];
@@ -340,8 +349,9 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     int64_t D = c->dim, F = c->ffn_dim;
     srt_activate(m->ctx, m->a, m->u, F, c->gelu);
     double t1 = now();
-    if (m->larosa || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA ||
-        m->mode == SRT_MODE_CWIC) {
+    /* the h-side routers; teal-cats runs teal's masks (lin) under the neuron router below */
+    if (m->larosa || (m->mode == SRT_MODE_TEAL && m->router == SRT_ROUTER_DENSE) || m->mode == SRT_MODE_CETT ||
+        m->mode == SRT_MODE_CLADA || m->mode == SRT_MODE_CWIC) {
         TRY(lin(m, l, SRT_PROJ_UP, m->xn, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
         double t2 = now();
@@ -388,15 +398,18 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     if (!dense) memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
     m->live_n[l] = K;
     double t2 = now();
+    /* teal-cats: up reads the MLP input under its own threshold (m->score is free once the top-K is chosen) */
+    const float *xu = m->xn;
+    if (m->mode == SRT_MODE_TEAL) xu = teal_masked(m, m->xn, L->wu.m.cols, m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP]);
     if (dense) {
-        TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
+        TRY(mv_in(m, &L->wu, xu, n_in, m->v));
         for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
         if (m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l);
     } else {
         if (L->wu.tr->sparse == SRT_SPARSE_ROWS)
-            TRY(mv_sparse(m, &L->wu, m->xn, m->idx, K, m->v));
-        else
-            TRY(mv_in(m, &L->wu, m->xn, n_in, m->v));
+            TRY(mv_sparse(m, &L->wu, xu, m->idx, K, m->v));
+        else /* m->idx holds the neurons now, not the input's live list */
+            TRY(mv(m, &L->wu, xu, m->v));
         memset(m->h, 0, (size_t)F * sizeof(float));
         for (int64_t i = 0; i < K; i++) {
             uint32_t j = m->idx[i];

@@ -43,6 +43,12 @@ static const srt_method_info table[SRT_METHOD_COUNT] = {
     {SRT_METHOD_CWIC, "cwic", "stripe-column thresholds on every de-meaned linear input (the CWIC paper)",
      SRT_DATA_CWIC, "cwic needs lN.P.cwic_theta/cwic_mean/cwic_std: pack with --calib holding cwic, without --permute",
      false, SRT_DENSITY_FITTED, 0, SRT_PACK_DENSITY, false},
+    /* input sparsity where the live set comes from the input (attention, gate), row sparsity on up and down from
+     * the gate's |phi(u_j)|; one density for both */
+    {SRT_METHOD_TEAL_CATS, "teal-cats",
+     "teal's input thresholds on attention and the gate, then top-K of |phi(u_j)| on up and down (TEAL, CATS papers)",
+     SRT_DATA_TEAL_TABLE, "teal-cats needs lN.teal_thresholds: pack with --calib holding teal", false, SRT_DENSITY_TOPK,
+     0, SRT_PACK_DENSITY, false},
 };
 
 const srt_method_info *srt_method_get(int id) {
@@ -55,7 +61,7 @@ const srt_method_info *srt_method_find(const char *name) {
     return NULL;
 }
 
-#define NAMES "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-greedy, cwic"
+#define NAMES "dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-greedy, cwic, teal-cats"
 
 const char *srt_method_names(void) { return NAMES; }
 

@@ -22,6 +22,7 @@ typedef enum srt_method_id {
     SRT_METHOD_GRIFFIN,        /* a top-K set per layer fixed at the end of the prompt from its s_j statistic */
     SRT_METHOD_TEAL_GREEDY,    /* teal with each projection's sparsity from the greedy allocation curve */
     SRT_METHOD_CWIC,           /* CWIC stripes: |x_i - mean_i| >= theta std_i per stripe of rows, de-meaned */
+    SRT_METHOD_TEAL_CATS,      /* teal's thresholds on the attention and gate inputs, cats' top-K on up and down */
     SRT_METHOD_COUNT
 } srt_method_id;
 

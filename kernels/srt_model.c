@@ -571,7 +571,9 @@ int64_t srt_model_last_live(const srt_model *m, int64_t layer, const uint32_t **
 
 double srt_model_last_density(const srt_model *m, int64_t layer) {
     if (!m || layer < 0 || layer >= m->cfg.n_layers) return NAN;
-    if (m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CWIC) return m->lin_active[layer] / m->lin_dense;
+    /* the input routers; teal-cats (teal's masks under a neuron router) reports its MLP neurons, as eval does */
+    if ((m->mode == SRT_MODE_TEAL && m->router == SRT_ROUTER_DENSE) || m->mode == SRT_MODE_CWIC)
+        return m->lin_active[layer] / m->lin_dense;
     const uint32_t *idx;
     return (double)srt_model_last_live(m, layer, &idx) / (double)m->cfg.ffn_dim;
 }
@@ -671,9 +673,15 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
         break;
     case SRT_METHOD_TEAL:
     case SRT_METHOD_TEAL_GREEDY:
+    case SRT_METHOD_TEAL_CATS:
         /* each projection's input threshold: its tap's table at sparsity 1 - density (teal), or at the sparsity the
-         * greedy curve gives the projection (teal-greedy); layers without a table run dense */
+         * greedy curve gives the projection (teal-greedy); layers without a table run dense. teal-cats: the gate's
+         * top-K chooses up's rows and down's inputs, so down keeps no threshold (-1) */
         m->mode = SRT_MODE_TEAL;
+        if (id == SRT_METHOD_TEAL_CATS) {
+            m->router = SRT_ROUTER_CATS;
+            m->K = srt_topk_count(density, c->ffn_dim);
+        }
         for (int64_t l = 0; l < c->n_layers; l++) {
             const srt_layer_w *Lw = &m->layers[l];
             double sp[SRT_NPROJ];
@@ -682,7 +690,9 @@ srt_status srt_model_set_method_id(srt_model *m, srt_method_id id, double densit
                 srt_teal_curve_at(Lw->teal_curve, Lw->teal_rows, 1.0 - density, sp);
             for (int p = 0; p < SRT_NPROJ; p++)
                 m->thr_l[l * SRT_NPROJ + p] =
-                    Lw->teal_thr ? srt_table_threshold(Lw->teal_thr + SRT_PROJ_TAP(p) * SRT_THR_GRID, sp[p]) : -1.0f;
+                    Lw->teal_thr && !(id == SRT_METHOD_TEAL_CATS && p == SRT_PROJ_DOWN)
+                        ? srt_table_threshold(Lw->teal_thr + SRT_PROJ_TAP(p) * SRT_THR_GRID, sp[p])
+                        : -1.0f;
         }
         break;
     case SRT_METHOD_CWIC: /* the stored stripe thresholds, whatever density they keep (sc_artifact_set_router) */

@@ -159,8 +159,13 @@ int64_t srt_model_rotated_inputs(const srt_model *m); /* block inputs with a fol
  *                   + W mean (row layouts compute each stripe's rows, column-
  *                   sparse ones its live columns). The stored thresholds run
  *                   whatever the density (srt_model_fitted_density says what
- *                   they were fitted to; sc_artifact_set_router refuses others).
- * The live neuron count then varies per token. SRT_ENOTSUP when the
+ *                   they were fitted to; sc_artifact_set_router refuses others);
+ *   teal-cats       teal's thresholds on the attention and gate inputs
+ *                   (q, k, v, o, gate; up reads the masked MLP input too),
+ *                   then cats' top-K of |phi(u_j)| chooses up's rows and
+ *                   down's inputs (down keeps no threshold: -1), one density
+ *                   for both.
+ * The live neuron count then varies per token (teal-cats: K). SRT_ENOTSUP when the
  * artifact lacks the data (srt_model_method_missing says what), SRT_EINVAL
  * for an unknown name or a density outside (0, 1] (NAN passes for cett and
  * clada: their stored thresholds). */
@@ -191,16 +196,16 @@ const char *srt_model_method(const srt_model *m); /* the current router's name *
 /* K_in and K_h of the LaRoSA setting (dim and ffn_dim when off). */
 void srt_model_larosa_counts(const srt_model *m, int64_t *k_in, int64_t *k_h);
 /* The threshold the current threshold router applies in layer `layer`
- * (cats-threshold: tap 0, on |phi(u)|; teal and teal-greedy: tap 0..3 =
- * attn_in, attn_ctx, mlp_in, h, the threshold of the tap's first projection
- * q, o, gate, down (srt_model_proj_threshold gives each); < 0: dense), NAN
- * for the other routers or bad arguments. */
+ * (cats-threshold: tap 0, on |phi(u)|; teal, teal-greedy and teal-cats: tap
+ * 0..3 = attn_in, attn_ctx, mlp_in, h, the threshold of the tap's first
+ * projection q, o, gate, down (srt_model_proj_threshold gives each); < 0:
+ * dense), NAN for the other routers or bad arguments. */
 float srt_model_threshold(const srt_model *m, int64_t layer, int tap);
-/* Projection proj's (SRT_PROJ_*) input threshold under teal or teal-greedy, NAN otherwise. */
+/* Projection proj's (SRT_PROJ_*) input threshold under teal, teal-greedy or teal-cats, NAN otherwise. */
 float srt_model_proj_threshold(const srt_model *m, int64_t layer, int proj);
 /* The density layer ran in the last step: for the input routers (teal, teal-greedy, cwic) the fraction of the
  * layer's linear-layer parameters read (a projection with L live inputs reads rows x L, a CWIC stripe rows x its
- * live columns), what eval reports for them; for every other router the live MLP neurons / ffn_dim. */
+ * live columns), what eval reports for them; for every other router (teal-cats too) the live MLP neurons / ffn_dim. */
 double srt_model_last_density(const srt_model *m, int64_t layer);
 /* The live neurons layer used in the last step (ascending; *idx = NULL and
  * the return value is ffn_dim when the layer ran dense). */

@@ -2,9 +2,9 @@
  * reference forward pass with eval's router hooks) and the runtime decoder on
  * an f32 artifact packed from the same model and calibration choose the same
  * live neurons, token by token, for every neuron router the runtime has (cats,
- * claws, cats-threshold, cett, clada), and the same teacher-forced NLL for
- * those and teal. cats-threshold's per-layer thresholds are equal off the
- * 0.05 grid (density 0.33), and cett and clada off the density pack fitted
+ * claws, cats-threshold, cett, clada, and teal-cats, teal's input masks
+ * before the CATS top-K), and the same teacher-forced NLL for those and
+ * teal. cats-threshold's per-layer thresholds are equal off the 0.05 grid (density 0.33), and cett and clada off the density pack fitted
  * their stored thresholds to (the runtime's from the stored CETT table). The rules themselves (kernels/srt_route.h) are
  * checked against their definitions on random vectors. stories260K. */
 #include <math.h>
@@ -151,8 +151,8 @@ int main(void) {
     CHECK(ev_live.bits && rt_live.bits);
     /* cett and clada at 0.5: the stored thresholds; at 0.33 and 0.71 the runtime's from the stored CETT table */
     const char *names[] = {"cats", "claws", "cats-threshold", "cats-threshold", "cett", "cett", "cett", "clada", "clada",
-                           "teal", "griffin"};
-    const double dens[] = {0.5, 0.5, 0.33, 0.71, 0.5, 0.33, 0.71, 0.5, 0.33, 0.33, 0.4};
+                           "teal", "griffin", "teal-cats"};
+    const double dens[] = {0.5, 0.5, 0.33, 0.71, 0.5, 0.33, 0.71, 0.5, 0.33, 0.33, 0.4, 0.5};
     const int n_routers = (int)(sizeof names / sizeof names[0]);
     for (int k = 0; k < n_routers; k++) {
         bool neuron = strcmp(names[k], "teal") != 0; /* teal routes every linear input: compared by NLL and thresholds */
@@ -210,14 +210,16 @@ int main(void) {
                 CHECK_MSG((float)er.lc.layer_threshold[l] == srt_model_threshold(rt, l, 0),
                           "cats-threshold %.2f layer %lld: eval %.9g run %.9g", dens[k], (long long)l,
                           er.lc.layer_threshold[l], srt_model_threshold(rt, l, 0));
-        if (!strcmp(names[k], "teal")) { /* eval's thresholds are the plan's table read by srt_table_threshold */
+        if (!strncmp(names[k], "teal", 4)) { /* eval's thresholds are the plan's table read by srt_table_threshold */
+            bool cats = !strcmp(names[k], "teal-cats"); /* h: no threshold, the top-K instead */
             double cum_buf[SC_TEAL_NB];
             float table[SC_TEAL_NTAPS * SRT_THR_GRID];
             for (int64_t l = 0; l < L; l++) {
                 CHECK(sc_plan_teal_table(sc_calib_state(c, "teal"), l, cum_buf, table));
-                for (int tap = 0; tap < SC_TEAL_NTAPS; tap++)
-                    CHECK(srt_table_threshold(table + tap * SRT_THR_GRID, 1.0 - dens[k]) ==
-                          srt_model_threshold(rt, l, tap));
+                for (int tap = 0; tap < SC_TEAL_NTAPS; tap++) {
+                    float want = srt_table_threshold(table + tap * SRT_THR_GRID, 1.0 - dens[k]);
+                    CHECK((cats && tap == SRT_TEAL_H ? -1.0f : want) == srt_model_threshold(rt, l, tap));
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
  * search (teal_greedy.c): histograms of the four linear inputs per layer,
  * thresholds for any sparsity, the masking linear hook, a stored sample of
  * dense block inputs for the greedy allocation, and eval's routing ("teal",
- * "teal-greedy"), which reads the plan pack stores with the runtime's
+ * "teal-greedy", "teal-cats"), which reads the plan pack stores with the runtime's
  * functions (kernels/srt_route.h) (see teal.h).
  *
  * The sample of dense block inputs is a bottom-K sample: each sequence's key
@@ -28,6 +28,7 @@
 #include "params.h"
 #include "plan.h"
 #include "route_method.h"
+#include "router.h"
 #include "sample_store.h"
 #include "srt_route.h"
 
@@ -473,7 +474,10 @@ const sc_method sc_method_teal = {
  * between the rows bracketing s) gives each projection its own sparsity, and
  * its tap's table its threshold, as the runtime reads them. Every linear of
  * every token is routed (no dense prefix); the achieved sparsity of each
- * projection's input is counted as it runs. */
+ * projection's input is counted as it runs. "teal-cats" (rm->router CATS):
+ * teal's thresholds on every input but h, which the CATS router (router.h)
+ * sparsifies instead, top-K of |phi(u_j)| at the same density: the down
+ * projection's input sparsity is the router's, its MLP density the stats. */
 typedef struct teal_eval {
     sc_teal_mask mk;
 } teal_eval;
@@ -522,7 +526,6 @@ void sc_input_result_fill(const sc_config *c, const double *dropped, const doubl
 
 sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_dataset *d, const sc_sparse_eval_opts *o,
                        const sc_live_obs *obs, sc_sparse_eval_result *out, sc_err *err) {
-    (void)obs; /* no neuron router */
     memset(out, 0, sizeof *out);
     const sc_config *c = &m->cfg;
     bool greedy = rm->flags & SC_RM_GREEDY;
@@ -540,6 +543,8 @@ sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_da
     for (size_t i = 0; i < d->n_seqs; i++) longest = (int64_t)d->seqs[i].n > longest ? (int64_t)d->seqs[i].n : longest;
     teal_eval te;
     memset(&te, 0, sizeof te);
+    const bool neuron = rm->router != SRT_ROUTER_DENSE; /* teal-cats: the router owns h */
+    sc_router *r = NULL;
     double *thr = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double)), *cum = malloc(SC_TEAL_NB * sizeof(double));
     te.mk.dropped = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
     te.mk.seen = calloc((size_t)(L * SC_TEAL_NPROJ), sizeof(double));
@@ -579,14 +584,35 @@ sc_status sc_eval_teal(const sc_route_method *rm, const sc_model *m, const sc_da
             for (int64_t i = 0; i < rows * SC_TEAL_CURVE_COLS; i++) curve_f[i] = (float)curve[i];
             srt_teal_curve_at(curve_f, rows, target, s);
         }
-        for (int p = 0; p < SC_TEAL_NPROJ; p++)
-            thr[l * SC_TEAL_NPROJ + p] = srt_table_threshold(table + SRT_PROJ_TAP(p) * SRT_THR_GRID, s[p]);
+        for (int p = 0; p < SC_TEAL_NPROJ; p++) /* teal-cats: down's input is the router's, no threshold (0) */
+            thr[l * SC_TEAL_NPROJ + p] =
+                neuron && p == SC_LIN_DOWN ? 0.0 : srt_table_threshold(table + SRT_PROJ_TAP(p) * SRT_THR_GRID, s[p]);
     }
-    sc_eval_opts eo = {ctx, NULL, install, &te, o->second_half, o->progress};
+    sc_hooks hk = {sc_router_hook, NULL, sc_router_taps()};
+    if (neuron) {
+        sc_router_spec spec = {rm->router, o->density, NULL, NULL, false, obs ? obs->fn : NULL, obs ? obs->user : NULL};
+        if ((st = sc_router_create(m, &spec, &r, err))) goto done;
+        hk.user = r;
+    }
+    sc_eval_opts eo = {ctx, neuron ? &hk : NULL, install, &te, o->second_half, o->progress};
     if ((st = sc_eval_run(m, d, &eo, &out->ppl, err))) goto done;
+    sc_router_stats rs = {0};
+    if (neuron) { /* the router's drops are the down projection's input sparsity */
+        sc_router_get_stats(r, &rs);
+        for (int64_t l = 0; l < L; l++) {
+            int64_t k = l * SC_TEAL_NPROJ + SC_LIN_DOWN;
+            te.mk.dropped[k] = te.mk.seen[k] * (1.0 - rs.layer_mean[l]);
+        }
+    }
     sc_input_result_fill(c, te.mk.dropped, te.mk.seen, out);
     out->in.target = target;
+    if (neuron) { /* density: the MLP neurons' */
+        out->stats = rs;
+        for (int64_t l = 0; l < L && l < SC_MAX_LAYERS; l++) out->layer_density[l] = rs.layer_mean[l];
+        out->stats.layer_mean = out->layer_density;
+    }
 done:
+    sc_router_free(r);
     free(thr);
     free(cum);
     free(te.mk.dropped);

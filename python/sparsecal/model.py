@@ -1,8 +1,9 @@
 """Decoding from a packed artifact (.spk) with libsparsert (srt_model.h): the weights stay quantised in their
 layouts, one token at a time with a key/value cache, each token's MLP routed by the artifact's router
-(dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin). Generation samples with the runtime's
-sampler (srt_sampler: llama2.c's), so for the same artifact, prompt ids, router, seed and kernel threads the
-ids are those `sparsecal run` prints; scoring is the teacher-forced loop of `sparsecal run --score`."""
+(dense, cats, claws, larosa, cats-threshold, cett, clada, teal, griffin, teal-greedy, cwic, teal-cats). Generation
+samples with the runtime's sampler (srt_sampler: llama2.c's), so for the same artifact, prompt ids, router, seed and
+kernel threads the ids are those `sparsecal run` prints; scoring is the teacher-forced loop of
+`sparsecal run --score`."""
 import ctypes
 import math
 import os

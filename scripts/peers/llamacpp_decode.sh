@@ -16,10 +16,20 @@
 # per neuron instead of a top-K selection). Prints the median tokens/s per configuration, its ratio to
 # llama.cpp, and the load average seen during the runs.
 #
+# A third artifact, kmi4-in (attention and gate stored column-sparse), runs teal-cats: TEAL's calibrated input
+# thresholds on attention and the gate combined with CATS top-K rows on up and down, one density for both.
+#
+# Before the rounds the script prints how the peer was built (CMAKE_BUILD_TYPE, GGML_NATIVE from its
+# CMakeCache.txt, the ISA the compiler saw) and how many tensors llama.cpp repacked at load (q4_0 -> q4_0_8x8):
+# a peer built without them is not at its best.
+#
 # Environment: SPARSECAL (default build/sparsecal), SPARSECAL_ASSETS (default ../shared/assets),
 # OUT (default build/peers), THREADS (default "1 2"), REPS (default 4), NGEN (default 128), CALIB_DOCS
-# (stories of the shipped TinyStories text the CATS thresholds are calibrated on, default 8: ~500 tokens),
-# SHAPE ("--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4": TinyLlama-1.1B), SEED (1).
+# (stories of the shipped TinyStories text the CATS and TEAL thresholds are calibrated on, default 8: ~500
+# tokens), SHAPE ("--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4": TinyLlama-1.1B), SEED (1),
+# CONFIGS (the configuration numbers to run, default all: 0 llama.cpp, 1-5 as above, 6-7 teal-cats at 0.5 and
+# 0.3, 8 ik_llama.cpp), IK_LLAMA_CPP_DIR (an ik_llama.cpp checkout with build/bin/llama-bench: its tg$NGEN
+# with run-time repacking, -rtr 1, on the same Q4_0 GGUF; without it configuration 8 is skipped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to a llama.cpp source checkout}"
@@ -33,6 +43,8 @@ SHAPE=${SHAPE:-"--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4"}
 SEED=${SEED:-1}
 CALIB_DOCS=${CALIB_DOCS:-8}
 NO_MMAP=${NO_MMAP:-1}
+CONFIGS=${CONFIGS:-"0 1 2 3 4 5 6 7 8"}
+IK_LB=${IK_LLAMA_CPP_DIR:+$IK_LLAMA_CPP_DIR/build/bin/llama-bench}
 VOCAB=$A/tokenizers/llama_cpp_vocab/ggml-vocab-llama-spm.gguf
 LB=$LLAMA_CPP_DIR/build/bin/llama-bench
 LQ=$LLAMA_CPP_DIR/build/bin/llama-quantize
@@ -47,7 +59,7 @@ if [[ ! -x $LB || ! -x $LQ ]]; then
 fi
 mkdir -p "$OUT"
 F16=$OUT/model-f16.gguf Q4=$OUT/model-q4_0.gguf
-SPK_Q4=$OUT/model-q4_0.spk SPK_KMI4=$OUT/model-kmi4.spk
+SPK_Q4=$OUT/model-q4_0.spk SPK_KMI4=$OUT/model-kmi4.spk SPK_IN=$OUT/model-kmi4-in.spk
 # shellcheck disable=SC2086
 [[ -f $F16 ]] || "$S" synth $SHAPE --vocab 32000 --seed "$SEED" --dtype f16 --gguf --gguf-vocab "$VOCAB" -o "$F16"
 [[ -f $Q4 ]] || "$LQ" "$F16" "$Q4" Q4_0 >"$OUT/quantize.log" 2>&1
@@ -57,14 +69,37 @@ CAL=$OUT/cats.scal
                    -o "$CAL" 2>/dev/null
 [[ -f $SPK_KMI4 ]] || "$S" pack -m "$F16" --calib "$CAL" --layout kmi4 --method cats-threshold --density 0.5 -q \
                         -o "$SPK_KMI4"
+TCAL=$OUT/teal.scal
+if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* ]]; then
+  [[ -f $TCAL ]] || "$S" compute -m "$F16" -f "$A/text/tinystories_valid_a.txt" --max-docs "$CALIB_DOCS" --method teal \
+                     --params teal_greedy=0 -o "$TCAL" 2>/dev/null
+  [[ -f $SPK_IN ]] || "$S" pack -m "$F16" --calib "$TCAL" --layout kmi4-in --method teal-cats --density 0.5 -q \
+                        -o "$SPK_IN"
+fi
+
+# the peer's build: Release, native ISA, q4_0 repacked at load
+CACHE=$LLAMA_CPP_DIR/build/CMakeCache.txt
+echo "llama.cpp build: $(grep -h '^CMAKE_BUILD_TYPE:' "$CACHE" 2>/dev/null | cut -d= -f2) \
+GGML_NATIVE=$(grep -h '^GGML_NATIVE:' "$CACHE" 2>/dev/null | cut -d= -f2); compiler sees: \
+$(cc -march=native -dM -E - </dev/null | grep -oE '__(AVX2|AVX512F|AVX512VNNI|AVX512BW|AVXVNNI)__' | tr '\n' ' ')"
+echo "llama.cpp q4_0 tensors repacked at load: $("$LB" -m "$Q4" -p 0 -n 1 -r 1 -t 1 -v 2>&1 | grep -c 'repack tensor')"
 
 # name | command printing tokens/s (one number)
 configs=("llama.cpp q4_0 (llama-bench tg$NGEN)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
-         "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5")
+         "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5"
+         "sparsecal kmi4-in, teal-cats d=0.5" "sparsecal kmi4-in, teal-cats d=0.3"
+         "ik_llama.cpp q4_0 -rtr 1 (llama-bench tg$NGEN)")
+run_configs=()
+for c in $CONFIGS; do
+  [[ $c == 8 && -z $IK_LB ]] && continue
+  run_configs+=("$c")
+done
 tps_of() { # config index, threads
   local out
   case $1 in
-    0) out=$("$LB" -m "$Q4" -p 0 -n "$NGEN" -t "$2" -r 1 -o csv 2>/dev/null | tail -1)
+    0 | 8) local lb=$LB rtr=()
+       [[ $1 == 8 ]] && lb=$IK_LB rtr=(-rtr 1)
+       out=$("$lb" -m "$Q4" -p 0 -n "$NGEN" -t "$2" -r 1 "${rtr[@]}" -o csv 2>/dev/null | tail -1)
        # the last CSV field before the stddev is avg_ts
        awk -F, '{gsub(/"/, ""); print $(NF-1)}' <<<"$out" ;;
     *) local art=$SPK_KMI4 meth=(--dense)
@@ -72,6 +107,8 @@ tps_of() { # config index, threads
        [[ $1 == 3 ]] && meth=(--method cats --density 0.5)
        [[ $1 == 4 ]] && meth=(--method cats --density 0.3)
        [[ $1 == 5 ]] && meth=(--method cats-threshold --density 0.5)
+       [[ $1 == 6 ]] && art=$SPK_IN meth=(--method teal-cats --density 0.5)
+       [[ $1 == 7 ]] && art=$SPK_IN meth=(--method teal-cats --density 0.3)
        [[ $NO_MMAP == 1 ]] && meth+=(--no-mmap)
        out=$("$S" run -m "$art" -n $((NGEN + 1)) --temp 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
        grep -o '"tokens_per_second":[0-9.e+-]*' <<<"$out" | cut -d: -f2 ;;
@@ -81,7 +118,7 @@ declare -A res
 loads=()
 for ((r = 1; r <= REPS; r++)); do
   for t in $THREADS; do
-    for c in "${!configs[@]}"; do
+    for c in "${run_configs[@]}"; do
       v=$(tps_of "$c" "$t")
       res[$c,$t]+="$v "
       echo "round $r, $t thread(s): ${configs[$c]}: $v tok/s" >&2
@@ -97,7 +134,7 @@ hdr="| decode tokens/s (median of $REPS) |" sep="|---|"
 for t in $THREADS; do hdr+=" $t thread(s) | x llama.cpp |"; sep+="---:|---:|"; done
 echo "$hdr"
 echo "$sep"
-for c in "${!configs[@]}"; do
+for c in "${run_configs[@]}"; do
   line="| ${configs[$c]} |"
   for t in $THREADS; do
     m=$(median <<<"${res[$c,$t]}") base=$(median <<<"${res[0,$t]}")
