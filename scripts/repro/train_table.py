@@ -12,22 +12,10 @@ tables.py's."""
 import argparse
 import math
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tables as T  # noqa: E402
-
-def binary(path):
-    """the sparsecal that produced the numbers and the first line of its --version"""
-    try:
-        v = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip().split("\n")[0]
-    except OSError:
-        v = ""
-    return f"; binary {path}" + (f" ({v})" if v else "") if path else ""
-
-
-T.binary = binary  # (tables.py's keeps every line of --version, which now lists kernels and BLAS)
 
 NAMES = {"claws-lora": "CLAWS+LoRA", "cats-lora": "CATS+LoRA", "claws": "CLAWS (training-free)",
          "cats": "CATS (training-free)"}
