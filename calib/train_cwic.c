@@ -479,7 +479,7 @@ void sc_cwic_student_zero_grad(sc_cwic_student *s) {
 
 sc_status sc_cwic_student_save(const sc_cwic_student *s, const char *path, const sc_st_meta *extra, size_t n_extra,
                                sc_err *err) {
-    /* the names and metadata `eval --method cwic --params thresholds=FILE` reads (eval_cwic.c) */
+    /* the names and metadata `eval --method cwic --params thresholds=FILE` reads (calib/methods/cwic.c) */
     size_t n = (size_t)(s->L * NP * 3);
     sc_st_spec *specs = calloc(n, sizeof *specs);
     char(*names)[96] = calloc(n, sizeof *names);
