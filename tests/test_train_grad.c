@@ -356,8 +356,13 @@ int main(void) {
         }
         printf("loss over 6 vocabulary chunks: %.12f (KL %.9f, CE %.9f) vs one chunk %.12f; gradients within %.2e of "
                "the largest entry\n", w[1].loss, w[1].kl, w[1].ce, w[0].loss, worst);
-        CHECK_NEAR(w[1].kl, w[0].kl, 1e-7 * fabs(w[0].kl));
-        CHECK_NEAR(w[1].ce, w[0].ce, 1e-7 * fabs(w[0].ce));
+        /* the two compute the logits with sgemm calls of different widths (6 chunks vs 1), which OpenBLAS
+         * blocks differently, so each f32 logit may round differently (|z| ~ 10: ~1e-6 absolute); summed
+         * over the window the KL and CE then move by ~1e-7 relative (1.6e-7 measured with the Haswell
+         * kernels, below 1e-9 with SkylakeX's). 1e-6 bounds that; a chunking error (a missed or doubled
+         * chunk) moves them by percent. */
+        CHECK_NEAR(w[1].kl, w[0].kl, 1e-6 * fabs(w[0].kl));
+        CHECK_NEAR(w[1].ce, w[0].ce, 1e-6 * fabs(w[0].ce));
         CHECK(worst < 1e-4);
         sc_lora_params_free(&q);
         sc_model_free(mc);
