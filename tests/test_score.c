@@ -23,17 +23,7 @@
 #include "testing.h"
 
 static char out[1 << 20];
-static char cmd[16384];
-
-/* Runs the CLI (printf-style arguments after the binary), stdout and stderr into out. */
-static int cli(const char *fmt, ...) {
-    int n = snprintf(cmd, sizeof cmd, "%s ", SC_CLI_PATH);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
-    va_end(ap);
-    return sc_run(cmd, out, sizeof out);
-}
+#define cli(...) sc_run_cli(SC_CLI_PATH, out, sizeof out, __VA_ARGS__)
 
 static double json_num(const cJSON *j, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);

@@ -19,16 +19,7 @@
 static sc_err err;
 static char out[1 << 22];
 
-static int cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int cli(const char *fmt, ...) {
-    char args[8192], cmd[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s", SC_CLI_PATH, args);
-    return sc_run(cmd, out, sizeof out);
-}
+#define cli(...) sc_run_cli(SC_CLI_PATH, out, sizeof out, __VA_ARGS__)
 
 /* one field of the JSON object in out, printed compactly ("(none)" when absent) */
 static void json_field(const char *key, char *buf, size_t cap) {

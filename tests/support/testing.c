@@ -2,6 +2,7 @@
 #include "testing.h"
 
 #include <ftw.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -98,6 +99,16 @@ bool sc_write_bytes(const char *path, const void *data, size_t n) {
     if (!f) return false;
     bool ok = fwrite(data, 1, n, f) == n;
     return (fclose(f) == 0) && ok;
+}
+
+int sc_run_cli(const char *cli, char *out, size_t cap, const char *fmt, ...) {
+    static char cmd[16384];
+    int n = snprintf(cmd, sizeof cmd, "%s ", cli);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    return sc_run(cmd, out, cap);
 }
 
 int sc_run(const char *cmd, char *out, size_t cap) {

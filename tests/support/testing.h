@@ -76,5 +76,8 @@ bool sc_write_bytes(const char *path, const void *data, size_t n);
 /* Runs a shell command, capturing stdout (up to cap bytes, NUL-terminated)
  * into out (may be NULL) and returns its exit status (-1 if it did not exit). */
 int sc_run(const char *cmd, char *out, size_t cap);
+/* sc_run of "CLI ARGS", ARGS formatted from fmt (commands up to 16 KiB); tests define
+ * cli(...) as sc_run_cli(SC_CLI_PATH, out, sizeof out, __VA_ARGS__) */
+int sc_run_cli(const char *cli, char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif
