@@ -209,15 +209,18 @@ uint64_t sc_cwic_weights_bytes(const sc_config *c) {
  * checking that they and AdamW's moments fit the memory available */
 static sc_status own_weights(sc_cwic_student *s, sc_err *err) {
     uint64_t need = sc_cwic_weights_bytes(&s->m->cfg), avail = sc_mem_available();
+    char nb[32], ab[32];
+    snprintf(nb, sizeof nb, need < 1000000000u ? "%.1f MB" : "%.2f GB", (double)need / (need < 1000000000u ? 1e6 : 1e9));
+    snprintf(ab, sizeof ab, avail < 1000000000u ? "%.1f MB" : "%.2f GB", (double)avail / (avail < 1000000000u ? 1e6 : 1e9));
     if (avail && need > avail)
-        return sc_errf(err, SC_ENOMEM, "cwic training of all weights needs %.2f GB (%zu weights x 16 bytes: f32 copy, "
-                                       "gradient, two AdamW moments); %.2f GB are available (--train thresholds or lora fit)",
-                       (double)need / 1e9, s->n_w, (double)avail / 1e9);
+        return sc_errf(err, SC_ENOMEM, "cwic training of all weights needs %s (%zu weights x 16 bytes: f32 copy, gradient, "
+                                       "two AdamW moments), %s is available (--train thresholds or lora fit)",
+                       nb, s->n_w, ab);
     s->wown = malloc(s->n_w * sizeof(float));
     s->gwown = calloc(s->n_w, sizeof(float));
     if (!s->wown || !s->gwown)
-        return sc_errf(err, SC_ENOMEM, "out of memory for the %zu trained weights (%.2f GB with the optimizer state)",
-                       s->n_w, (double)need / 1e9);
+        return sc_errf(err, SC_ENOMEM, "out of memory for the %zu trained weights (%s with the optimizer state)", s->n_w,
+                       nb);
     for (int64_t l = 0; l < s->L; l++) {
         const sc_layer *Ly = &s->m->layers[l];
         const float *const *addr[NP] = {&Ly->wq, &Ly->wk, &Ly->wv, &Ly->wo, &Ly->wg, &Ly->wu, &Ly->wd};
