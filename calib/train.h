@@ -293,6 +293,9 @@ void sc_cwic_student_free(sc_cwic_student *s);
 /* Bytes of training every linear weight: 16 per weight (the f32 copy, its
  * gradient and AdamW's two moments). */
 uint64_t sc_cwic_weights_bytes(const sc_config *c);
+/* SC_ENOMEM, one line naming the need, when sc_cwic_weights_bytes exceeds
+ * sc_mem_available (known); the student checks it, a caller may check first. */
+sc_status sc_cwic_weights_check(const sc_config *c, sc_err *err);
 /* One sequence: the dense teacher, the student, the loss KL(student ||
  * teacher) + KL(teacher || student) over vocabulary chunks (kl, fkl; ce the
  * student's cross-entropy, not trained on), mask_sum / mask_rows the active /

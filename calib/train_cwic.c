@@ -205,22 +205,25 @@ uint64_t sc_cwic_weights_bytes(const sc_config *c) {
     return n * (uint64_t)c->n_layers * 16u; /* the weights, their gradient and AdamW's two moments, f32 */
 }
 
-/* --train all: owned f32 copies of every linear weight (the model's, converted once) and their gradient, after
- * checking that they and AdamW's moments fit the memory available */
-static sc_status own_weights(sc_cwic_student *s, sc_err *err) {
-    uint64_t need = sc_cwic_weights_bytes(&s->m->cfg), avail = sc_mem_available();
+sc_status sc_cwic_weights_check(const sc_config *c, sc_err *err) {
+    uint64_t need = sc_cwic_weights_bytes(c), avail = sc_mem_available();
+    if (!avail || need <= avail) return SC_OK;
     char nb[32], ab[32];
     snprintf(nb, sizeof nb, need < 1000000000u ? "%.1f MB" : "%.2f GB", (double)need / (need < 1000000000u ? 1e6 : 1e9));
     snprintf(ab, sizeof ab, avail < 1000000000u ? "%.1f MB" : "%.2f GB", (double)avail / (avail < 1000000000u ? 1e6 : 1e9));
-    if (avail && need > avail)
-        return sc_errf(err, SC_ENOMEM, "cwic training of all weights needs %s (%zu weights x 16 bytes: f32 copy, gradient, "
-                                       "two AdamW moments), %s is available (--train thresholds or lora fit)",
-                       nb, s->n_w, ab);
+    return sc_errf(err, SC_ENOMEM, "cwic training of all weights needs %s (%llu weights x 16 bytes: f32 copy, gradient, "
+                                   "two AdamW moments), %s is available (--train thresholds or lora fit)",
+                   nb, (unsigned long long)(need / 16), ab);
+}
+
+/* --train all: owned f32 copies of every linear weight (the model's, converted once) and their gradient, after
+ * checking that they and AdamW's moments fit the memory available */
+static sc_status own_weights(sc_cwic_student *s, sc_err *err) {
+    SC_TRY(sc_cwic_weights_check(&s->m->cfg, err));
     s->wown = malloc(s->n_w * sizeof(float));
     s->gwown = calloc(s->n_w, sizeof(float));
     if (!s->wown || !s->gwown)
-        return sc_errf(err, SC_ENOMEM, "out of memory for the %zu trained weights (%s with the optimizer state)", s->n_w,
-                       nb);
+        return sc_errf(err, SC_ENOMEM, "out of memory for the %zu trained weights", s->n_w);
     for (int64_t l = 0; l < s->L; l++) {
         const sc_layer *Ly = &s->m->layers[l];
         const float *const *addr[NP] = {&Ly->wq, &Ly->wk, &Ly->wv, &Ly->wo, &Ly->wg, &Ly->wu, &Ly->wd};

@@ -284,6 +284,7 @@ int cmd_train(int argc, char **argv) {
     const char *more[] = {calib, NULL};
     for (size_t i = 0; i < NOUT && !st; i++) st = cli_check_output(&in, outs[i], more, &err);
     if (!st) st = cli_load(&in, false, &err);
+    if (!st && all) st = sc_cwic_weights_check(&in.model->cfg, &err); /* before the data and calibration are read */
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st && calib && !cwic) st = claws_multipliers(in.model, calib, &c, &err);
     for (size_t i = 0; i < NOUT && !st; i++) st = cli_check_output(&in, outs[i], more, &err);
