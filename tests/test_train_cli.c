@@ -284,6 +284,13 @@ int main(void) {
     CHECK(n_art == (double)n);
     CHECK_NEAR(ppl_art, ppl_ref, 6e-4 * ppl_ref);
     CHECK(fabs(ppl_art - ppl_base) > 20 * 6e-4 * ppl_ref);
+    /* eval --lora fuses the adapter as pack does and runs the reference pass: the reference student's numbers
+     * by another route (W_d + B A fused against B (A h) added), within the same 6e-4 */
+    snprintf(cmd, sizeof cmd, "%s eval %s -f %s --skip-docs 8 --max-docs 40 --lora %s --calib %s --method claws "
+             "--density 0.5 --json -q 2>/dev/null", SC_CLI_PATH, mt, text, ad, scal);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    printf("eval --lora (reference, fused): ppl %.6f\n", json_num(out, "ppl"));
+    CHECK_NEAR(json_num(out, "ppl"), ppl_ref, 6e-4 * ppl_ref);
     sc_lora_student_free(s);
     free(c);
     sc_lora_params_free(&p);
