@@ -120,8 +120,11 @@ static void test_train_all(const char *mt, const char *text, const char *cws) {
     char id[17];
     CHECK(sc_model_identity(m, id, &err) == SC_OK && !strcmp(id, model_id));
     int64_t L = m->cfg.n_layers, D = m->cfg.dim, F = m->cfg.ffn_dim, V = m->cfg.vocab_size;
-    bool frozen = !memcmp(sc_test_embedding(m), sc_test_embedding(base), (size_t)(V * D) * sizeof(float)) &&
+    float *ea = sc_test_embedding(m), *eb = sc_test_embedding(base); /* owned copies */
+    bool frozen = ea && eb && !memcmp(ea, eb, (size_t)(V * D) * sizeof(float)) &&
                   !memcmp(m->final_norm, base->final_norm, (size_t)D * sizeof(float));
+    free(ea);
+    free(eb);
     int64_t moved = 0;
     for (int64_t l = 0; l < L; l++) {
         const sc_layer *a = sc_test_layer(m, l), *b = sc_test_layer(base, l);
