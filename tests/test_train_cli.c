@@ -294,6 +294,8 @@ int main(void) {
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     printf("eval --lora (reference, fused): ppl %.6f\n", json_num(out, "ppl"));
     CHECK_NEAR(json_num(out, "ppl"), ppl_ref, 6e-4 * ppl_ref);
+    snprintf(cmd, sizeof cmd, "%s eval -m %s -f %s --max-docs 2 --lora %s 2>&1", SC_CLI_PATH, spk, text, ad);
+    CHECK(sc_run(cmd, out, sizeof out) == 2 && strstr(out, "pack --lora")); /* an artifact: fused when packed */
     sc_lora_student_free(s);
     free(c);
     sc_lora_params_free(&p);
