@@ -342,9 +342,10 @@ sc_status sc_cwic_student_save(const sc_cwic_student *s, const char *path, const
 /* The APR target of step k: 1 + (apr - 1) min(1, (k + 1) / (apr_warmup steps)). */
 double sc_train_apr_target(const sc_train_opts *o, int64_t k);
 /* Trains s on the sequences of d: AdamW on theta (learning rate x sqrt(in),
- * no weight decay, clamped at theta_min) and the adapter, the statistics'
- * EMA, the AP loss with its warm-up; the shared loop's checkpoints hold
- * theta, the moments, the statistics and the adapter. */
+ * no weight decay, clamped at theta_min), the adapter or the weights (the
+ * learning rate and weight decay of o), the statistics' EMA, the AP loss
+ * with its warm-up; the shared loop's checkpoints hold theta, the moments,
+ * the statistics and the adapter or the weights. */
 sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, sc_cwic_student *s,
                         sc_train_result *res, sc_err *err);
 
