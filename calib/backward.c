@@ -141,18 +141,26 @@ sc_status sc_backward_run(sc_forward *f, const float *dlogits, const sc_hooks *h
     return layers_backward(f, hk, err);
 }
 
-/* dL/dz = softmax(z) - onehot(y) for one vocabulary chunk z[n, nr] (rows r0 .. r0 + nr) in place, from each
- * position's log-sum-exp; the last position is not scored (zeros). Positions are split over the threads. */
+/* The cross-entropy's gradient in one pass over the vocabulary (the classifier applied once per chunk, not
+ * twice): with m_t the running maximum of position t's logits and s_t its running sum of exp(z - m_t) (the
+ * online log-sum-exp of sc_forward_lse, the same code), the pass also keeps
+ *     a_t = sum over the chunks so far of exp(z_t[i] - m_t) W[i, :]      [D],
+ * rescaled by exp(m_old - m_new) whenever the maximum moves, as s_t is. At the end
+ *     dL/dxn_t = sum_i (softmax(z_t)[i] - [i = y]) W[i, :] = a_t / s_t - W[y, :].
+ * One chunk z[n, nr] (rows r0 .. r0 + nr): each position's logits become their exponentials in place (the
+ * sgemm then adds them times W into a), a's row is rescaled first, and the target's logit and row of W are
+ * kept; the last position is not scored (zeros). Positions are split over the threads, each owning its rows. */
 typedef struct ce_job {
-    float *z;
-    int64_t n, nr, r0;
+    float *z, *acc, *wy;
+    const float *W;
+    int64_t n, nr, r0, D;
     const int32_t *ids;
-    const double *lse;
+    double *mx, *se, *zy;
 } ce_job;
 
-static void ce_grad_part(void *arg, int tid, int nth) {
+static void ce_fold_part(void *arg, int tid, int nth) {
     const ce_job *j = arg;
-    int64_t t0, t1, nr = j->nr;
+    int64_t t0, t1, nr = j->nr, D = j->D;
     sc_split(j->n, tid, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
         float *z = j->z + t * nr;
@@ -160,9 +168,14 @@ static void ce_grad_part(void *arg, int tid, int nth) {
             memset(z, 0, (size_t)nr * sizeof(float));
             continue;
         }
-        for (int64_t i = 0; i < nr; i++) z[i] = (float)exp((double)z[i] - j->lse[t]);
         int64_t y = j->ids[t + 1];
-        if (y >= j->r0 && y < j->r0 + nr) z[y - j->r0] -= 1.0f;
+        if (y >= j->r0 && y < j->r0 + nr) {
+            j->zy[t] = z[y - j->r0];
+            memcpy(j->wy + t * D, j->W + (y - j->r0) * D, (size_t)D * sizeof(float));
+        }
+        float r = (float)sc_lse_fold(z, nr, &j->mx[t], &j->se[t], z);
+        if (r != 1.0f)
+            for (int64_t d = 0; d < D; d++) j->acc[t * D + d] *= r;
     }
 }
 
@@ -174,23 +187,31 @@ sc_status sc_backward_ce(sc_forward *f, const sc_hooks *hk, double *loss, sc_err
     int64_t n = f->n_last, D = m->cfg.dim, V = m->cfg.vocab_size, CH = f->lchunk_rows;
     const int32_t *ids = f->ids_last;
     const float *xn = f->xn; /* the final norm's output, left by sc_forward_run */
-    double *lse = malloc((size_t)n * 2 * sizeof(double)), *zy = lse + n;
-    if (!lse) return sc_errf(err, SC_ENOMEM, "backward: out of memory");
-    sc_status st = sc_forward_lse(f, lse, zy, err);
-    double total = 0.0;
-    for (int64_t t = 0; t + 1 < n; t++) total += lse[t] - zy[t];
-    /* pass 2: dL/dz = softmax(z) - onehot(y) per chunk, dxn += dL/dz W_chunk; the last position is not scored */
+    double *mx = malloc((size_t)n * 3 * sizeof(double)), *se = mx + n, *zy = se + n;
+    if (!mx) return sc_errf(err, SC_ENOMEM, "backward: out of memory");
+    for (int64_t t = 0; t < n; t++) mx[t] = -INFINITY, se[t] = 0.0, zy[t] = 0.0;
+    float *acc = f->g_xn, *wy = f->tmp; /* [n, D] each; tmp is free until the layers' backward */
+    memset(acc, 0, (size_t)(n * D) * sizeof(float));
+    sc_status st = SC_OK;
     for (int64_t r0 = 0; r0 < V && !st; r0 += CH) {
         int64_t nr = V - r0 < CH ? V - r0 : CH;
         const float *W;
         if ((st = sc_model_classifier_rows(m, r0, nr, &W, err))) break;
         sc_linear_forward(f->lchunk, xn, W, NULL, n, D, nr);
-        ce_job j = {f->lchunk, n, nr, r0, ids, lse};
-        sc_parallel(n * nr * 8, ce_grad_part, &j); /* an exp in double costs several elementwise operations */
+        ce_job j = {f->lchunk, acc, wy, W, n, nr, r0, D, ids, mx, se, zy};
+        sc_parallel(n * nr * 8, ce_fold_part, &j); /* an exp in double costs several elementwise operations */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)D, (blasint)nr, 1.0f, f->lchunk,
-                    (blasint)nr, W, (blasint)D, r0 ? 1.0f : 0.0f, f->g_xn, (blasint)D);
+                    (blasint)nr, W, (blasint)D, 1.0f, acc, (blasint)D);
     }
-    free(lse);
+    double total = 0.0;
+    for (int64_t t = 0; t + 1 < n && !st; t++) {
+        double lse = mx[t];
+        lse += log(se[t]); /* as sc_forward_lse leaves it, so the loss equals the summed NLL bit for bit */
+        total += lse - zy[t];
+        float inv = (float)(1.0 / se[t]);
+        for (int64_t d = 0; d < D; d++) acc[t * D + d] = acc[t * D + d] * inv - wy[t * D + d];
+    }
+    free(mx);
     if (st) return st;
     *loss = total;
     return layers_backward(f, hk, err);

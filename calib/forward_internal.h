@@ -81,4 +81,13 @@ sc_status sc_forward_replay_layer(sc_forward *f, int64_t l, sc_err *err);
  * chunks with an online log-sum-exp (forward_loss.c). */
 sc_status sc_forward_lse(sc_forward *f, double *lse, double *zy, sc_err *err);
 
+/* One position's chunk of logits z[nr] folded into its running maximum *mx
+ * and sum of exponentials *se (*mx = -INFINITY and *se = 0 before the first
+ * chunk; at the end the log-sum-exp is *mx + log(*se)). With p != NULL,
+ * p[i] = exp(z[i] - *mx) as the sum took them (p may be z). Returns the
+ * factor exp(old max - new max) that rescaled the earlier chunks' sum
+ * (1 when the maximum did not move). sc_forward_lse and the one-pass
+ * cross-entropy of sc_backward_ce share it, so their sums are the same bits. */
+double sc_lse_fold(const float *z, int64_t nr, double *mx, double *se, float *p);
+
 #endif

@@ -19,23 +19,36 @@ typedef struct lse_job {
     double *lse, *se, *zy;
 } lse_job;
 
+double sc_lse_fold(const float *z, int64_t nr, double *mx, double *se, float *p) {
+    double cm = z[0], r = 1.0;
+    for (int64_t i = 1; i < nr; i++) cm = z[i] > cm ? z[i] : cm;
+    if (cm > *mx) {
+        r = exp(*mx - cm); /* 0 before the first chunk (*mx = -inf) */
+        *se *= r;
+        *mx = cm;
+    }
+    double s = 0.0;
+    if (p)
+        for (int64_t i = 0; i < nr; i++) {
+            double e = exp((double)z[i] - *mx);
+            s += e;
+            p[i] = (float)e;
+        }
+    else
+        for (int64_t i = 0; i < nr; i++) s += exp((double)z[i] - *mx);
+    *se += s;
+    return r;
+}
+
 static void lse_part(void *arg, int tid, int nth) {
     const lse_job *j = arg;
     int64_t t0, t1, nr = j->nr;
     sc_split(j->n - 1, tid, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
         const float *z = j->z + t * nr;
-        double cm = z[0];
-        for (int64_t i = 1; i < nr; i++) cm = z[i] > cm ? z[i] : cm;
-        if (cm > j->lse[t]) { /* lse[t] holds the running maximum until the end */
-            j->se[t] *= exp(j->lse[t] - cm);
-            j->lse[t] = cm;
-        }
-        double s = 0.0;
-        for (int64_t i = 0; i < nr; i++) s += exp((double)z[i] - j->lse[t]);
-        j->se[t] += s;
         int64_t y = j->ids[t + 1];
         if (y >= j->r0 && y < j->r0 + nr) j->zy[t] = z[y - j->r0];
+        sc_lse_fold(z, nr, &j->lse[t], &j->se[t], NULL); /* lse[t] holds the running maximum until the end */
     }
 }
 

@@ -241,6 +241,8 @@ int cmd_run(int argc, char **argv) {
     const bool fb_on = fallback && rt.info->id != SRT_METHOD_DENSE;
     double fb_ms[2] = {0, 0};
     bool fb_dense = false;
+    double dens_sum = 0; /* srt_model_last_density over (decode step, layer) */
+    int64_t dens_n = 0;
     while (st == SC_OK) {
         memcpy(row, logits, (size_t)c->vocab_size * sizeof(float));
         sc_logits_top_k(row, c->vocab_size, top_k, scratch + 3 * c->vocab_size);
@@ -272,12 +274,20 @@ int cmd_run(int argc, char **argv) {
             }
         }
         if (ks != SRT_OK) st = step_failed(m, path, ks, pos, &err);
+        for (int64_t l = 0; l < c->n_layers; l++) dens_sum += srt_model_last_density(m, l); /* as --score averages it */
+        dens_n += c->n_layers;
         pos++;
     }
     double t_decode = sc_now() - t1;
     if (st) goto done;
     srt_model_timing tm;
     srt_model_get_timing(m, &tm);
+    /* the fraction of MLP neurons the decode steps kept */
+    double mlp_density = tm.steps ? (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim) : 0.0;
+    /* a fitted router's stored thresholds keep what they keep: for one the density shown is the achieved one, the
+     * per-layer density srt_model_last_density reports (for CWIC the parameters read), averaged as --score does */
+    bool fitted = isnan(rt.run_density) && dens_n;
+    double achieved = dens_n ? dens_sum / (double)dens_n : 0.0;
     int64_t gen = (int64_t)toks.n - n_prompt;
     double tps = (double)tm.steps / (t_decode > 0 ? t_decode : 1e-9);
     if (json) {
@@ -289,7 +299,11 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "prompt_tokens", (double)n_prompt);
         cJSON_AddNumberToObject(j, "generated_tokens", (double)gen);
         cJSON_AddStringToObject(j, "method", mname);
-        cJSON_AddNumberToObject(j, "density", density);
+        if (fitted) {
+            cJSON_AddNumberToObject(j, "density", achieved);
+            cJSON_AddStringToObject(j, "density_from", "stored thresholds, achieved");
+        } else
+            cJSON_AddNumberToObject(j, "density", density);
         if (sc_artifact_fixed_live(&rt))
             cJSON_AddNumberToObject(j, "live_neurons", (double)(larosa ? k_h : srt_model_live_count(m)));
         cJSON_AddNumberToObject(j, "rotated_inputs", (double)srt_model_rotated_inputs(m));
@@ -330,15 +344,16 @@ int cmd_run(int argc, char **argv) {
         /* weight bytes read per token and the rate the step achieved on them */
         cJSON_AddNumberToObject(j, "weight_mb_per_token", tm.weight_bytes / ns / 1e6);
         cJSON_AddNumberToObject(j, "weight_gb_per_s", t_decode > 0 ? tm.weight_bytes / t_decode / 1e9 : 0.0);
-        cJSON_AddNumberToObject(j, "mlp_density", tm.steps ? (double)tm.live_sum / ((double)tm.steps * (double)c->n_layers * (double)c->ffn_dim) : 0.0);
+        cJSON_AddNumberToObject(j, "mlp_density", mlp_density);
         (void)tm_prompt;
         cli_print_json(j);
     } else {
         fputc('\n', stdout);
         fflush(stdout);
-        fprintf(stderr, "run: %s, %s density %.3g (%lld of %lld neurons), %s x%lld: prompt %lld tok in %.3f s, "
+        double shown = fitted ? achieved : density;
+        fprintf(stderr, "run: %s, %s %sdensity %.3g (%lld of %lld neurons), %s x%lld: prompt %lld tok in %.3f s, "
                         "generated %lld tokens in %.3f s (%.1f tok/s)\n",
-                path, mname, density,
+                path, mname, fitted ? "stored thresholds, achieved " : "", shown,
                 (long long)(larosa ? k_h : tm.steps ? tm.live_sum / (tm.steps * c->n_layers) : srt_model_live_count(m)),
                 (long long)c->ffn_dim, srt_isa_name(srt_ctx_isa(ctx)), (long long)threads, (long long)n_prompt,
                 t_prompt, (long long)gen, t_decode, tps);

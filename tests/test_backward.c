@@ -217,9 +217,13 @@ int main(void) {
      * the model read on use with a 100-row classifier chunk (6 chunks for 512
      * words, the last of 12 rows) against the same model's full-logits loss.
      * The loss is the same double arithmetic in another order (1e-12
-     * relative); dL/dxn sums 512 float products per entry, split into chunk
-     * sums (accumulated with beta = 1) instead of one: float rounding of
-     * sums of 512 terms, bounded here by 1e-4 of the largest gradient entry. */
+     * relative); dL/dxn is computed in one pass (sc_backward_ce): unnormalised
+     * exponentials exp(z - running max) in float, summed times W chunk by
+     * chunk (beta = 1), rescaled when the maximum moves, divided by the sum
+     * and minus W's target row at the end, where the full-logits backward
+     * multiplies the normalised softmax - onehot by W in one sum: float
+     * rounding of sums of 512 terms plus a few rescalings (7e-7 measured),
+     * bounded here by 1e-4 of the largest gradient entry. */
     const char *bf = sc_asset("models/stories260K-hf-bf16-sharded");
     if (bf) {
         sc_model_policy(false, 100 * D * sizeof(float));
