@@ -26,12 +26,13 @@ static void linear_backward(float *dx, const float *dy, const float *W, int64_t 
                 (blasint)out, W, (blasint)in, accumulate ? 1.0f : 0.0f, dx, (blasint)in);
 }
 
-/* dX (+)= dY W with the layer's matrix `field` read through sc_model_weight
- * (one matrix converted at a time), then the backward linear hook (forward.h) */
+/* dX (+)= dY W with the layer's matrix `field` as the forward pass ran it
+ * (sc_fwd_weight: an override, or the model's read through sc_model_weight,
+ * one matrix converted at a time), then the backward linear hook (forward.h) */
 static sc_status lin_back(sc_forward *f, sc_linear w, int64_t l, float *dx, const float *dy,
                           const float *const *field, int64_t n, int64_t in, int64_t out, bool accumulate, sc_err *err) {
     const float *W;
-    SC_TRY(sc_model_weight(f->m, field, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, w, field, &W, err));
     linear_backward(dx, dy, W, n, in, out, accumulate);
     if (!f->lgrad_fn) return SC_OK;
     sc_linear_grad_event ev = {w, l, n, in, out, W, dy, dx};

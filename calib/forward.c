@@ -28,6 +28,8 @@ void sc_forward_set_linear_grad_hook(sc_forward *f, sc_linear_grad_fn fn, void *
     f->lgrad_user = fn ? user : NULL;
 }
 
+void sc_forward_set_weights(sc_forward *f, const float *const *w) { f->w_over = w; }
+
 void sc_forward_free(sc_forward *f) {
     if (!f) return;
     float *bufs[] = {f->lchunk, f->x,  f->xn, f->ctx, f->tmp, f->s, f->logits, f->kc,    f->vc,    f->cos_t, f->sin_t, f->q,
@@ -245,20 +247,20 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     SC_TRY(sc_model_weight(f->m, &L->attn_rot, &W, err));
     rotate(f->xn, f->tmp, W, n, D);
     SC_TRY(tap(f, hk, SC_TAP_ATTN_IN, l, pos0, n, D, ids, f->xn, err));
-    SC_TRY(sc_model_weight(f->m, &L->wq, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, SC_LIN_Q, &L->wq, &W, err));
     sc_linear_forward(q, f->xn, W, L->bq, n, D, qd);
     SC_TRY(lin(f, SC_LIN_Q, l, pos0, n, D, qd, f->xn, W, L->bq, q, err));
-    SC_TRY(sc_model_weight(f->m, &L->wk, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, SC_LIN_K, &L->wk, &W, err));
     sc_linear_forward(K, f->xn, W, L->bk, n, D, kvd);
     SC_TRY(lin(f, SC_LIN_K, l, pos0, n, D, kvd, f->xn, W, L->bk, K, err));
-    SC_TRY(sc_model_weight(f->m, &L->wv, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, SC_LIN_V, &L->wv, &W, err));
     sc_linear_forward(V, f->xn, W, L->bv, n, D, kvd);
     SC_TRY(lin(f, SC_LIN_V, l, pos0, n, D, kvd, f->xn, W, L->bv, V, err));
     sc_rope_forward(q, n, c->n_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
     sc_rope_forward(K, n, c->n_kv_heads, hd, pos0, f->cos_t, f->sin_t, c->rope, false);
     attention(f, l, q, n, pos0, true);
     SC_TRY(tap(f, hk, SC_TAP_ATTN_CTX, l, pos0, n, qd, ids, f->ctx, err));
-    SC_TRY(sc_model_weight(f->m, &L->wo, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, SC_LIN_O, &L->wo, &W, err));
     sc_linear_forward(f->tmp, f->ctx, W, NULL, n, qd, D);
     SC_TRY(lin(f, SC_LIN_O, l, pos0, n, qd, D, f->ctx, W, NULL, f->tmp, err));
     sc_add(f->x, f->tmp, n * D);
@@ -268,19 +270,19 @@ static sc_status layer_forward(sc_forward *f, int64_t l, const int32_t *ids, int
     SC_TRY(sc_model_weight(f->m, &L->mlp_rot, &W, err));
     rotate(f->xn, f->tmp, W, n, D);
     SC_TRY(tap(f, hk, SC_TAP_MLP_IN, l, pos0, n, D, ids, f->xn, err));
-    SC_TRY(sc_model_weight(f->m, &L->wg, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, SC_LIN_GATE, &L->wg, &W, err));
     sc_linear_forward(u, f->xn, W, NULL, n, D, F);
     SC_TRY(lin(f, SC_LIN_GATE, l, pos0, n, D, F, f->xn, W, NULL, u, err));
     SC_TRY(tap(f, hk, SC_TAP_GATE, l, pos0, n, F, ids, u, err));
     sc_act_forward(a, u, n * F, c->act);
     SC_TRY(tap(f, hk, SC_TAP_GATE_ACT, l, pos0, n, F, ids, a, err));
-    SC_TRY(sc_model_weight(f->m, &L->wu, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, SC_LIN_UP, &L->wu, &W, err));
     sc_linear_forward(v, f->xn, W, NULL, n, D, F);
     SC_TRY(lin(f, SC_LIN_UP, l, pos0, n, D, F, f->xn, W, NULL, v, err));
     SC_TRY(tap(f, hk, SC_TAP_UP, l, pos0, n, F, ids, v, err));
     sc_mul(h, a, v, n * F);
     SC_TRY(tap(f, hk, SC_TAP_H, l, pos0, n, F, ids, h, err));
-    SC_TRY(sc_model_weight(f->m, &L->wd, &W, err));
+    SC_TRY(sc_fwd_weight(f, l, SC_LIN_DOWN, &L->wd, &W, err));
     sc_linear_forward(f->tmp, h, W, NULL, n, F, D);
     SC_TRY(lin(f, SC_LIN_DOWN, l, pos0, n, F, D, h, W, NULL, f->tmp, err));
     SC_TRY(tap(f, hk, SC_TAP_MLP_OUT, l, pos0, n, D, ids, f->tmp, err));

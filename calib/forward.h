@@ -156,6 +156,15 @@ typedef struct sc_linear_grad_event {
 typedef sc_status (*sc_linear_grad_fn)(void *user, const sc_linear_grad_event *ev, sc_err *err);
 void sc_forward_set_linear_grad_hook(sc_forward *f, sc_linear_grad_fn fn, void *user);
 
+/* Installs (w != NULL) or removes per-matrix weight overrides: every later
+ * forward and backward pass of f (and the linear hooks, as ev->W) uses
+ * w[l * SC_LIN_COUNT + which], an f32 [out, in] matrix laid out as the
+ * model's, in place of the model's matrix; a NULL entry keeps the model's.
+ * The array and the matrices are borrowed and may change between passes (a
+ * trainer's own copies of the weights it trains, while the model, mmapped
+ * read-only, stays its teacher). */
+void sc_forward_set_weights(sc_forward *f, const float *const *w);
+
 /* Runs one layer on its own: x[n, dim] is the residual stream entering
  * layer `layer` at positions 0 .. n-1; on return it holds the residual
  * after the layer. Uses the layer's key/value cache rows [0, n) and the

@@ -48,12 +48,27 @@ struct sc_forward {
     void *lin_user;
     sc_linear_grad_fn lgrad_fn; /* the backward's linear hook (NULL: none) */
     void *lgrad_user;
+    const float *const *w_over; /* [L, SC_LIN_COUNT] matrices run in place of the model's (NULL entries: the
+                                 * model's; sc_forward_set_weights) */
     float *g_x, *g_xn, *g_q, *g_k, *g_v, *g_ctx, *g_p, *g_dp, *g_f1, *g_f2;
 };
 
 /* Where layer l's rows start in the key/value caches (kvd = n_kv_heads * head_dim). */
 static inline int64_t sc_kv_base(const sc_forward *f, int64_t l, int64_t kvd) {
     return (f->kv_one ? 0 : l) * f->max_ctx * kvd;
+}
+
+/* Matrix `which` of layer l as the passes use it: the workspace's override
+ * (sc_forward_set_weights) when one is set, else the model's, read through
+ * sc_model_weight (field: its field in m->layers[l]). */
+static inline sc_status sc_fwd_weight(const sc_forward *f, int64_t l, sc_linear which, const float *const *field,
+                                      const float **W, sc_err *err) {
+    const float *o = f->w_over ? f->w_over[l * SC_LIN_COUNT + which] : NULL;
+    if (o) {
+        *W = o;
+        return SC_OK;
+    }
+    return sc_model_weight(f->m, field, W, err);
 }
 
 /* Recomputes layer l of the last window from its stored input (checkpointed

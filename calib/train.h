@@ -189,6 +189,7 @@ typedef struct sc_train_opts {
     double cwic_beta_dist;  /* EMA of the mean and std (0.99, Appendix B) */
     double cwic_theta_min;  /* theta <- max(theta, theta_min) after each update (0) */
     double cwic_theta0;     /* the initial theta when not taken from a fit (0.1) */
+    bool cwic_weights;      /* every linear weight trains beside theta (--train all; false) */
 } sc_train_opts;
 
 /* The paper's recipe (Appendix F): rank 0 (default), alpha = rank, lr 1e-5,
@@ -272,17 +273,29 @@ sc_status sc_train_lora(const sc_model *m, const sc_dataset *d, const sc_train_o
  * SGMM(x - mean, W, theta std) + W mean); theta is learned through the
  * JumpReLU-style pseudo-derivative, x's gradient passes straight through,
  * mean and std follow an EMA of the student's batch statistics; optionally a
- * LoRA adapter on W_d trains beside theta. The derivation is at the top of
+ * LoRA adapter on W_d, or every linear weight (o->cwic_weights: owned f32
+ * copies of W_q W_k W_v W_o W_g W_u W_d, the model's norms and embeddings
+ * frozen), trains beside theta. The derivation is at the top of
  * train_cwic.c. */
 typedef struct sc_cwic_student sc_cwic_student;
 /* A student for sequences of up to max_ctx tokens. Its stripes, its initial
  * mean and std and (init_theta) its initial theta come from init (a plan of
  * sc_cwic_prepare: a calibration's statistics, a training-free fit or an
  * imported file); without init_theta every theta starts at o->cwic_theta0.
- * lora (borrowed, NULL: thresholds only) trains beside theta. o is borrowed. */
+ * lora (borrowed, NULL: thresholds only) trains beside theta; with
+ * o->cwic_weights (no lora) every linear weight does, as owned f32 copies,
+ * refused (SC_ENOMEM, one line naming the need) when they and their
+ * optimizer state (sc_cwic_weights_bytes) exceed sc_mem_available. o is
+ * borrowed. */
 sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cwic_plan *init, bool init_theta,
                                  const sc_train_opts *o, sc_lora_params *lora, sc_cwic_student **out, sc_err *err);
 void sc_cwic_student_free(sc_cwic_student *s);
+/* Bytes of training every linear weight: 16 per weight (the f32 copy, its
+ * gradient and AdamW's two moments). */
+uint64_t sc_cwic_weights_bytes(const sc_config *c);
+/* SC_ENOMEM, one line naming the need, when sc_cwic_weights_bytes exceeds
+ * sc_mem_available (known); the student checks it, a caller may check first. */
+sc_status sc_cwic_weights_check(const sc_config *c, sc_err *err);
 /* One sequence: the dense teacher, the student, the loss KL(student ||
  * teacher) + KL(teacher || student) over vocabulary chunks (kl, fkl; ce the
  * student's cross-entropy, not trained on), mask_sum / mask_rows the active /
@@ -309,6 +322,17 @@ sc_status sc_cwic_student_refresh(sc_cwic_student *s, sc_err *err);
  * of the loss, which finite differences can check. */
 void sc_cwic_student_relax(sc_cwic_student *s, bool relaxed);
 void sc_cwic_student_zero_grad(sc_cwic_student *s);
+/* The adapter's gradient accumulators gA [L, r, F], gB [L, D, r] (false
+ * without an adapter). After changing the adapter: sc_cwic_student_refresh. */
+bool sc_cwic_student_lora_grad(sc_cwic_student *s, float **gA, float **gB);
+/* With o->cwic_weights: the trained matrix [out, in] of (layer, projection),
+ * writable (then sc_cwic_student_refresh), and its gradient accumulator
+ * (grad, may be NULL); NULL otherwise. */
+float *sc_cwic_student_weight(sc_cwic_student *s, int64_t layer, int proj, float **grad);
+/* With o->cwic_weights: [L * SC_LIN_COUNT] the trained matrices (as
+ * sc_forward_set_weights takes them; sc_model_save_hf writes them); NULL
+ * otherwise. */
+const float *const *sc_cwic_student_weights(const sc_cwic_student *s);
 /* Writes theta, mean and std in the thresholds file the CWIC router reads
  * (`eval`/`pack --method cwic --params thresholds=FILE`: layers.L.P.theta
  * [ns, in], layers.L.P.mean / std [in], metadata stripe_size), atomically,
@@ -318,9 +342,10 @@ sc_status sc_cwic_student_save(const sc_cwic_student *s, const char *path, const
 /* The APR target of step k: 1 + (apr - 1) min(1, (k + 1) / (apr_warmup steps)). */
 double sc_train_apr_target(const sc_train_opts *o, int64_t k);
 /* Trains s on the sequences of d: AdamW on theta (learning rate x sqrt(in),
- * no weight decay, clamped at theta_min) and the adapter, the statistics'
- * EMA, the AP loss with its warm-up; the shared loop's checkpoints hold
- * theta, the moments, the statistics and the adapter. */
+ * no weight decay, clamped at theta_min), the adapter or the weights (the
+ * learning rate and weight decay of o), the statistics' EMA, the AP loss
+ * with its warm-up; the shared loop's checkpoints hold theta, the moments,
+ * the statistics and the adapter or the weights. */
 sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_opts *o, sc_cwic_student *s,
                         sc_train_result *res, sc_err *err);
 

@@ -20,10 +20,17 @@
  *          dL/dG_tsi = z_ti sum_{r in s} W_ri dy_tr, so per stripe
  *            g_si = -(1 / alpha_eps) sum_t [band] z_ti (dy_t,s W_s)_i
  *          (one [n, rows] x [rows, in] product per stripe: the cost of W^T dy);
- *   LoRA   (thresholds + LoRA) W_d' = W_d + s B A runs in the down projection's
- *          place, stripes and all; dL/dW' = sum_t dy_t (G_t o z_t + mean)^T per
- *          stripe, dL/dA = s B^T dL/dW', dL/dB = s dL/dW' A^T, and dL/dh gets
- *          the adapter's share s A^T B^T dy (straight through as well).
+ *   W      a matrix W' that trains runs in the model's place in the forward
+ *          and backward passes (sc_forward_set_weights; the teacher keeps the
+ *          model's), stripes and all, so dL/dx = W'^T dy; its gradient is
+ *          dL/dW' = sum_t dy_t x_used_t^T per stripe, x_used = G_t o z_t + mean,
+ *          the input as the striped product used it (one [rows, n] x [n, in]
+ *          product per stripe, in the loop above);
+ *   LoRA   (--train lora) W_d' = W_d + s B A: dL/dA = s B^T dL/dW_d',
+ *          dL/dB = s dL/dW_d' A^T;
+ *   all    (--train all) every W_q W_k W_v W_o W_g W_u W_d is an owned f32
+ *          copy trained by AdamW on dL/dW' directly; norms and embeddings
+ *          stay frozen.
  *
  * Loss (Eq. 11, 15): per scored position KL(student || teacher) +
  * KL(teacher || student) (the symmetric KL) against the dense model's logits
@@ -62,6 +69,7 @@ enum { NP = SC_LIN_COUNT, NT = 4 };
 typedef struct cw_m {
     int64_t in, out, S, ns, tap;
     size_t off;      /* into theta / g / band */
+    size_t woff;     /* into wown / gwown (--train all) */
     float *tau;      /* [ns, in] theta * std (the router's rule) */
     float *wmean;    /* [out] W mean */
     bool all_zero;   /* every theta 0: left dense, as the router does */
@@ -70,7 +78,8 @@ typedef struct cw_m {
 struct sc_cwic_student {
     const sc_model *m;
     const sc_train_opts *o;
-    sc_lora_params *p; /* NULL: thresholds only */
+    sc_lora_params *p; /* NULL: thresholds only (or all weights) */
+    bool weights;      /* every linear weight trains (--train all, o->cwic_weights) */
     int64_t L, D, F, stripe, max_ctx, max_in;
     int64_t width[NT];
     cw_m *mats;     /* [L, 7] */
@@ -83,13 +92,16 @@ struct sc_cwic_student {
     float *wfused;  /* [L, D, F] W_d + s B A (LoRA) */
     float *gW;      /* [D, F] dL/dW' of one layer (LoRA) */
     float *gA, *gB; /* LoRA gradient accumulators */
+    float *wown, *gwown; /* [n_w] every linear weight and its gradient accumulator (--train all) */
+    size_t n_w;
+    const float **wt; /* [L, 7] the matrices the student runs (sc_forward_set_weights): NULL the model's, else
+                         wfused's or wown's */
     sc_forward *f;
     sc_distill *loss;
     float *teacher; /* [T, D] */
     float *xin[NT]; /* the current layer's inputs [T, width] */
     float *z, *zs, *P; /* [T, max_in] */
     uint32_t *zi;      /* [max_in]: a stripe's live columns (sc_cwic_linear) */
-    float *zr;      /* [T, rank] */
     double *nll;
     bool backward;  /* inside the backward pass: forward events are recomputations */
     bool relaxed;   /* forward with the ramp G = clamp((|z| / std - theta) / alpha_eps + 1/2, 0, 1), whose exact
@@ -107,10 +119,10 @@ static void proj_dims(const sc_config *c, int p, int64_t *in, int64_t *out) {
 }
 
 static const float *proj_weight(const sc_cwic_student *s, int64_t l, int p) {
+    if (s->wt[l * NP + p]) return s->wt[l * NP + p];
     const sc_layer *L = NULL;
     sc_err e;
     if (sc_model_layer(s->m, l, &L, &e)) return NULL;
-    if (p == SC_LIN_DOWN && s->p) return s->wfused + l * s->D * s->F;
     const float *w[NP] = {L->wq, L->wk, L->wv, L->wo, L->wg, L->wu, L->wd};
     return w[p];
 }
@@ -168,6 +180,9 @@ void sc_cwic_student_free(sc_cwic_student *s) {
     free(s->gW);
     free(s->gA);
     free(s->gB);
+    free(s->wown);
+    free(s->gwown);
+    free(s->wt);
     sc_forward_free(s->f);
     sc_distill_free(s->loss);
     free(s->teacher);
@@ -176,9 +191,51 @@ void sc_cwic_student_free(sc_cwic_student *s) {
     free(s->zs);
     free(s->zi);
     free(s->P);
-    free(s->zr);
     free(s->nll);
     free(s);
+}
+
+uint64_t sc_cwic_weights_bytes(const sc_config *c) {
+    uint64_t n = 0;
+    for (int p = 0; p < NP; p++) {
+        int64_t in, out;
+        proj_dims(c, p, &in, &out);
+        n += (uint64_t)in * (uint64_t)out;
+    }
+    return n * (uint64_t)c->n_layers * 16u; /* the weights, their gradient and AdamW's two moments, f32 */
+}
+
+sc_status sc_cwic_weights_check(const sc_config *c, sc_err *err) {
+    uint64_t need = sc_cwic_weights_bytes(c), avail = sc_mem_available();
+    if (!avail || need <= avail) return SC_OK;
+    char nb[32], ab[32];
+    snprintf(nb, sizeof nb, need < 1000000000u ? "%.1f MB" : "%.2f GB", (double)need / (need < 1000000000u ? 1e6 : 1e9));
+    snprintf(ab, sizeof ab, avail < 1000000000u ? "%.1f MB" : "%.2f GB", (double)avail / (avail < 1000000000u ? 1e6 : 1e9));
+    return sc_errf(err, SC_ENOMEM, "cwic training of all weights needs %s (%llu weights x 16 bytes: f32 copy, gradient, "
+                                   "two AdamW moments), %s is available (--train thresholds or lora fit)",
+                   nb, (unsigned long long)(need / 16), ab);
+}
+
+/* --train all: owned f32 copies of every linear weight (the model's, converted once) and their gradient, after
+ * checking that they and AdamW's moments fit the memory available */
+static sc_status own_weights(sc_cwic_student *s, sc_err *err) {
+    SC_TRY(sc_cwic_weights_check(&s->m->cfg, err));
+    s->wown = malloc(s->n_w * sizeof(float));
+    s->gwown = calloc(s->n_w, sizeof(float));
+    if (!s->wown || !s->gwown)
+        return sc_errf(err, SC_ENOMEM, "out of memory for the %zu trained weights", s->n_w);
+    for (int64_t l = 0; l < s->L; l++) {
+        const sc_layer *Ly = &s->m->layers[l];
+        const float *const *addr[NP] = {&Ly->wq, &Ly->wk, &Ly->wv, &Ly->wo, &Ly->wg, &Ly->wu, &Ly->wd};
+        for (int p = 0; p < NP; p++) {
+            const cw_m *c = &s->mats[l * NP + p];
+            const float *W;
+            SC_TRY(sc_model_weight(s->m, addr[p], &W, err));
+            memcpy(s->wown + c->woff, W, (size_t)(c->in * c->out) * sizeof(float));
+            s->wt[l * NP + p] = s->wown + c->woff;
+        }
+    }
+    return SC_OK;
 }
 
 sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cwic_plan *init, bool init_theta,
@@ -187,6 +244,8 @@ sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cw
     const sc_config *c = &m->cfg;
     if (lora && (lora->n_layers != c->n_layers || lora->dim != c->dim || lora->ffn != c->ffn_dim))
         return sc_errf(err, SC_EARG, "cwic training: the adapter does not have the model's shape");
+    if (lora && o->cwic_weights)
+        return sc_errf(err, SC_EARG, "cwic training: a LoRA adapter and all weights do not train together");
     sc_cwic_student *s = calloc(1, sizeof *s);
     if (!s) return sc_errf(err, SC_ENOMEM, "out of memory");
     s->m = m;
@@ -218,6 +277,8 @@ sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cw
             x->tap = sc_teal_tap_of((sc_linear)p);
             x->off = s->n_theta;
             s->n_theta += (size_t)(x->ns * x->in);
+            x->woff = s->n_w;
+            s->n_w += (size_t)(x->in * x->out);
             x->tau = malloc((size_t)(x->ns * x->in) * sizeof(float));
             x->wmean = malloc((size_t)x->out * sizeof(float));
             if (!x->tau || !x->wmean) st = sc_errf(err, SC_ENOMEM, "out of memory");
@@ -238,20 +299,22 @@ sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cw
         s->zi = malloc((size_t)s->max_in * sizeof(uint32_t));
         s->P = malloc((size_t)(max_ctx * s->max_in) * sizeof(float));
         s->nll = malloc((size_t)max_ctx * sizeof(double));
+        s->wt = calloc((size_t)(s->L * NP), sizeof *s->wt);
         for (int t = 0; t < NT; t++) s->xin[t] = malloc((size_t)(max_ctx * widths[t]) * sizeof(float));
         bool ok = s->theta && s->g && s->band && s->mean && s->std && s->bsum && s->bsum2 && s->bcount && s->teacher &&
-                  s->z && s->zs && s->zi && s->P && s->nll && s->xin[0] && s->xin[1] && s->xin[2] && s->xin[3];
+                  s->z && s->zs && s->zi && s->P && s->nll && s->wt && s->xin[0] && s->xin[1] && s->xin[2] && s->xin[3];
         if (lora) {
             size_t na = (size_t)(s->L * lora->rank * s->F), nb = (size_t)(s->L * s->D * lora->rank);
             s->wfused = malloc((size_t)(s->L * s->D * s->F) * sizeof(float));
             s->gW = malloc((size_t)(s->D * s->F) * sizeof(float));
             s->gA = calloc(na, sizeof(float));
             s->gB = calloc(nb, sizeof(float));
-            s->zr = malloc((size_t)(max_ctx * lora->rank) * sizeof(float));
-            ok = ok && s->wfused && s->gW && s->gA && s->gB && s->zr;
+            ok = ok && s->wfused && s->gW && s->gA && s->gB;
+            for (int64_t l = 0; ok && l < s->L; l++) s->wt[l * NP + SC_LIN_DOWN] = s->wfused + l * s->D * s->F;
         }
         if (!ok) st = sc_errf(err, SC_ENOMEM, "out of memory for the CWIC student of %lld tokens", (long long)max_ctx);
     }
+    if (!st && o->cwic_weights) st = own_weights(s, err);
     /* the initial thresholds and statistics: the plan's (a calibration's mean and std, its fitted theta) */
     for (int64_t l = 0; l < s->L && !st; l++)
         for (int p = 0; p < NP && !st; p++) {
@@ -275,6 +338,7 @@ sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cw
     if (!st) st = sc_forward_create_train_ex(m, max_ctx, SC_TRAIN_CHUNKED_LOSS, &s->f, err);
     if (!st) st = sc_distill_create(m, max_ctx, &s->loss, err);
     if (!st) st = refresh(s, err);
+    s->weights = !st && o->cwic_weights;
     if (st) {
         sc_cwic_student_free(s);
         return st;
@@ -285,20 +349,34 @@ sc_status sc_cwic_student_create(const sc_model *m, int64_t max_ctx, const sc_cw
 
 /* ---- forward and backward hooks ---- */
 
+/* G z of one input value x of stripe-column (s, i), z = x - mean: what the striped product multiplies W[s, i]
+ * by (plus mean, through W mean). G is the router's step [|z| >= tau] (1 where the matrix is left dense), or
+ * relaxed the ramp clamp((|z| / std - theta) / alpha_eps + 1/2, 0, 1); *g receives G. The forward passes and
+ * the backward's dL/dW' use this one rule. */
+static float gated(const sc_cwic_student *s, const cw_m *c, float x, float mean, float sd, float th, float tau,
+                   double *g) {
+    if (s->relaxed) {
+        double z = (double)x - mean, r = sd > 0.0f ? (fabs(z) / sd - th) / s->o->cwic_alpha_eps + 0.5 : 1.0;
+        *g = r < 0.0 ? 0.0 : r > 1.0 ? 1.0 : r;
+        return (float)(*g * z);
+    }
+    float z = x - mean; /* as srt_cwic_center */
+    *g = c->all_zero || fabsf(z) >= tau ? 1.0 : 0.0;
+    return *g > 0.0 ? z : 0.0f;
+}
+
 /* y = sum over stripes of (G_s o z) W_s^T + W mean (+ b) with the ramp G (test mode) */
 static double relaxed_linear(sc_cwic_student *s, const cw_m *c, const sc_linear_event *ev, const float *W) {
     int64_t n = ev->n_tokens;
     const float *mean = s->mean + s->stat_off[ev->layer * NT + c->tap], *sd = s->std + s->stat_off[ev->layer * NT + c->tap];
-    double ia = 1.0 / s->o->cwic_alpha_eps, act = 0.0;
+    double act = 0.0;
     for (int64_t si = 0, r0 = 0; si < c->ns; si++, r0 += c->S) {
         int64_t rows = c->out - r0 < c->S ? c->out - r0 : c->S;
-        const float *th = s->theta + c->off + si * c->in;
+        const float *th = s->theta + c->off + si * c->in, *tau = c->tau + si * c->in;
         for (int64_t t = 0; t < n; t++)
             for (int64_t i = 0; i < c->in; i++) {
-                double z = (double)ev->x[t * c->in + i] - mean[i];
-                double g = sd[i] > 0.0f ? (fabs(z) / sd[i] - th[i]) * ia + 0.5 : 1.0;
-                g = g < 0.0 ? 0.0 : g > 1.0 ? 1.0 : g;
-                s->zs[t * c->in + i] = (float)(g * z);
+                double g;
+                s->zs[t * c->in + i] = gated(s, c, ev->x[t * c->in + i], mean[i], sd[i], th[i], tau[i], &g);
                 act += (double)rows * g;
             }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)rows, (blasint)c->in, 1.0f, s->zs,
@@ -328,16 +406,13 @@ static sc_status cw_forward(void *user, const sc_linear_event *ev, sc_err *err) 
             s->bcount[ev->layer * NT + c->tap] += n;
         }
     }
-    const float *W = ev->which == SC_LIN_DOWN && s->p ? s->wfused + ev->layer * s->D * s->F : ev->W;
+    const float *W = ev->W; /* the trained matrix where one trains (sc_forward_set_weights) */
     double dense = (double)n * (double)c->in * (double)c->out, act = dense;
-    if (s->relaxed) {
+    if (s->relaxed)
         act = relaxed_linear(s, c, ev, W);
-    } else if (!c->all_zero)
+    else if (!c->all_zero) /* (all theta 0: y is the pass's dense product, left alone as the router does) */
         act = sc_cwic_linear(ev->y, ev->x, W, ev->b, s->mean + s->stat_off[ev->layer * NT + c->tap], c->wmean, c->tau,
                              n, n, c->in, c->out, c->S, s->z, s->zs, s->zi);
-    else if (W != ev->W) /* dense with the adapted weight */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)c->out, (blasint)c->in, 1.0f, ev->x,
-                    (blasint)c->in, W, (blasint)c->in, 0.0f, ev->y, (blasint)c->out);
     if (!s->backward) {
         s->active += act;
         s->dense += dense;
@@ -352,11 +427,12 @@ static sc_status cw_backward(void *user, const sc_linear_grad_event *ev, sc_err 
     cw_m *c = &s->mats[l * NP + ev->which];
     const float *x = s->xin[c->tap], *mean = s->mean + s->stat_off[l * NT + c->tap],
                 *sd = s->std + s->stat_off[l * NT + c->tap];
-    const float *W = ev->which == SC_LIN_DOWN && s->p ? s->wfused + l * s->D * s->F : ev->W;
+    const float *W = ev->W; /* as the forward ran it: the trained matrix where one trains */
     float ia = (float)(1.0 / s->o->cwic_alpha_eps), half = (float)(0.5 * s->o->cwic_alpha_eps);
     bool lora = ev->which == SC_LIN_DOWN && s->p;
+    /* dL/dW' of a matrix that trains: into the accumulator (all), or a layer's scratch (LoRA's W_d') */
+    float *gw = s->weights ? s->gwown + c->woff : lora ? s->gW : NULL, beta = s->weights ? 1.0f : 0.0f;
     for (int64_t i = 0; i < n * c->in; i++) s->z[i] = x[i] - mean[i % c->in];
-    if (lora) memset(s->gW, 0, (size_t)(s->D * s->F) * sizeof(float));
     for (int64_t si = 0, r0 = 0; si < c->ns; si++, r0 += c->S) {
         int64_t rows = c->out - r0 < c->S ? c->out - r0 : c->S;
         /* P[n, in] = dy[:, r0 : r0 + rows] W[r0 : r0 + rows, :] */
@@ -367,14 +443,15 @@ static sc_status cw_backward(void *user, const sc_linear_grad_event *ev, sc_err 
         for (int64_t t = 0; t < n; t++)
             for (int64_t i = 0; i < c->in; i++) {
                 float zt = s->z[t * c->in + i];
-                if (lora) s->zs[t * c->in + i] = (c->all_zero || fabsf(zt) >= tau[i] ? zt : 0.0f) + mean[i];
+                double gi;
+                if (gw) s->zs[t * c->in + i] = gated(s, c, x[t * c->in + i], mean[i], sd[i], th[i], tau[i], &gi) + mean[i];
                 if (!(sd[i] > 0.0f) || isinf(th[i]) || !(fabsf(fabsf(zt) / sd[i] - th[i]) < half)) continue;
                 g[i] -= ia * zt * s->P[t * c->in + i];
                 band[i] += 1.0f;
             }
-        if (lora) /* dL/dW'[rows, F] = dy[:, rows]^T (G o z + mean) */
+        if (gw) /* dL/dW'[rows, in] (+)= dy[:, rows]^T x_used, x_used = G o z + mean */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)rows, (blasint)c->in, (blasint)n, 1.0f,
-                        ev->dy + r0, (blasint)c->out, s->zs, (blasint)c->in, 0.0f, s->gW + r0 * c->in, (blasint)c->in);
+                        ev->dy + r0, (blasint)c->out, s->zs, (blasint)c->in, beta, gw + r0 * c->in, (blasint)c->in);
     }
     if (lora) {
         const sc_lora_params *p = s->p;
@@ -386,16 +463,12 @@ static sc_status cw_backward(void *user, const sc_linear_grad_event *ev, sc_err 
                     s->gW, (blasint)F, 1.0f, s->gA + l * r * F, (blasint)F);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)D, (blasint)r, (blasint)F, sc, s->gW, (blasint)F, A,
                     (blasint)F, 1.0f, s->gB + l * D * r, (blasint)r);
-        /* dL/dh += (s dy B) A: the adapter's share of the straight-through input gradient */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)r, (blasint)D, sc, ev->dy, (blasint)D,
-                    B, (blasint)r, 0.0f, s->zr, (blasint)r);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)F, (blasint)r, 1.0f, s->zr, (blasint)r,
-                    A, (blasint)F, 1.0f, ev->dx, (blasint)F);
     }
     return SC_OK;
 }
 
 static sc_status student_forward(sc_cwic_student *s, const int32_t *ids, int64_t n, sc_err *err) {
+    sc_forward_set_weights(s->f, s->wt);
     sc_forward_set_linear_hook(s->f, cw_forward, s);
     s->backward = false;
     return sc_forward_run(s->f, ids, n, 0, NULL, NULL, err);
@@ -412,6 +485,8 @@ sc_status sc_cwic_student_window(sc_cwic_student *s, const int32_t *ids, int64_t
                                  sc_err *err) {
     memset(out, 0, sizeof *out);
     SC_TRY(check_window(s, n, err));
+    /* the teacher: the model as loaded, dense */
+    sc_forward_set_weights(s->f, NULL);
     sc_forward_set_linear_hook(s->f, NULL, NULL);
     sc_forward_set_linear_grad_hook(s->f, NULL, NULL);
     SC_TRY(sc_forward_run(s->f, ids, n, 0, NULL, NULL, err));
@@ -473,7 +548,24 @@ void sc_cwic_student_zero_grad(sc_cwic_student *s) {
         memset(s->gA, 0, (size_t)(s->L * s->p->rank * s->F) * sizeof(float));
         memset(s->gB, 0, (size_t)(s->L * s->D * s->p->rank) * sizeof(float));
     }
+    if (s->weights) memset(s->gwown, 0, s->n_w * sizeof(float));
 }
+
+bool sc_cwic_student_lora_grad(sc_cwic_student *s, float **gA, float **gB) {
+    if (!s->p) return false;
+    *gA = s->gA;
+    *gB = s->gB;
+    return true;
+}
+
+float *sc_cwic_student_weight(sc_cwic_student *s, int64_t layer, int proj, float **grad) {
+    if (!s->weights || layer < 0 || layer >= s->L || proj < 0 || proj >= NP) return NULL;
+    const cw_m *c = &s->mats[layer * NP + proj];
+    if (grad) *grad = s->gwown + c->woff;
+    return s->wown + c->woff;
+}
+
+const float *const *sc_cwic_student_weights(const sc_cwic_student *s) { return s->weights ? s->wt : NULL; }
 
 /* ---- the router's thresholds file ---- */
 
@@ -532,6 +624,7 @@ typedef struct cwic_task {
     sc_cwic_student *s;
     float *m, *v;                 /* theta's AdamW moments */
     float *mA, *vA, *mB, *vB;     /* the adapter's */
+    float *mW, *vW;               /* the weights' (--train all) */
     size_t na, nb;
     bool fresh; /* tau, wmean and W_d' follow theta, the statistics and the adapter */
 } cwic_task;
@@ -590,6 +683,15 @@ static sc_status cw_update(void *user, int64_t k, const sc_window_loss *sum, sc_
         sc_adamw_step(s->p->A, s->gA, t->mA, t->vA, t->na, h->lr, o->beta1, o->beta2, o->adam_eps, o->weight_decay, k + 1);
         sc_adamw_step(s->p->B, s->gB, t->mB, t->vB, t->nb, h->lr, o->beta1, o->beta2, o->adam_eps, o->weight_decay, k + 1);
     }
+    if (s->weights) { /* the weights: the adapters' learning rate and weight decay */
+        for (size_t i = 0; i < s->n_w; i++) s->gwown[i] *= (float)inv;
+        sc_adamw_step(s->wown, s->gwown, t->mW, t->vW, s->n_w, h->lr, o->beta1, o->beta2, o->adam_eps, o->weight_decay,
+                      k + 1);
+        for (size_t j = 0; j < s->n_w; j++)
+            if (!isfinite(s->wown[j]))
+                return sc_errf(err, SC_ERANGE, "cwic training: a weight became %g at step %lld (lower --lr)",
+                               (double)s->wown[j], (long long)(k + 1));
+    }
     /* the EMA of the batch statistics */
     double b = o->cwic_beta_dist;
     for (int64_t l = 0; l < s->L; l++)
@@ -623,8 +725,14 @@ sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_o
         !(o->cwic_beta_dist >= 0.0 && o->cwic_beta_dist < 1.0) || !(o->cwic_theta_min >= 0.0 && o->cwic_theta_min < 1e6))
         return sc_errf(err, SC_EARG, "train: cwic needs APR >= 1, warm-up in [0, 1], alpha_eps > 0, AP weight >= 0, "
                                      "beta_dist in [0, 1), theta_min >= 0");
-    cwic_task t = {o, s, calloc(s->n_theta, sizeof(float)), calloc(s->n_theta, sizeof(float)), NULL, NULL, NULL, NULL, 0, 0, false};
+    cwic_task t = {o, s, calloc(s->n_theta, sizeof(float)), calloc(s->n_theta, sizeof(float)), NULL, NULL, NULL, NULL,
+                   NULL, NULL, 0, 0, false};
     sc_status st = SC_OK;
+    if (s->weights) {
+        t.mW = calloc(s->n_w, sizeof(float));
+        t.vW = calloc(s->n_w, sizeof(float));
+        if (!t.mW || !t.vW) st = sc_errf(err, SC_ENOMEM, "train: out of memory for the optimizer state");
+    }
     if (s->p) {
         t.na = (size_t)(s->L * s->p->rank * s->F);
         t.nb = (size_t)(s->L * s->D * s->p->rank);
@@ -636,7 +744,8 @@ sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_o
     }
     if (!t.m || !t.v) st = sc_errf(err, SC_ENOMEM, "train: out of memory for the optimizer state");
     if (!st) {
-        /* the initial state is part of the run: a checkpoint resumes only the run that started from it */
+        /* the initial state is part of the run: a checkpoint resumes only the run that started from it (the
+         * trained weights start as the model's, whose identity the run carries) */
         XXH64_state_t *hs = XXH64_createState();
         XXH64_reset(hs, 0);
         XXH64_update(hs, s->theta, s->n_theta * sizeof(float));
@@ -651,10 +760,10 @@ sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_o
         char run[512];
         snprintf(run, sizeof run,
                  "\"apr\":%.17g,\"apr_warmup\":%.17g,\"alpha_eps\":%.17g,\"ap_weight\":%.17g,\"beta_dist\":%.17g,"
-                 "\"theta_min\":%.17g,\"stripe\":%lld,\"lora_rank\":%lld,\"init\":\"%016llx\"",
+                 "\"theta_min\":%.17g,\"stripe\":%lld,\"lora_rank\":%lld,\"weights\":%d,\"init\":\"%016llx\"",
                  o->cwic_apr, o->cwic_apr_warmup, o->cwic_alpha_eps, o->cwic_ap_weight, o->cwic_beta_dist,
-                 o->cwic_theta_min, (long long)s->stripe, (long long)(s->p ? s->p->rank : 0), init);
-        sc_train_tensor state[11] = {{"theta", s->theta, s->n_theta, false}, {"m_theta", t.m, s->n_theta, false},
+                 o->cwic_theta_min, (long long)s->stripe, (long long)(s->p ? s->p->rank : 0), s->weights ? 1 : 0, init);
+        sc_train_tensor state[14] = {{"theta", s->theta, s->n_theta, false}, {"m_theta", t.m, s->n_theta, false},
                                      {"v_theta", t.v, s->n_theta, true},     {"mean", s->mean, s->n_stat, false},
                                      {"std", s->std, s->n_stat, true}};
         size_t ns = 5;
@@ -666,6 +775,11 @@ sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_o
             state[ns++] = (sc_train_tensor){"mB", t.mB, t.nb, false};
             state[ns++] = (sc_train_tensor){"vB", t.vB, t.nb, true};
         }
+        if (s->weights) {
+            state[ns++] = (sc_train_tensor){"W", s->wown, s->n_w, false};
+            state[ns++] = (sc_train_tensor){"mW", t.mW, s->n_w, false};
+            state[ns++] = (sc_train_tensor){"vW", t.vW, s->n_w, true};
+        }
         sc_train_task tk = {&t, run, state, ns, cw_begin, cw_window, cw_update, cw_describe};
         st = sc_train_run(m, d, o, &tk, res, err);
     }
@@ -675,5 +789,7 @@ sc_status sc_train_cwic(const sc_model *m, const sc_dataset *d, const sc_train_o
     free(t.vA);
     free(t.mB);
     free(t.vB);
+    free(t.mW);
+    free(t.vW);
     return st;
 }

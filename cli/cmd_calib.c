@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lora.h"
 #include "lc_util.h"
 #include "cli_mpi.h"
 #include "sample_store.h"
@@ -324,7 +325,7 @@ static void add_input_json(cJSON *j, const sc_sparse_eval_result *r, int64_t n_l
 
 int cmd_eval(int argc, char **argv) {
     cli_inputs in = {0};
-    const char *calib = NULL, *method = NULL;
+    const char *calib = NULL, *method = NULL, *lora = NULL;
     double density = NAN; /* not given */
     int64_t ctx = 0;
     bool json = false, quiet = false, second_half = false;
@@ -357,6 +358,8 @@ int cmd_eval(int argc, char **argv) {
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method-specific parameters (cett/clada "
             "target=,lambda=,gamma=,qs=,qh=; larosa; cwic; default: each method's)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
+        {"lora", 0, SC_ARG_STR, &lora, "ADAPTER", "fuse a PEFT LoRA adapter (dir or .safetensors) into the weights "
+         "first, as pack --lora does (e.g. train --method cwic --train lora's; not on an artifact; default: none)", 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D", "fraction of MLP neurons kept per token, in (0, 1] (default 1; on an "
          "artifact its own density)", 0, 0},
         CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping "
@@ -395,6 +398,9 @@ int cmd_eval(int argc, char **argv) {
     sc_calib *c = NULL;
     sc_sparse_eval_result res;
     sc_status st = cli_load(&in, false, &err);
+    if (!st && lora && !strcmp(in.model->format, "spk"))
+        st = sc_errf(&err, SC_EARG, "--lora: %s is an artifact; fuse the adapter when packing it (pack --lora)",
+                     in.model_path);
     if (!st && !strcmp(in.model->format, "spk") && (!asked || rm->runtime >= 0)) {
         /* an artifact, with a router the runtime has: what run executes */
         if (params || second_half)
@@ -412,7 +418,13 @@ int cmd_eval(int argc, char **argv) {
                         "dequantised weights\n", method);
     /* cett and clada reach a --density through their own fit (sc_cett_goal_parse); the rest default to dense */
     if (isnan(density) && !(rm->flags & SC_RM_TARGET)) density = 1.0;
-    if (!st && calib) st = sc_calib_open(calib, in.model, &c, &err);
+    if (!st && calib) st = sc_calib_open(calib, in.model, &c, &err); /* of the model the adapter adapts (as pack) */
+    if (!st && lora) {
+        sc_lora_result lr;
+        st = sc_lora_fuse(in.model, lora, &lr, &err);
+        if (!st && !quiet)
+            fprintf(stderr, "fused %d LoRA layers (r %d, scale %g) from %s\n", lr.fused, lr.rank, lr.scale, lora);
+    }
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st) {
         sc_sparse_eval_opts o = {method, density, c, ctx ? ctx : in.model->cfg.max_seq_len, second_half, params,

@@ -13,6 +13,8 @@
 #include "claws.h"
 #include "cwic.h"
 #include "cli.h"
+#include "engine.h"
+#include "hf_out.h"
 #include "plan.h"
 #include "scal.h"
 #include "train.h"
@@ -159,13 +161,13 @@ int cmd_train(int argc, char **argv) {
         {"grad-accum", 0, SC_ARG_INT, &o.grad_accum, "G", "micro-batches per optimizer step (default 1)", 1, 1 << 20},
         {"ctx-size|seq-len", 'c', SC_ARG_INT, &o.seq_len, "N", "tokens per sequence, longer ones are cut (default: the "
          "model's context)", 2, 1 << 21},
-        {"lr", 0, SC_ARG_FLOAT, &o.lr, "LR", "AdamW peak learning rate (default 1e-5, the CLAWS paper's; cwic 5e-5, the "
-         "CWIC paper's, times sqrt(in) for theta)", 0, 0},
+        {"lr", 0, SC_ARG_FLOAT, &o.lr, "LR", "AdamW peak learning rate of adapters and (--train all) weights (default "
+         "1e-5, the CLAWS paper's; cwic 5e-5, the CWIC paper's; theta's is LR x sqrt(in))", 0, 0},
         {"beta1", 0, SC_ARG_FLOAT, &o.beta1, "B1", "AdamW beta1 (default 0.9)", 0, 0},
         {"beta2", 0, SC_ARG_FLOAT, &o.beta2, "B2", "AdamW beta2 (default 0.999; cwic 0.95)", 0, 0},
         {"adam-eps", 0, SC_ARG_FLOAT, &o.adam_eps, "E", "AdamW epsilon (default 1e-8)", 0, 0},
-        {"weight-decay", 0, SC_ARG_FLOAT, &o.weight_decay, "W", "AdamW weight decay of adapters (default 0; cwic 0.01; "
-         "never on theta)", 0, 0},
+        {"weight-decay", 0, SC_ARG_FLOAT, &o.weight_decay, "W", "AdamW weight decay of adapters and (--train all) weights "
+         "(default 0; cwic 0.01; never on theta)", 0, 0},
         {"warmup", 0, SC_ARG_FLOAT, &o.warmup, "F", "fraction of steps with a linear warm-up, then cosine decay (default 0.025)", 0, 1},
         {"tau0", 0, SC_ARG_FLOAT, &o.tau0, "T", "mask temperature at the start (default 1.0)", 0, 1e6},
         {"tau1", 0, SC_ARG_FLOAT, &o.tau1, "T", "mask temperature after the anneal, held (default 0.01)", 0, 1e6},
@@ -187,8 +189,11 @@ int cmd_train(int argc, char **argv) {
         {"init", 0, SC_ARG_STR, &init, "I", "cwic: small (every theta --theta0, the paper's) or fit (the training-free "
          "fit for --apr from --calib) (default small)", 0, 0},
         {"stripe", 0, SC_ARG_INT, &stripe, "S", "cwic: stripe size in rows (default 512, capped at each matrix's rows)", 1, 1 << 30},
-        {"train", 0, SC_ARG_STR, &train_what, "W", "cwic: what trains beside nothing else: thresholds, or lora "
-         "(thresholds and a LoRA adapter on W_d, --rank/--alpha) (default thresholds)", 0, 0},
+        {"train", 0, SC_ARG_STR, &train_what, "W", "cwic: what trains: thresholds; lora (thresholds and a LoRA adapter "
+         "on W_d, --rank/--alpha); or all (thresholds and every linear weight W_q W_k W_v W_o W_g W_u W_d as f32 copies, "
+         "AdamW at --lr with --weight-decay; norms and embeddings frozen; 16 bytes of memory per weight, refused when "
+         "that exceeds what is available; the trained model is written to DIR/model) (default thresholds, which fits "
+         "any model)", 0, 0},
         {"plot", 0, SC_ARG_STR, &plot, "FILE.png", "draw the loss per step with gnuplot (default: none)", 0, 0},
         {"log", 0, SC_ARG_STR, &log, "FILE", "write the loss history as CSV: step, lr, tau, loss, kl, ce, density, tokens "
          "(default: none)", 0, 0},
@@ -215,13 +220,17 @@ int cmd_train(int argc, char **argv) {
         "(bandwidth --alpha-eps x std), x straight through; loss KL(student || teacher) + KL(teacher || student)\n"
         "+ lambda (min(APR - target, 0))^2, the target rising from 1 to --apr; mean and std tracked by an EMA.\n"
         "Writes DIR/cwic_thresholds.safetensors (and with --train lora the adapter): `eval`/`pack --method cwic\n"
-        "--params thresholds=DIR/cwic_thresholds.safetensors` route with it.",
+        "--params thresholds=DIR/cwic_thresholds.safetensors` route with it. --train all also writes the trained\n"
+        "model as DIR/model (Hugging Face config.json + model.safetensors, f32), which the thresholds belong to:\n"
+        "`eval`/`pack -m DIR/model --method cwic --params thresholds=DIR/cwic_thresholds.safetensors`.",
         opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
     sc_status st = SC_OK;
     const sc_train_method *tm = sc_train_method_find(method);
     bool cwic = tm && !strcmp(tm->name, "cwic"), lora = !cwic || !strcmp(train_what, "lora");
+    bool all = cwic && !strcmp(train_what, "all");
+    o.cwic_weights = all;
     if (!method || !out)
         st = sc_errf(&err, SC_EARG, "no %s", !method ? "method given (--method claws-lora, cats-lora or cwic)" : "output directory (-o DIR)");
     else if (!tm)
@@ -232,8 +241,8 @@ int cmd_train(int argc, char **argv) {
         st = sc_errf(&err, SC_EARG, "%s scores |phi(u)| alone and reads no --calib", tm->name);
     else if (cwic && strcmp(init, "small") && strcmp(init, "fit"))
         st = sc_errf(&err, SC_EARG, "--init must be small or fit, got '%s'", init);
-    else if (cwic && strcmp(train_what, "thresholds") && strcmp(train_what, "lora"))
-        st = sc_errf(&err, SC_EARG, "--train must be thresholds or lora, got '%s' (all weights: not implemented)", train_what);
+    else if (cwic && strcmp(train_what, "thresholds") && strcmp(train_what, "lora") && strcmp(train_what, "all"))
+        st = sc_errf(&err, SC_EARG, "--train must be thresholds, lora or all, got '%s'", train_what);
     else if (!(o.density > 0.0 && o.density <= 1.0))
         st = sc_errf(&err, SC_EARG, "--density %g is not in (0, 1]", o.density);
     else if (o.alpha < 0.0 || !isfinite(o.alpha))
@@ -248,10 +257,12 @@ int cmd_train(int argc, char **argv) {
     if (isnan(o.weight_decay)) o.weight_decay = cwic ? 0.01 : 0.0;
     o.method = method;
     o.progress = quiet ? NULL : stderr;
-    char wpath[4096], cpath[4096], tpath[4096], ckpt[4096];
+    char wpath[4096], cpath[4096], tpath[4096], ckpt[4096], mdir[4096], mcfg[4200], mst[4200];
     if (!sc_path_join(wpath, sizeof wpath, out, "adapter_model.safetensors") ||
         !sc_path_join(cpath, sizeof cpath, out, "adapter_config.json") ||
         !sc_path_join(tpath, sizeof tpath, out, "cwic_thresholds.safetensors") ||
+        !sc_path_join(mdir, sizeof mdir, out, "model") || !sc_path_join(mcfg, sizeof mcfg, mdir, "config.json") ||
+        !sc_path_join(mst, sizeof mst, mdir, "model.safetensors") ||
         (size_t)snprintf(ckpt, sizeof ckpt, "%s.ckpt", out) >= sizeof ckpt)
         return cli_fail("train", sc_errf(&err, SC_EARG, "-o %s: the path is too long", out), &err);
     o.checkpoint_every = ckpt_every;
@@ -262,8 +273,8 @@ int cmd_train(int argc, char **argv) {
         else
             fprintf(stderr, "note: no checkpoint %s yet: starting from the first step\n", ckpt);
     }
-    const char *outs[] = {wpath, cpath, ckpt, log, plot, tpath};
-    enum { NOUT = 6 };
+    const char *outs[] = {wpath, cpath, ckpt, log, plot, tpath, mcfg, mst};
+    enum { NOUT = 8 };
     sc_dataset d = {0};
     sc_lora_params p = {0};
     sc_train_result res = {0};
@@ -273,6 +284,7 @@ int cmd_train(int argc, char **argv) {
     const char *more[] = {calib, NULL};
     for (size_t i = 0; i < NOUT && !st; i++) st = cli_check_output(&in, outs[i], more, &err);
     if (!st) st = cli_load(&in, false, &err);
+    if (!st && all) st = sc_cwic_weights_check(&in.model->cfg, &err); /* before the data and calibration are read */
     if (!st) st = cli_load_data(&in, &d, &err);
     if (!st && calib && !cwic) st = claws_multipliers(in.model, calib, &c, &err);
     for (size_t i = 0; i < NOUT && !st; i++) st = cli_check_output(&in, outs[i], more, &err);
@@ -282,6 +294,14 @@ int cmd_train(int argc, char **argv) {
         if (o.alpha == 0.0) o.alpha = (double)o.rank;
         st = sc_lora_params_init(&p, &in.model->cfg, o.rank, o.alpha, o.seed, &err);
     }
+    /* DIR/model holds q/k rows permuted within each head for rotate-half RoPE (hf_out.h): a stripe must hold whole
+     * heads, or the thresholds trained for its rows would route others */
+    const sc_config *mc = st ? NULL : &in.model->cfg;
+    if (!st && all && mc->rope == SC_ROPE_INTERLEAVED && stripe % mc->head_dim != 0 &&
+        stripe < mc->n_heads * mc->head_dim)
+        st = sc_errf(&err, SC_EARG, "--train all on a model with interleaved RoPE (%s) writes q/k rows permuted within "
+                                    "heads: --stripe must be a multiple of head_dim %lld", in.model->format,
+                     (long long)mc->head_dim);
     if (!st && cwic) { /* the calibration's statistics, and the training-free fit for --init fit */
         sc_calib *cf = NULL;
         char params[96];
@@ -294,6 +314,7 @@ int cmd_train(int argc, char **argv) {
                                         lora ? &p : NULL, &cs, &err);
     }
     if (!st) st = cwic ? sc_train_cwic(in.model, &d, &o, cs, &res, &err) : sc_train_lora(in.model, &d, &o, &p, &res, &err);
+    char model_id[17] = "";
     if (!st) {
         char dens[32], steps[32], lr[32], seed[32], apr[32];
         snprintf(dens, sizeof dens, "%.17g", o.density);
@@ -307,7 +328,21 @@ int cmd_train(int argc, char **argv) {
         if (cwic) {
             meta[1] = (sc_st_meta){"sparsecal.init", init};
             st = cli_mkdir(out, &err);
-            if (!st) st = sc_cwic_student_save(cs, tpath, meta, 7, &err);
+            if (!st && all) st = sc_model_save_hf(in.model, sc_cwic_student_weights(cs), mdir, meta, 7, &err);
+            /* the thresholds name the model they were trained in (eval and pack check it): the trained model as
+             * read back from DIR/model, or the model itself (with an adapter: the fused model, none recorded) */
+            if (!st && all) {
+                sc_model *trained = NULL;
+                st = sc_model_load(mdir, &trained, &err);
+                if (!st) st = sc_model_identity(trained, model_id, &err);
+                sc_model_free(trained);
+            } else if (!st && !lora) {
+                st = sc_model_identity(in.model, model_id, &err);
+            }
+            sc_st_meta tmeta[8];
+            memcpy(tmeta, meta, sizeof meta);
+            tmeta[7] = (sc_st_meta){"sparsecal.model_id", model_id};
+            if (!st) st = sc_cwic_student_save(cs, tpath, tmeta, model_id[0] ? 8 : 7, &err);
         }
         if (!st && lora) st = sc_lora_params_save(&p, out, in.model_path, meta, cwic ? 7 : 6, &err);
     }
@@ -325,6 +360,8 @@ int cmd_train(int argc, char **argv) {
             if (cwic) {
                 cJSON_AddStringToObject(j, "thresholds", tpath);
                 cJSON_AddStringToObject(j, "train", train_what);
+                if (all) cJSON_AddStringToObject(j, "model", mdir);
+                if (model_id[0]) cJSON_AddStringToObject(j, "model_id", model_id);
                 cJSON_AddStringToObject(j, "init", init);
                 cJSON_AddNumberToObject(j, "apr_target", o.cwic_apr);
                 cJSON_AddNumberToObject(j, "stripe", (double)stripe);
@@ -361,9 +398,9 @@ int cmd_train(int argc, char **argv) {
             cli_print_json(j);
         } else if (!quiet && cwic) {
             fprintf(stderr,
-                    "wrote %s: cwic thresholds (%s), APR %.3f (target %g), %lld steps, %lld tokens in %.1f s (%.0f tok/s); "
+                    "wrote %s%s%s: cwic thresholds (%s), APR %.3f (target %g), %lld steps, %lld tokens in %.1f s (%.0f tok/s); "
                     "loss %.4f -> %.4f (KL %.4f -> %.4f, mean of the last 10%% of steps)\n",
-                    tpath, train_what, last->apr, o.cwic_apr, (long long)S, (long long)res.tokens, res.seconds, tps,
+                    tpath, all ? " and the trained model " : "", all ? mdir : "", train_what, last->apr, o.cwic_apr, (long long)S, (long long)res.tokens, res.seconds, tps,
                     res.history[0].loss, mean_of(&res, S - tail, S, 0), res.history[0].kl, mean_of(&res, S - tail, S, 1));
         } else if (!quiet) {
             fprintf(stderr,

@@ -90,3 +90,5 @@ TRAIN_ARGS      ?= -n 400 --batch 8 --lr 3e-3 --shuffle-seed 1 --seed 1
 TRAIN_CWIC_ARGS ?= --apr 2 --stripe 16 -n 300 --batch 8 --lr 3e-3 --shuffle-seed 1 --seed 1
 TRAIN_CWIC_FIT  ?= 1.5 1.6 1.7 1.8
 TRAIN_CWIC_FIT_PARAMS ?= stripe=16
+# what trains beside theta in the learned rows (train --train): theta only, + LoRA on W_d, + every linear weight
+TRAIN_CWIC_TRAIN ?= thresholds lora all

@@ -37,6 +37,7 @@
 #include "cwic.h"
 #include "larosa.h"
 #include "lc_util.h"
+#include "params.h"
 #include "method.h"
 #include "plan.h"
 #include "srt_method.h"
@@ -242,6 +243,7 @@ static void skipped(cJSON *r, const char *method, const char *why) {
 }
 
 #define UNROTATED "the calibrated inputs are unrotated; this artifact's are rotated (larosa)"
+#define CWIC_PERMUTED "stripes are row groups of the original neuron order; pack without --permute"
 
 /* What pack stores for each calibration method the file holds, in this order. */
 static const struct storer {
@@ -254,7 +256,7 @@ static const struct storer {
     {"cats", cats, NULL, NULL},
     {"teal", teal, UNROTATED, NULL},
     {"cett", cett, NULL, NULL},
-    {"cwic", cwic, UNROTATED, "stripes are row groups of the original neuron order; pack without --permute"},
+    {"cwic", cwic, UNROTATED, CWIC_PERMUTED},
 };
 
 sc_status sc_pack_routing(const sc_model *m, const sc_pack_opts *o, srt_writer *w, const uint32_t *perm_all,
@@ -275,13 +277,20 @@ sc_status sc_routing_arrays(const sc_model *m, const sc_pack_opts *o, sc_routing
         cJSON_AddNumberToObject(lj, SRT_RT_LAROSA_DAMP, sc_larosa_damp(larosa));
     }
     const sc_calib *c = o->calib;
-    if (!c) return SC_OK;
-    cJSON_AddStringToObject(r, SRT_RT_CALIB_MODEL_ID, c->model_id);
-    cJSON_AddStringToObject(r, SRT_RT_CALIB_DATA_ID, c->data_id);
+    /* cwic routes from a thresholds file alone (--params thresholds=, holding its mean and std): e.g. a model
+     * trained with `train --method cwic --train all`, whose inputs no calibration of the base model describes */
+    bool cwic_file = !c && o->method && !strcmp(o->method, "cwic") && sc_params_has(o->params, "thresholds");
+    if (!c && !cwic_file) return SC_OK;
+    if (cwic_file && (larosa || perm_all))
+        return sc_errf(err, SC_EARG, "cwic: %s", larosa ? UNROTATED : CWIC_PERMUTED);
+    if (c) {
+        cJSON_AddStringToObject(r, SRT_RT_CALIB_MODEL_ID, c->model_id);
+        cJSON_AddStringToObject(r, SRT_RT_CALIB_DATA_ID, c->data_id);
+    }
     rt x = {m, o, sink, user, perm_all, r, malloc((size_t)m->cfg.ffn_dim * sizeof(float))};
     if (!x.f) return sc_errf(err, SC_ENOMEM, "out of memory");
-    sc_status st = SC_OK;
-    for (size_t i = 0; i < sizeof storers / sizeof storers[0] && !st; i++) {
+    sc_status st = cwic_file ? cwic(&x, NULL, err) : SC_OK;
+    for (size_t i = 0; c && i < sizeof storers / sizeof storers[0] && !st; i++) {
         const struct storer *s = &storers[i];
         void *state = sc_calib_state(c, s->calib);
         if (!state) continue;

@@ -1,8 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "synth.h"
-#include "json_out.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "gguf.h"
+#include "hf_out.h"
 #include "model.h"
 #include "safetensors.h"
 
@@ -204,52 +203,6 @@ static sc_status make_config(const sc_synth_opts *o, sc_config *c, sc_err *err) 
     return sc_config_validate(c, "synth options", err);
 }
 
-static const char *arch_name(sc_family f) {
-    switch (f) {
-    case SC_FAMILY_MISTRAL: return "MistralForCausalLM";
-    case SC_FAMILY_QWEN2: return "Qwen2ForCausalLM";
-    case SC_FAMILY_GEMMA: return "GemmaForCausalLM";
-    default: return "LlamaForCausalLM";
-    }
-}
-
-static sc_status write_config(const sc_config *c, sc_dtype dt, const char *path, sc_err *err) {
-    cJSON *j = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(j, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString(arch_name(c->family)));
-    cJSON_AddStringToObject(j, "model_type", sc_family_name(c->family));
-    cJSON_AddNumberToObject(j, "hidden_size", (double)c->dim);
-    cJSON_AddNumberToObject(j, "intermediate_size", (double)c->ffn_dim);
-    cJSON_AddNumberToObject(j, "num_hidden_layers", (double)c->n_layers);
-    cJSON_AddNumberToObject(j, "num_attention_heads", (double)c->n_heads);
-    cJSON_AddNumberToObject(j, "num_key_value_heads", (double)c->n_kv_heads);
-    cJSON_AddNumberToObject(j, "head_dim", (double)c->head_dim);
-    cJSON_AddNumberToObject(j, "vocab_size", (double)c->vocab_size);
-    cJSON_AddNumberToObject(j, "max_position_embeddings", (double)c->max_seq_len);
-    cJSON_AddNumberToObject(j, "rms_norm_eps", c->family == SC_FAMILY_GEMMA ? 1e-6 : 1e-5);
-    cJSON_AddNumberToObject(j, "rope_theta", (double)c->rope_theta);
-    if (c->family == SC_FAMILY_GEMMA)
-        cJSON_AddStringToObject(j, "hidden_activation", "gelu_pytorch_tanh");
-    else
-        cJSON_AddStringToObject(j, "hidden_act", "silu");
-    cJSON_AddBoolToObject(j, "tie_word_embeddings", c->tied_classifier);
-    if (c->bos_id >= 0) cJSON_AddNumberToObject(j, "bos_token_id", c->bos_id);
-    if (c->eos_id >= 0) cJSON_AddNumberToObject(j, "eos_token_id", c->eos_id);
-    cJSON_AddStringToObject(j, "torch_dtype", dt == SC_DT_BF16 ? "bfloat16" : dt == SC_DT_F16 ? "float16" : "float32");
-    char *text = sc_json_print(j, true);
-    cJSON_Delete(j);
-    if (!text) return sc_errf(err, SC_ENOMEM, "%s: out of memory", path);
-    sc_atomic_file f;
-    sc_status st = sc_atomic_open(&f, path, err);
-    if (st == SC_OK) st = sc_atomic_write(&f, text, strlen(text), err);
-    if (st == SC_OK) st = sc_atomic_write(&f, "\n", 1, err);
-    if (st == SC_OK)
-        st = sc_atomic_commit(&f, err);
-    else
-        sc_atomic_abort(&f);
-    free(text);
-    return st;
-}
-
 /* ---- weights ---- */
 
 static sc_status write_weights(const sc_synth_opts *o, const sc_config *c, const char *path, sc_err *err) {
@@ -309,7 +262,7 @@ sc_status sc_synth_write(const sc_synth_opts *o, const char *dir, sc_err *err) {
         !sc_path_join(cpath, sizeof cpath, dir, "config.json"))
         return sc_errf(err, SC_EARG, "%s: path too long", dir);
     SC_TRY(write_weights(o, &c, mpath, err));
-    return write_config(&c, o->dtype, cpath, err);
+    return sc_hf_write_config(&c, o->dtype, cpath, err);
 }
 
 /* ---- GGUF (llama.cpp's format): the same tensors, same values ---- */

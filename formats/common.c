@@ -203,6 +203,23 @@ bool sc_mem_read(sc_mem *m) {
     return found > 0;
 }
 
+uint64_t sc_mem_available(void) {
+    const char *env = getenv("SPARSECAL_MEM_AVAILABLE");
+    char *end = NULL;
+    unsigned long long v = env ? strtoull(env, &end, 10) : 0;
+    if (env && end != env && !*end) return (uint64_t)v;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "MemAvailable:", 13)) {
+            fclose(f);
+            return (uint64_t)strtoull(line + 13, NULL, 10) * 1024; /* "MemAvailable:  1234 kB" */
+        }
+    if (f) fclose(f);
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
 void sc_progress_start(sc_progress *p, FILE *f, const char *what, const char *unit, int64_t total) {
     *p = (sc_progress){.f = f, .what = what, .unit = unit, .amount_unit = "tokens", .rate_unit = "tok/s",
                        .total = total, .t0 = sc_now(), .tty = f && isatty(fileno(f))};

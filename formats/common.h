@@ -97,6 +97,11 @@ typedef struct sc_mem {
     uint64_t hwm;      /* VmHWM: the largest VmRSS so far */
 } sc_mem;
 bool sc_mem_read(sc_mem *m);
+/* Memory a new allocation can take, in bytes: SPARSECAL_MEM_AVAILABLE when
+ * set (a budget below the machine's, and how tests exercise the refusals),
+ * else MemAvailable of /proc/meminfo (free plus reclaimable page cache),
+ * else free physical pages (sysconf); 0 when unknown. */
+uint64_t sc_mem_available(void);
 
 /* Progress of a long loop on a stream (stderr):
  *   "compute: 12/100 sequences, 3072 tokens, 812 tok/s, ETA 108 s, RSS 1234 MiB (anon 456 MiB)"

@@ -119,6 +119,74 @@ static void other_llama2c_models(void) {
     }
 }
 
+/* 8. per-matrix weight overrides (sc_forward_set_weights): the forward and backward passes with replacement
+ * matrices equal, bit for bit, the passes of the model whose own matrices hold those values (the same code on the
+ * same numbers), and removing the overrides gives the model's passes back. m's two matrices are rewritten. */
+static float *grad_in0; /* dL/d(normalised attention input) of layer 0 */
+static sc_status grab_grad(void *user, const sc_tap_event *ev, sc_err *e) {
+    (void)user;
+    (void)e;
+    if (ev->is_grad && ev->tap == SC_TAP_ATTN_IN && ev->layer == 0)
+        memcpy(grad_in0, ev->data, (size_t)(ev->n_tokens * ev->width) * sizeof(float));
+    return SC_OK;
+}
+
+static void passes(sc_forward *f, const int32_t *ids, int64_t n, int64_t V, float *logits, float *grad) {
+    const float *lg;
+    CHECK(sc_forward_run(f, ids, n, 0, NULL, &lg, &err) == SC_OK);
+    memcpy(logits, lg, (size_t)(n * V) * sizeof(float));
+    float *dl = malloc((size_t)(n * V) * sizeof(float));
+    sc_loss_ce(lg, ids, n, V, dl);
+    grad_in0 = grad;
+    sc_hooks hk = {grab_grad, NULL, SC_TAP_BIT(SC_TAP_ATTN_IN)};
+    CHECK(sc_backward_run(f, dl, &hk, &err) == SC_OK);
+    free(dl);
+}
+
+static void test_weight_override(sc_model *m, const sc_tokens *seq) {
+    int64_t n = seq->n < 48 ? (int64_t)seq->n : 48, V = m->cfg.vocab_size, D = m->cfg.dim, F = m->cfg.ffn_dim;
+    int64_t qd = m->cfg.n_heads * m->cfg.head_dim;
+    sc_forward *f;
+    CHECK(sc_forward_create_train(m, n, &f, &err) == SC_OK);
+    float *l0 = malloc((size_t)(n * V) * sizeof(float)), *l1 = malloc((size_t)(n * V) * sizeof(float)),
+          *l2 = malloc((size_t)(n * V) * sizeof(float));
+    float *g0 = malloc((size_t)(n * D) * sizeof(float)), *g1 = malloc((size_t)(n * D) * sizeof(float)),
+          *g2 = malloc((size_t)(n * D) * sizeof(float));
+    passes(f, seq->ids, n, V, l0, g0); /* the model's own */
+    /* replacements: layer 2's W_d halved, layer 0's W_q shifted */
+    const float **w = calloc((size_t)(m->cfg.n_layers * SC_LIN_COUNT), sizeof *w);
+    float *wd = malloc((size_t)(D * F) * sizeof(float)), *wq = malloc((size_t)(qd * D) * sizeof(float));
+    for (int64_t i = 0; i < D * F; i++) wd[i] = 0.5f * m->layers[2].wd[i];
+    for (int64_t i = 0; i < qd * D; i++) wq[i] = m->layers[0].wq[i] + 0.01f * (float)(i % 7 - 3);
+    w[2 * SC_LIN_COUNT + SC_LIN_DOWN] = wd;
+    w[0 * SC_LIN_COUNT + SC_LIN_Q] = wq;
+    sc_forward_set_weights(f, w);
+    passes(f, seq->ids, n, V, l1, g1);
+    sc_forward_set_weights(f, NULL);
+    passes(f, seq->ids, n, V, l2, g2);
+    CHECK(!memcmp(l0, l2, (size_t)(n * V) * sizeof(float)) && !memcmp(g0, g2, (size_t)(n * D) * sizeof(float)));
+    CHECK(memcmp(l0, l1, (size_t)(n * V) * sizeof(float)) != 0);
+    /* the model itself holding the replacement values */
+    float *own;
+    CHECK(sc_model_make_resident(m, &m->layers[2].wd, (size_t)(D * F), &own, &err) == SC_OK);
+    memcpy(own, wd, (size_t)(D * F) * sizeof(float));
+    CHECK(sc_model_make_resident(m, &m->layers[0].wq, (size_t)(qd * D), &own, &err) == SC_OK);
+    memcpy(own, wq, (size_t)(qd * D) * sizeof(float));
+    passes(f, seq->ids, n, V, l2, g2);
+    CHECK_MSG(!memcmp(l1, l2, (size_t)(n * V) * sizeof(float)), "overridden logits differ from the model's own");
+    CHECK_MSG(!memcmp(g1, g2, (size_t)(n * D) * sizeof(float)), "overridden gradients differ from the model's own");
+    sc_forward_free(f);
+    free(w);
+    free(wd);
+    free(wq);
+    free(l0);
+    free(l1);
+    free(l2);
+    free(g0);
+    free(g1);
+    free(g2);
+}
+
 int main(void) {
     const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
                *text = sc_asset("text/tinystories_valid_a.txt");
@@ -282,6 +350,7 @@ int main(void) {
     }
 
     sc_forward_free(f);
+    test_weight_override(m, &d.seqs[0]);
     ref_llama_free(&ref);
     other_llama2c_models();
     sc_dataset_free(&d);

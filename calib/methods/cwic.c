@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "eval_input.h"
 #include "method.h"
 #include "params.h"
@@ -358,10 +359,14 @@ static void fit_matrix(cw_mat *c, const float *W, double apr, bool laplace, doub
     for (int64_t j = 0; j < c->ns * c->in; j++) c->theta[j] = u[j] > 0 ? (float)(hi / u[j]) : INFINITY;
 }
 
-static sc_status load_file(const char *path, const sc_config *cfg, cw_mat *mats, int64_t stripe, sc_err *err) {
+static sc_status load_file(const char *path, const sc_model *m, cw_mat *mats, int64_t stripe, sc_err *err) {
+    const sc_config *cfg = &m->cfg;
     sc_st_file *f;
     SC_TRY(sc_st_open(path, &f, err));
     sc_status st = SC_OK;
+    /* thresholds trained for one model (`train --method cwic` records it) route that model or an artifact of it */
+    const char *id = sc_st_meta_find(f, "sparsecal.model_id");
+    if (id && (st = sc_model_check_identity(m, id, path, err))) goto done;
     const char *ss = sc_st_meta_find(f, "stripe_size");
     char *end = NULL;
     long long fs = ss ? strtoll(ss, &end, 10) : 0;
@@ -551,7 +556,7 @@ sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *
                 c->has_stats = true;
             }
         }
-    if (!st && have_t) st = load_file(tpath, cfg, e.mats, stripe, err);
+    if (!st && have_t) st = load_file(tpath, m, e.mats, stripe, err);
     int64_t umax = 0;
     for (int64_t k = 0; k < L * SC_TEAL_NPROJ; k++) umax = e.mats[k].ns * e.mats[k].in > umax ? e.mats[k].ns * e.mats[k].in : umax;
     if (!st && !have_t && apr > 1.0 && !(u = malloc((size_t)umax * sizeof(double)))) st = sc_errf(err, SC_ENOMEM, "out of memory");

@@ -51,7 +51,10 @@ def cwic_section(a, dense):
     header = ["CWIC thresholds", "APR achieved", "ppl", "vs dense", "fit ppl at that APR", "learned / fit",
               "train s", "KL+KL first step", "KL+KL last 10%"]
     rows = []
-    for what, name in (("thresholds", "learned (thresholds only)"),):
+    names = {"thresholds": "learned (thresholds only)", "lora": "learned (thresholds + LoRA on W_d)",
+             "all": "learned (thresholds + all linear weights)"}
+    for what in (a.cwic_train or "thresholds").split():
+        name = names.get(what, f"learned ({what})")
         e = T.load(os.path.join(a.runs, "cwic", f"{what}.eval.json"))
         j = T.load(os.path.join(a.runs, "cwic", f"{what}.train.json"))
         apr, ppl = e["input_sparsity"]["apr"], e["ppl"]
@@ -65,9 +68,10 @@ def cwic_section(a, dense):
             T.md_table(header, [[T.g(c) if isinstance(c, float) else ("—" if c is None else c) for c in r] for r in rows]),
             "", f"Settings: {a.cwic_settings} (on every document of the calibration text; statistics and fit from "
             f"`compute --method cwic` on its first {a.seqs} sequences). Perplexity of the evaluation text with every "
-            "token of every layer striped (16-row stripes), the learned file and the fits both by the reference "
-            "`eval --method cwic`. 'fit ppl at that APR' interpolates log ppl of the fits linearly in the APR "
-            "they achieve on the same text.", ""]
+            "token of every layer striped (16-row stripes), the learned files and the fits all by the reference "
+            "`eval --method cwic` (the LoRA run with its adapter fused by `eval --lora`, the all-weights run on "
+            "the model it trained, `DIR/model`). 'fit ppl at that APR' interpolates log ppl of the fits linearly "
+            "in the APR they achieve on the same text (the fits are of the source model's weights).", ""]
 
 
 def main():
@@ -81,6 +85,7 @@ def main():
     p.add_argument("--target", default="train")
     p.add_argument("--cwic-fit", default="")
     p.add_argument("--cwic-settings", default="")
+    p.add_argument("--cwic-train", default="thresholds")
     a = p.parse_args()
     methods, dens = a.methods.split(), a.densities.split()
     ev = lambda name: T.load(os.path.join(a.runs, name + ".eval.json"))  # noqa: E731
