@@ -136,7 +136,7 @@ int main(void) {
             }
             /* generating, run reports the density the stored stripes achieved (the parameters read, as --score
              * averages it), not the 1 it printed when no density is asked of a fitted router: the score above
-             * measured 0.43 on this artifact, so anything at or above 0.9 is the old placeholder or a dense run */
+             * measured 0.43 on this artifact, so 0.9 or more means run reported no routing at all */
             {
                 cJSON *j = cli("run --artifact %s -p 'Once' -n 24 --ignore-eos --method cwic --json", ispk) == 0
                                ? cJSON_Parse(out) : NULL;

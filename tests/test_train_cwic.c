@@ -342,18 +342,24 @@ static bool run(const sc_model *m, const sc_calib *c, const sc_dataset *d, const
     return st == SC_OK && ok;
 }
 
-static void test_loop(const sc_model *m, const sc_calib *c, const sc_dataset *d) {
+/* the loop tests' options: a short CWIC run of `steps` steps towards APR 1.6 on 48-token windows */
+static sc_train_opts loop_opts(int64_t steps, double lr, uint64_t seed) {
     sc_train_opts o;
     sc_train_opts_default(&o);
     o.method = "cwic";
-    o.steps = 16;
+    o.steps = steps;
     o.batch = 2;
     o.seq_len = 48;
-    o.lr = 1e-2;
+    o.lr = lr;
     o.beta2 = 0.95;
-    o.seed = 3;
+    o.seed = seed;
     o.cwic_apr = 1.6;
     o.cwic_apr_warmup = 0.25;
+    return o;
+}
+
+static void test_loop(const sc_model *m, const sc_calib *c, const sc_dataset *d) {
+    sc_train_opts o = loop_opts(16, 1e-2, 3);
     float *t1 = NULL, *t2 = NULL, *t3 = NULL;
     size_t n1, n2, n3;
     sc_train_result r1 = {0}, r2 = {0}, r3 = {0};
@@ -399,18 +405,8 @@ static void test_loop(const sc_model *m, const sc_calib *c, const sc_dataset *d)
 /* --train all: the weights move, and a run resumed from a checkpoint ends bit-identical (weights, their
  * moments, theta, statistics, history) */
 static void test_loop_all(const sc_model *m, const sc_calib *c, const sc_dataset *d) {
-    sc_train_opts o;
-    sc_train_opts_default(&o);
-    o.method = "cwic";
-    o.steps = 6;
-    o.batch = 2;
-    o.seq_len = 48;
-    o.lr = 1e-3;
-    o.beta2 = 0.95;
+    sc_train_opts o = loop_opts(6, 1e-3, 5);
     o.weight_decay = 0.01;
-    o.seed = 5;
-    o.cwic_apr = 1.6;
-    o.cwic_apr_warmup = 0.25;
     o.cwic_weights = true;
     float *t1 = NULL, *t3 = NULL;
     size_t n1, n3;
