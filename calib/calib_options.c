@@ -1,61 +1,88 @@
 /* calib_options.c - sc_calib_options_diff (engine.h): what two calibrations'
- * canonical options differ in, in words, for merge and resume refusals. */
-#include <cjson/cJSON.h>
+ * canonical options differ in, in words, for merge and resume refusals. The
+ * options are read with the runtime's JSON reader, as the .scal manifest is. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "srt_json.h"
+
+/* two values equal as JSON (numbers by value; members in order, as the
+ * canonical form keeps them) */
+static bool same(const srt_json *a, const srt_json *b) {
+    if (!a || !b) return a == b;
+    bool na = a->type == SRT_JSON_INT || a->type == SRT_JSON_DOUBLE, nb = b->type == SRT_JSON_INT || b->type == SRT_JSON_DOUBLE;
+    if (na || nb) return na && nb && srt_json_num(a, 0) == srt_json_num(b, 0);
+    if (a->type != b->type) return false;
+    switch (a->type) {
+    case SRT_JSON_NULL: return true;
+    case SRT_JSON_BOOL: return a->v.b == b->v.b;
+    case SRT_JSON_STRING: return a->n == b->n && memcmp(a->v.s, b->v.s, a->n) == 0;
+    default:
+        if (a->n != b->n) return false;
+        for (size_t i = 0; i < a->n; i++) {
+            const srt_json *x = srt_json_at(a, i), *y = srt_json_at(b, i);
+            if (a->type == SRT_JSON_OBJECT && strcmp(x->key, y->key) != 0) return false;
+            if (!same(x, y)) return false;
+        }
+        return true;
+    }
+}
 
 /* one option's value as the user would write it: a list joined by commas,
  * the layer range as begin:end, an empty string as "none" */
-static void render(const char *key, const cJSON *v, char *out, size_t cap) {
+static void render(const char *key, const srt_json *v, char *out, size_t cap) {
     if (!v) {
         snprintf(out, cap, "(absent)");
-    } else if (cJSON_IsString(v)) {
-        snprintf(out, cap, "%s", v->valuestring[0] ? v->valuestring : "none");
-    } else if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (d == floor(d) && fabs(d) < 1e15) snprintf(out, cap, "%lld", (long long)d);
-        else snprintf(out, cap, "%g", d);
-    } else if (cJSON_IsArray(v)) {
+    } else if (v->type == SRT_JSON_STRING) {
+        snprintf(out, cap, "%s", v->v.s[0] ? v->v.s : "none");
+    } else if (v->type == SRT_JSON_INT) {
+        snprintf(out, cap, "%lld", (long long)v->v.i);
+    } else if (v->type == SRT_JSON_DOUBLE) {
+        snprintf(out, cap, "%g", v->v.d);
+    } else if (v->type == SRT_JSON_ARRAY) {
         size_t n = 0;
         out[0] = '\0';
         const char *sep = !strcmp(key, "layers") ? ":" : ",";
-        const cJSON *e;
-        cJSON_ArrayForEach(e, v) {
+        for (size_t i = 0; i < v->n; i++) {
             if (n + 1 >= cap) break;
             if (n) n += (size_t)snprintf(out + n, cap - n, "%s", sep);
             if (n + 1 >= cap) break;
-            render(key, e, out + n, cap - n);
+            render(key, srt_json_at(v, i), out + n, cap - n);
             n += strlen(out + n);
         }
     } else {
-        char *t = cJSON_PrintUnformatted(v);
+        char *t = srt_json_print(v, 0, NULL);
         snprintf(out, cap, "%s", t ? t : "?");
-        cJSON_free(t);
+        free(t);
     }
 }
 
 void sc_calib_options_diff(const char *a, const char *b, char *out, size_t cap) {
-    cJSON *ja = cJSON_Parse(a), *jb = cJSON_Parse(b);
+    srt_json *ja = NULL, *jb = NULL;
+    char jerr[160];
     snprintf(out, cap, "%s vs %s", a, b); /* unparsable: both as they are */
-    if (cJSON_IsObject(ja) && cJSON_IsObject(jb)) {
-        const cJSON *x = NULL, *y = NULL;
+    if (!srt_json_parse(a, strlen(a), NULL, &ja, jerr, sizeof jerr) &&
+        !srt_json_parse(b, strlen(b), NULL, &jb, jerr, sizeof jerr) && srt_json_is(ja, SRT_JSON_OBJECT) &&
+        srt_json_is(jb, SRT_JSON_OBJECT)) {
         const char *key = NULL;
-        for (const cJSON *e = ja->child; e && !key; e = e->next)
-            if (!cJSON_Compare(e, cJSON_GetObjectItemCaseSensitive(jb, e->string), true)) key = e->string;
-        for (const cJSON *e = jb->child; e && !key; e = e->next)
-            if (!cJSON_GetObjectItemCaseSensitive(ja, e->string)) key = e->string;
+        for (size_t i = 0; i < ja->n && !key; i++) {
+            const srt_json *e = srt_json_at(ja, i);
+            if (!same(e, srt_json_get(jb, e->key))) key = e->key;
+        }
+        for (size_t i = 0; i < jb->n && !key; i++) {
+            const srt_json *e = srt_json_at(jb, i);
+            if (!srt_json_get(ja, e->key)) key = e->key;
+        }
         if (key) {
-            x = cJSON_GetObjectItemCaseSensitive(ja, key);
-            y = cJSON_GetObjectItemCaseSensitive(jb, key);
             char va[256], vb[256];
-            render(key, x, va, sizeof va);
-            render(key, y, vb, sizeof vb);
+            render(key, srt_json_get(ja, key), va, sizeof va);
+            render(key, srt_json_get(jb, key), vb, sizeof vb);
             snprintf(out, cap, "%s %s vs %s", key, va, vb);
         }
     }
-    cJSON_Delete(ja);
-    cJSON_Delete(jb);
+    srt_json_free(ja);
+    srt_json_free(jb);
 }

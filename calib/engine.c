@@ -8,7 +8,9 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "json_out.h"
 #include "router.h"
+#include "srt_json.h"
 #include "scal.h"
 
 sc_status sc_model_check_identity(const sc_model *m, const char *id, const char *path, sc_err *err) {
@@ -164,19 +166,31 @@ static sc_status dispatch(void *user, const sc_tap_event *ev, sc_err *err) {
     return SC_OK;
 }
 
-static void canonical_options(const sc_compute_opts *o, const sc_calib *c, char *out, size_t cap) {
-    int n = snprintf(out, cap, "{\"methods\":[");
-    for (int i = 0; i < c->n_entries && n > 0 && (size_t)n < cap; i++)
-        n += snprintf(out + n, cap - (size_t)n, "%s\"%s\"", i ? "," : "", c->entries[i].method->name);
-    if (n > 0 && (size_t)n < cap)
-        snprintf(out + n, cap - (size_t)n,
-                 "],\"seq_len\":%lld,\"max_seqs\":%lld,\"layers\":[%lld,%lld],\"loss\":\"%s\",\"student\":\"%s\","
-                 "\"student_density\":%.17g,\"ce_weight\":%.17g,\"params\":\"%s\"}",
-                 (long long)o->seq_len, (long long)o->max_seqs, (long long)c->layer_begin, (long long)c->layer_end,
-                 o->loss == SC_LOSS_KIND_DISTILL ? "distill" : "ce",
-                 o->loss == SC_LOSS_KIND_DISTILL ? srt_router_name(o->student) : "none",
-                 o->loss == SC_LOSS_KIND_DISTILL ? o->student_density : 0.0,
-                 o->loss == SC_LOSS_KIND_DISTILL ? o->ce_weight : 0.0, o->params ? o->params : "");
+/* The options that must match to merge or resume, in the one canonical JSON
+ * form (sc_json_canonical) a loaded .scal's options are read back in, so that
+ * strcmp compares values: "%.17g" prints 0.2 as 0.20000000000000001, the
+ * canonical form as 0.2. */
+static sc_status canonical_options(const sc_compute_opts *o, const sc_calib *c, char *out, size_t cap, sc_err *err) {
+    char text[2048];
+    size_t pn = 0;
+    char *params = srt_json_quote(o->params ? o->params : "", o->params ? strlen(o->params) : 0, &pn);
+    if (!params) return sc_errf(err, SC_ENOMEM, "out of memory");
+    int n = snprintf(text, sizeof text, "{\"methods\":[");
+    for (int i = 0; i < c->n_entries && n > 0 && (size_t)n < sizeof text; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s\"%s\"", i ? "," : "", c->entries[i].method->name);
+    if (n > 0 && (size_t)n < sizeof text)
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "],\"seq_len\":%lld,\"max_seqs\":%lld,\"layers\":[%lld,%lld],\"loss\":\"%s\",\"student\":\"%s\","
+                      "\"student_density\":%.17g,\"ce_weight\":%.17g,\"params\":%s}",
+                      (long long)o->seq_len, (long long)o->max_seqs, (long long)c->layer_begin, (long long)c->layer_end,
+                      o->loss == SC_LOSS_KIND_DISTILL ? "distill" : "ce",
+                      o->loss == SC_LOSS_KIND_DISTILL ? srt_router_name(o->student) : "none",
+                      o->loss == SC_LOSS_KIND_DISTILL ? o->student_density : 0.0,
+                      o->loss == SC_LOSS_KIND_DISTILL ? o->ce_weight : 0.0, params);
+    free(params);
+    if (n <= 0 || (size_t)n >= sizeof text || sc_json_canonical(text, (size_t)n, out, cap))
+        return sc_errf(err, SC_EARG, "the calibration options do not fit in %zu bytes (--params is too long)", cap);
+    return SC_OK;
 }
 
 /* Replaces *c (fresh, with this run's identity) by the checkpoint at path
@@ -223,9 +237,13 @@ sc_status sc_calib_compute(const sc_model *m, const sc_dataset *d, const sc_comp
     SC_TRY(sc_calib_new(m, o->methods, o->n_methods, o->layer_begin, o->layer_end, o->params, &c, err));
     sc_compute_opts eo = *o;
     if (eo.seq_len <= 0) eo.seq_len = m->cfg.max_seq_len;
-    canonical_options(&eo, c, c->options, sizeof c->options);
+    sc_status st = canonical_options(&eo, c, c->options, sizeof c->options, err);
+    if (st) {
+        sc_calib_free(c);
+        return st;
+    }
     snprintf(c->shards, sizeof c->shards, "%lld/%lld", (long long)o->shard_index, (long long)o->shard_count);
-    sc_status st = sc_model_identity(m, c->model_id, err);
+    st = sc_model_identity(m, c->model_id, err);
     if (st) {
         sc_calib_free(c);
         return st;

@@ -41,8 +41,7 @@ static sc_status save_impl(const sc_calib *c, const sc_model *m, const char *pat
     cJSON_AddNumberToObject(da, "sequences", (double)c->n_seqs);
     cJSON_AddNumberToObject(da, "tokens", (double)c->n_tokens);
     cJSON_AddStringToObject(da, "shards", c->shards);
-    cJSON *opt = cJSON_Parse(c->options);
-    if (opt) cJSON_AddItemToObject(j, "options", opt);
+    if (c->options[0]) cJSON_AddRawToObject(j, "options", c->options); /* canonical JSON (engine.c) */
     cJSON *ms = cJSON_AddArrayToObject(j, "methods");
     for (int i = 0; i < c->n_entries; i++) cJSON_AddItemToArray(ms, cJSON_CreateString(c->entries[i].method->name));
     if (ckpt) { /* this process's sequences done so far, of how many */
@@ -187,23 +186,26 @@ static sc_status read_section(srt_container *ct, const char *path, int64_t si, c
     return st;
 }
 
-static const char *jstr(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+/* The manifest is read with the runtime's JSON reader (the container parsed it
+ * on open), as the .spk manifest is: one reader for every sparsecal file. */
+static const char *jstr(const srt_json *o, const char *k) {
+    const srt_json *v = srt_json_get(o, k);
+    /* a string with an encoded NUL is not a name, an id or a list of shards */
+    return srt_json_is(v, SRT_JSON_STRING) && strlen(v->v.s) == v->n ? v->v.s : NULL;
 }
 
-/* An integral JSON number within [lo, hi]; the range is checked before any
- * conversion (a double beyond int64 must never reach the cast). */
-static bool jnum_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out) {
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo) || !(v->valuedouble <= (double)hi) ||
-        v->valuedouble != floor(v->valuedouble))
-        return false;
-    *out = (int64_t)v->valuedouble;
-    return *out >= lo && *out <= hi; /* (double)hi may round up past hi */
+/* An integral JSON number within [lo, hi] (hi <= 2^62, exact as a double); a
+ * fractional or out-of-range double never reaches the cast. */
+static bool jnum_int(const srt_json *v, int64_t lo, int64_t hi, int64_t *out) {
+    if (srt_json_is(v, SRT_JSON_INT)) *out = v->v.i;
+    else if (srt_json_is(v, SRT_JSON_DOUBLE) && v->v.d >= (double)lo && v->v.d <= (double)hi && v->v.d == floor(v->v.d))
+        *out = (int64_t)v->v.d;
+    else return false;
+    return *out >= lo && *out <= hi;
 }
 
-static bool jint(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
-    return jnum_int(cJSON_GetObjectItemCaseSensitive(o, k), lo, hi, out);
+static bool jint(const srt_json *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
+    return jnum_int(srt_json_get(o, k), lo, hi, out);
 }
 
 /* What every loaded array must satisfy whatever its method, as if the file
@@ -241,28 +243,26 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
     *out = NULL;
     srt_container *ct = NULL;
     SC_TRY(sc_container_open(path, SRT_CT_SCAL, &ct, err));
-    size_t mlen;
-    const char *mtext = srt_container_manifest_text(ct, &mlen);
-    cJSON *j = cJSON_ParseWithLength(mtext, mlen);
+    const srt_json *j = srt_container_manifest(ct);
     sc_status st = SC_OK;
     sc_calib *c = NULL;
     sc_array *arr = NULL;
-    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(j, "model"), *da = cJSON_GetObjectItemCaseSensitive(j, "data"),
-                *opt = cJSON_GetObjectItemCaseSensitive(j, "options"), *ms = cJSON_GetObjectItemCaseSensitive(j, "methods");
+    const srt_json *mo = srt_json_get(j, "model"), *da = srt_json_get(j, "data"), *opt = srt_json_get(j, "options"),
+                   *ms = srt_json_get(j, "methods");
     const char *fmt = jstr(j, "format"), *mid = jstr(mo, "id"), *did = jstr(da, "id"), *shards = jstr(da, "shards");
     int64_t dim, ffn, nl, nseq, ntok, lb, le, fv;
-    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(opt, "layers");
+    const srt_json *layers = srt_json_get(opt, "layers");
     if (!j || !fmt || strcmp(fmt, "sparsecal-calibration") || !jint(j, "format_version", 1, SC_SCAL_FORMAT, &fv) || !mid ||
         strlen(mid) != 16 || !did || strlen(did) != 16 || !shards || strlen(shards) >= sizeof c->shards ||
         !jint(mo, "dim", 1, SC_MAX_DIM, &dim) || !jint(mo, "ffn_dim", 1, SC_MAX_FFN, &ffn) ||
         !jint(mo, "n_layers", 1, SC_MAX_LAYERS, &nl) || !jint(da, "sequences", 0, INT64_MAX / 2, &nseq) ||
-        !jint(da, "tokens", 0, INT64_MAX / 2, &ntok) || !cJSON_IsObject(opt) || !cJSON_IsArray(layers) ||
-        cJSON_GetArraySize(layers) != 2 || !cJSON_IsArray(ms) || cJSON_GetArraySize(ms) < 1 ||
-        cJSON_GetArraySize(ms) > SC_MAX_METHODS) {
+        !jint(da, "tokens", 0, INT64_MAX / 2, &ntok) || !srt_json_is(opt, SRT_JSON_OBJECT) ||
+        !srt_json_is(layers, SRT_JSON_ARRAY) || srt_json_count(layers) != 2 || !srt_json_is(ms, SRT_JSON_ARRAY) ||
+        srt_json_count(ms) < 1 || srt_json_count(ms) > SC_MAX_METHODS) {
         st = sc_errf(err, SC_EFORMAT, "%s: the manifest is not a valid sparsecal calibration manifest", path);
         goto done;
     }
-    if (!jnum_int(cJSON_GetArrayItem(layers, 0), 0, nl - 1, &lb) || !jnum_int(cJSON_GetArrayItem(layers, 1), 1, nl, &le) ||
+    if (!jnum_int(srt_json_at(layers, 0), 0, nl - 1, &lb) || !jnum_int(srt_json_at(layers, 1), 1, nl, &le) ||
         lb >= le) {
         st = sc_errf(err, SC_EFORMAT, "%s: options.layers must be two integers 0 <= begin < end <= %lld", path,
                      (long long)nl);
@@ -281,15 +281,16 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
     shape.cfg.ffn_dim = ffn;
     shape.cfg.n_layers = nl;
     const char *names[SC_MAX_METHODS];
-    int nm = cJSON_GetArraySize(ms);
+    int nm = (int)srt_json_count(ms);
     for (int i = 0; i < nm; i++) {
-        names[i] = cJSON_IsString(cJSON_GetArrayItem(ms, i)) ? cJSON_GetArrayItem(ms, i)->valuestring : "";
+        const srt_json *e = srt_json_at(ms, (size_t)i);
+        names[i] = srt_json_is(e, SRT_JSON_STRING) && strlen(e->v.s) == e->n ? e->v.s : "";
         if (!sc_method_find(names[i])) {
             st = sc_errf(err, SC_EUNSUPPORTED, "%s: unknown method '%.64s' in the manifest", path, names[i]);
             goto done;
         }
     }
-    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
+    const srt_json *ck = srt_json_get(j, "checkpoint");
     int64_t ck_done = 0, ck_of = 0;
     if (ck && (!jint(ck, "done", 0, INT64_MAX / 2, &ck_done) || !jint(ck, "of", 1, INT64_MAX / 2, &ck_of) ||
                ck_done > ck_of || ck_done != nseq)) {
@@ -307,14 +308,10 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
     snprintf(c->shards, sizeof c->shards, "%s", shards);
     snprintf(c->model_family, sizeof c->model_family, "%s", family ? family : "");
     snprintf(c->model_format, sizeof c->model_format, "%s", format ? format : "");
-    char *ot = sc_json_print(opt, false);
-    if (!ot || strlen(ot) >= sizeof c->options) {
-        free(ot);
+    if (sc_json_canonical_value(opt, c->options, sizeof c->options)) { /* as compute writes them */
         st = sc_errf(err, SC_EFORMAT, "%s: options too long", path);
         goto done;
     }
-    snprintf(c->options, sizeof c->options, "%s", ot);
-    free(ot);
     c->n_seqs = nseq;
     c->n_tokens = ntok;
     arr = malloc(SC_MAX_ARRAYS * sizeof *arr);
@@ -387,7 +384,6 @@ static sc_status load_impl(const char *path, const sc_model *m, sc_calib **out, 
     }
 done:
     free(arr);
-    cJSON_Delete(j);
     srt_container_close(ct);
     if (st) {
         sc_calib_free(c);

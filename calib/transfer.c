@@ -1,9 +1,10 @@
 /* transfer.c - a calibration as one byte buffer (see transfer.h). */
 #include "transfer.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "srt_json.h"
 
 static const char magic[8] = "SCXFER1";
 
@@ -111,14 +112,17 @@ sc_status sc_calib_from_bytes(const sc_model *m, const void *buf, size_t len, sc
     if (!ok) return sc_errf(err, SC_EFORMAT, "transfer: not a calibration of this build (bad header)");
     if (h.dim != m->cfg.dim || h.ffn_dim != m->cfg.ffn_dim || h.n_layers != m->cfg.n_layers)
         return sc_errf(err, SC_EARG, "transfer: a calibration of another model shape");
-    cJSON *opt = cJSON_Parse(h.options);
-    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(opt, "params");
+    srt_json *opt = NULL;
+    char jerr[160];
+    if (srt_json_parse(h.options, strlen(h.options), NULL, &opt, jerr, sizeof jerr))
+        return sc_errf(err, SC_EFORMAT, "transfer: the options are not JSON: %s", jerr);
+    const char *params = srt_json_str(srt_json_get(opt, "params"), "");
     const char *names[SC_MAX_METHODS];
     for (int64_t i = 0; i < h.n_entries; i++) names[i] = h.methods[i];
     sc_calib *c = NULL;
     sc_status st = sc_calib_new(m, names, (int)h.n_entries, h.layer_begin, h.layer_end,
-                                cJSON_IsString(pj) && pj->valuestring[0] ? pj->valuestring : NULL, &c, err);
-    cJSON_Delete(opt);
+                                params[0] ? params : NULL, &c, err);
+    srt_json_free(opt);
     if (st) return st;
     memcpy(c->model_id, h.model_id, sizeof c->model_id);
     memcpy(c->data_id, h.data_id, sizeof c->data_id);

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "srt_json.h"
@@ -38,4 +39,22 @@ char *sc_json_print(const cJSON *j, bool pretty) {
     if (exact_numbers(copy)) out = pretty ? cJSON_Print(copy) : cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
     return out;
+}
+
+int sc_json_canonical_value(const srt_json *v, char *out, size_t cap) {
+    size_t n = 0;
+    char *t = v ? srt_json_print(v, 0, &n) : NULL;
+    int rc = t && n < cap ? 0 : -1;
+    if (!rc) memcpy(out, t, n + 1);
+    free(t);
+    return rc;
+}
+
+int sc_json_canonical(const char *text, size_t len, char *out, size_t cap) {
+    srt_json *v = NULL;
+    char jerr[160];
+    if (srt_json_parse(text, len, NULL, &v, jerr, sizeof jerr)) return -1;
+    int rc = sc_json_canonical_value(v, out, cap);
+    srt_json_free(v);
+    return rc;
 }

@@ -155,6 +155,14 @@ int main(void) {
     cs.shard_index = 1;
     cs.shard_count = 2;
     resume_case(m, &d, cs, "shard");
+    /* distillation towards a student of density 0.3, which "%.17g" prints as 0.29999999999999999 and
+     * the shortest form as 0.3: the options read back from the checkpoint must be this run's */
+    sc_compute_opts cd = co;
+    cd.methods[0] = "claws";
+    cd.n_methods = 1;
+    cd.loss = SC_LOSS_KIND_DISTILL;
+    cd.student_density = 0.3;
+    resume_case(m, &d, cd, "distill");
 
     /* 2. a checkpoint of another run is refused */
     {
