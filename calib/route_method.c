@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lc_util.h"
+#include "params.h"
 
 #define NEURON(n, rt, r, calib, summary) {n, rt, r, calib, "", sc_eval_router, 0, summary}
 
@@ -45,8 +46,8 @@ static const sc_route_method m_teal_cats = {
     "teal-cats", SRT_METHOD_TEAL_CATS, SRT_ROUTER_CATS, "teal", "", sc_eval_teal, SC_RM_REPORT_INPUT,
     "teal's thresholds on the attention and gate inputs, then top-K of |phi(u_j)| on up and down (TEAL, CATS papers)"};
 static const sc_route_method m_cwic = {
-    "cwic", SRT_METHOD_CWIC, SRT_ROUTER_DENSE, "cwic", SC_CWIC_EVAL_KEYS, sc_eval_cwic, SC_RM_REPORT_INPUT,
-    "CWIC stripe-column thresholds fitted to a target APR"};
+    "cwic", SRT_METHOD_CWIC, SRT_ROUTER_DENSE, "cwic", SC_CWIC_EVAL_KEYS, sc_eval_cwic,
+    SC_RM_REPORT_INPUT | SC_RM_FILE, "CWIC stripe-column thresholds fitted to a target APR"};
 
 static const sc_route_method *const registry[] = {
     &m_dense, &m_cats, &m_cats_thr, &m_claws, &m_griffin, &m_griffin_prefill, &m_oracle,
@@ -71,6 +72,10 @@ bool sc_route_method_calibrated(const sc_route_method *rm, const sc_calib *c) {
         p = end + 1;
     }
     return true;
+}
+
+bool sc_route_method_from_file(const sc_route_method *rm, const char *params) {
+    return rm && (rm->flags & SC_RM_FILE) && sc_params_has(params, SC_RM_FILE_KEY);
 }
 
 const char *sc_route_method_needs(const sc_route_method *rm, char *buf, size_t cap) {

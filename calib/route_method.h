@@ -34,8 +34,12 @@ enum {
     SC_RM_FOLD = 1u << 5,      /* pack folds the calibration's rotations into the weights (larosa) */
     SC_RM_REPORT_LAROSA = 1u << 6, /* eval --json reports the split, densities and grid (sc_lc_result) */
     SC_RM_REPORT_CETT = 1u << 7,   /* ... the per-layer thresholds and sample CETT (sc_lc_result) */
-    SC_RM_REPORT_INPUT = 1u << 8   /* ... the input sparsity per projection and the APR (sc_input_result) */
+    SC_RM_REPORT_INPUT = 1u << 8,  /* ... the input sparsity per projection and the APR (sc_input_result) */
+    SC_RM_FILE = 1u << 9           /* also routes from a file of its statistics alone (--params SC_RM_FILE_KEY=FILE) */
 };
+/* The --params key naming that file (cwic: `train --method cwic` writes it for a model no calibration of
+ * the base model describes). */
+#define SC_RM_FILE_KEY "thresholds"
 
 struct sc_route_method {
     const char *name;       /* what eval --method and pack --method take */
@@ -59,6 +63,9 @@ const char *sc_route_method_names(char *buf, size_t cap, bool runtime_only);
 /* Whether c (may be NULL) holds the statistics of every calibration method rm
  * reads (true when it reads none). */
 bool sc_route_method_calibrated(const sc_route_method *rm, const sc_calib *c);
+/* Whether rm routes here from its statistics file alone: SC_RM_FILE and params
+ * name the file (rm and params may be NULL: false). */
+bool sc_route_method_from_file(const sc_route_method *rm, const char *params);
 /* Those calibration methods as words ("cett and clada") into buf, returned. */
 const char *sc_route_method_needs(const sc_route_method *rm, char *buf, size_t cap);
 

@@ -13,9 +13,9 @@
 #include "train.h"
 
 static const sc_train_method trainers[] = {
-    {"claws-lora", "claws", true},
-    {"cats-lora", "cats", false},
-    {"cwic", "cwic", false},
+    {"claws-lora", "claws", true, false},
+    {"cats-lora", "cats", false, false},
+    {"cwic", "cwic", false, true},
 };
 
 const sc_train_method *sc_train_method_find(const char *name) {

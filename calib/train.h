@@ -154,6 +154,8 @@ typedef struct sc_train_method {
     const char *name;   /* "claws-lora" */
     const char *router; /* the router the fused artifact runs ("claws") */
     bool multipliers;   /* scores |phi(u_j)| c_j with a calibration's CLAWS c_j (--calib), else |phi(u_j)| */
+    bool thresholds;    /* learns the router's thresholds (CWIC, from a calibration of its statistics), optionally
+                           with a LoRA or all weights, rather than a LoRA for a top-K router */
 } sc_train_method;
 /* NULL for an unknown name. */
 const sc_train_method *sc_train_method_find(const char *name);

@@ -101,9 +101,8 @@ int cmd_pack(int argc, char **argv) {
             fprintf(stderr, "fused %d LoRA layers (r %d, scale %g) from %s\n", lr.fused, lr.rank, lr.scale, lora);
     }
     /* the default router must find its data in the artifact: the calibration must hold what it reads */
-    /* (cwic also routes from a thresholds file holding its statistics: --params thresholds=FILE) */
-    bool cwic_file = method && !strcmp(method, "cwic") && sc_params_has(params, "thresholds");
-    if (!st && rm && !cwic_file && !sc_route_method_calibrated(rm, c)) {
+    /* (or, for cwic, a thresholds file holding its statistics: --params thresholds=FILE) */
+    if (!st && rm && !sc_route_method_from_file(rm, params) && !sc_route_method_calibrated(rm, c)) {
         char need[128];
         st = sc_errf(&err, SC_EARG, "--method %s needs a calibration file with %s statistics (--calib)", method,
                      sc_route_method_needs(rm, need, sizeof need));

@@ -228,7 +228,7 @@ int cmd_train(int argc, char **argv) {
     sc_err err = {{0}};
     sc_status st = SC_OK;
     const sc_train_method *tm = sc_train_method_find(method);
-    bool cwic = tm && !strcmp(tm->name, "cwic"), lora = !cwic || !strcmp(train_what, "lora");
+    bool cwic = tm && tm->thresholds, lora = !cwic || !strcmp(train_what, "lora");
     bool all = cwic && !strcmp(train_what, "all");
     o.cwic_weights = all;
     if (!method || !out)
@@ -236,7 +236,7 @@ int cmd_train(int argc, char **argv) {
     else if (!tm)
         st = sc_errf(&err, SC_EARG, "--method must be %s, got '%s'", sc_train_method_names(), method);
     else if ((tm->multipliers || cwic) && !calib)
-        st = sc_errf(&err, SC_EARG, "%s needs --calib FILE (sparsecal compute --method %s)", tm->name, cwic ? "cwic" : "claws");
+        st = sc_errf(&err, SC_EARG, "%s needs --calib FILE (sparsecal compute --method %s)", tm->name, tm->router);
     else if (!tm->multipliers && !cwic && calib)
         st = sc_errf(&err, SC_EARG, "%s scores |phi(u)| alone and reads no --calib", tm->name);
     else if (cwic && strcmp(init, "small") && strcmp(init, "fit"))

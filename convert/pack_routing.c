@@ -40,6 +40,7 @@
 #include "params.h"
 #include "method.h"
 #include "plan.h"
+#include "route_method.h"
 #include "srt_method.h"
 #include "srt_schema.h"
 #include "teal.h"
@@ -279,7 +280,7 @@ sc_status sc_routing_arrays(const sc_model *m, const sc_pack_opts *o, sc_routing
     const sc_calib *c = o->calib;
     /* cwic routes from a thresholds file alone (--params thresholds=, holding its mean and std): e.g. a model
      * trained with `train --method cwic --train all`, whose inputs no calibration of the base model describes */
-    bool cwic_file = !c && o->method && !strcmp(o->method, "cwic") && sc_params_has(o->params, "thresholds");
+    bool cwic_file = !c && sc_route_method_from_file(sc_route_method_find(o->method), o->params);
     if (!c && !cwic_file) return SC_OK;
     if (cwic_file && (larosa || perm_all))
         return sc_errf(err, SC_EARG, "cwic: %s", larosa ? UNROTATED : CWIC_PERMUTED);

@@ -499,7 +499,7 @@ sc_status sc_cwic_prepare(const sc_model *m, const sc_calib *calib, const char *
     bool have_t = false, have_x = false;
     double apr = density > 0 ? 1.0 / density : INFINITY, sd = 512;
     const sc_param spec[] = {
-        {"thresholds", SC_PARAM_STR, 0, 0, NULL, tpath, sizeof tpath, &have_t},
+        {SC_RM_FILE_KEY, SC_PARAM_STR, 0, 0, NULL, tpath, sizeof tpath, &have_t},
         {"export", SC_PARAM_STR, 0, 0, NULL, xpath, sizeof xpath, &have_x},
         {"stats", SC_PARAM_STR, 0, 0, "exact,ema", stats, sizeof stats, NULL},
         {"dist", SC_PARAM_STR, 0, 0, "gauss,laplace", dist, sizeof dist, NULL},
