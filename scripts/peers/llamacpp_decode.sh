@@ -99,9 +99,9 @@ tps_of() { # config index, threads
   case $1 in
     0 | 8) local lb=$LB rtr=()
        [[ $1 == 8 ]] && lb=$IK_LB rtr=(-rtr 1)
-       out=$("$lb" -m "$Q4" -p 0 -n "$NGEN" -t "$2" -r 1 "${rtr[@]}" -o csv 2>/dev/null | tail -1)
-       # the last CSV field before the stddev is avg_ts
-       awk -F, '{gsub(/"/, ""); print $(NF-1)}' <<<"$out" ;;
+       out=$("$lb" -m "$Q4" -p 0 -n "$NGEN" -t "$2" -r 1 "${rtr[@]}" -o json 2>/dev/null)
+       # avg_ts by name (ik_llama.cpp's CSV has other columns, some holding quoted commas)
+       grep -o '"avg_ts": *[0-9.e+-]*' <<<"$out" | head -1 | cut -d: -f2 | tr -d ' ' ;;
     *) local art=$SPK_KMI4 meth=(--dense)
        [[ $1 == 1 ]] && art=$SPK_Q4
        [[ $1 == 3 ]] && meth=(--method cats --density 0.5)
