@@ -48,7 +48,7 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
         for (int64_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
         return SRT_OK;
     }
-    uint32_t h2[2][2048], hist[2048], cand[CAND_MAX], kbuf[KEYS_MAX];
+    uint32_t h2[2][2048], hist[2048], cand[CAND_MAX + 1], kbuf[KEYS_MAX], sink;
     const uint32_t *keys = NULL;
     if (n <= KEYS_MAX) {
         for (int64_t i = 0; i < n; i++) kbuf[i] = key_of(score[i], flags);
@@ -64,14 +64,14 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
     for (int d = 0; d < 2048; d++) hist[d] = h2[0][d] + h2[1][d];
     int64_t need = k; /* rank of the threshold among keys sharing the prefix */
     uint32_t prefix = pick(hist, 2048, &need) << 21, mask = 0xffe00000u;
-    /* candidates: the keys in the threshold bucket */
+    /* candidates: the keys in the threshold bucket. Branch-free (store always, advance on a hit; past
+     * CAND_MAX every store lands in the spare last slot): which keys hit changes from call to call, and
+     * a mispredicted branch per hit cost more than the pass. */
     int64_t nc = 0;
     for (i = 0; i < n; i++) {
         uint32_t key = key_at(keys, score, i, flags);
-        if ((key & mask) == prefix) {
-            if (nc < CAND_MAX) cand[nc] = key;
-            nc++;
-        }
+        cand[nc < CAND_MAX ? nc : CAND_MAX] = key;
+        nc += (key & mask) == prefix;
     }
     static const int shifts[2] = {10, 0}, widths[2] = {11, 10};
     for (int pass = 0; pass < 2; pass++) {
@@ -79,8 +79,7 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
         const uint32_t dm = (uint32_t)(nb - 1);
         memset(hist, 0, sizeof(uint32_t) * (size_t)nb);
         if (nc <= CAND_MAX) {
-            for (int64_t c = 0; c < nc; c++)
-                if ((cand[c] & mask) == prefix) hist[(cand[c] >> s) & dm]++;
+            for (int64_t c = 0; c < nc; c++) hist[(cand[c] >> s) & dm] += (cand[c] & mask) == prefix;
         } else {
             for (i = 0; i < n; i++) {
                 uint32_t key = key_at(keys, score, i, flags);
@@ -91,14 +90,24 @@ srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t
         mask |= dm << s;
     }
     /* prefix is the k-th largest key: take every larger key and the first
-     * `need` keys equal to it. */
+     * `need` keys equal to it. Branch-free as above: about half the keys win,
+     * in no pattern a predictor could learn (a mispredicted branch per winner
+     * was most of the selection's time in decode). Stores go to idx[m] while
+     * m < k and to a sink after, so idx needs only k entries. */
     int64_t m = 0;
+    if (need == (int64_t)hist[prefix & 0x3ffu]) { /* no tie split (the last pass's bucket: the keys equal to it) */
+        for (i = 0; i < n; i++) {
+            *(m < k ? &idx[m] : &sink) = (uint32_t)i;
+            m += key_at(keys, score, i, flags) >= prefix;
+        }
+        return SRT_OK;
+    }
     for (i = 0; i < n; i++) {
         uint32_t key = key_at(keys, score, i, flags);
-        if (key > prefix || (key == prefix && need > 0)) {
-            if (key == prefix) need--;
-            idx[m++] = (uint32_t)i;
-        }
+        int64_t eq = key == prefix, take = (key > prefix) | (eq & (need > 0));
+        *(m < k ? &idx[m] : &sink) = (uint32_t)i;
+        m += take;
+        need -= eq & take;
     }
     return SRT_OK;
 }
