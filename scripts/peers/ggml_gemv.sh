@@ -65,17 +65,14 @@ for ((r = 1; r <= REPS; r++)); do
     echo "round $r, $t thread(s) done (load ${loads[-1]})" >&2
   done
 done
-median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $(date +%F)"
+source scripts/peers/table.sh
+print_machine
 echo "GGML: $(git -C "$LLAMA_CPP_DIR" log -1 --format='%h %cs' 2>/dev/null || echo "$LLAMA_CPP_DIR")"
 echo "1-minute load averages seen: ${loads[*]}"
 echo "$IN -> $NOUT, $LAYERS matrices cycled, $PASSES passes after $WARMUP, median of $REPS rounds; sparsecal's"
 echo "kmi4 'd=' rows at density 1 - sparsity with uniformly random live sets"
 echo
-hdr="| µs per GEMV |" sep="|---|"
-for t in $THREADS; do hdr+=" $t thread(s) | x floor |"; sep+="---:|---:|"; done
-echo "$hdr"
-echo "$sep"
+print_header "µs per GEMV" "x floor"
 for k in "${order[@]}"; do
   line="| $k |"
   for t in $THREADS; do

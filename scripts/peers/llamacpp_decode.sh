@@ -126,18 +126,15 @@ for ((r = 1; r <= REPS; r++)); do
     loads+=("$(cut -d' ' -f1 /proc/loadavg)")
   done
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $(date -u +%F)"
+source scripts/peers/table.sh
+print_machine
 echo "1-minute load averages seen: ${loads[*]}"
 echo
-hdr="| decode tokens/s (median of $REPS) |" sep="|---|"
-for t in $THREADS; do hdr+=" $t thread(s) | x llama.cpp |"; sep+="---:|---:|"; done
-echo "$hdr"
-echo "$sep"
+print_header "decode tokens/s (median of $REPS)" "x llama.cpp"
 for c in "${run_configs[@]}"; do
   line="| ${configs[$c]} |"
   for t in $THREADS; do
-    m=$(median <<<"${res[$c,$t]}") base=$(median <<<"${res[0,$t]}")
+    m=$(median "${res[$c,$t]}") base=$(median "${res[0,$t]}")
     line+=" $(printf '%.1f' "$m") | $(awk -v a="$m" -v b="$base" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') |"
   done
   echo "$line"
