@@ -230,6 +230,10 @@ srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x,
  * lower index; NaN ranks lowest. */
 #define SRT_SELECT_ABS 1u
 srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags);
+/* The same selection with a workspace ws of 2n + 1 entries (or NULL): above
+ * n = 8192 it holds the keys and the candidates, which is about 3x faster
+ * (an 8B model's 14336 neurons). */
+srt_status srt_select_topk_ws(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags, uint32_t *ws);
 /* Indices i with |x[i]| > t, ascending; returns their count. */
 int64_t srt_compact(const srt_ctx *ctx, uint32_t *idx, const float *x, int64_t n, float t);
 /* Indices i with |x[i]| > t[i] (per-channel thresholds), ascending. */

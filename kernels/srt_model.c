@@ -425,7 +425,8 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
 #undef RES
     /* the context's buffers (scores, rope tables, caches) grow with it: srt_model_reserve */
     size_t bytes = nf * sizeof(float) + 2 * actb + (size_t)vm * sizeof(uint32_t) + 64 +
-                   (size_t)(L * F) * sizeof(uint32_t) + (size_t)L * sizeof(int64_t) + 64;
+                   (size_t)(L * F) * sizeof(uint32_t) + (size_t)L * sizeof(int64_t) + 64 +
+                   (size_t)(2 * vm + 1) * sizeof(uint32_t); /* the top-K workspace */
     m->arena = srt_alloc(bytes);
     if (!m->arena) {
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory for the decode buffers (%zu bytes)", path, bytes);
@@ -444,6 +445,7 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
     m->idx = (uint32_t *)(void *)(ab + 2 * actb);
     m->live_n = (int64_t *)(void *)(ab + 2 * actb + (size_t)vm * sizeof(uint32_t)); /* vm is a multiple of 64 */
     m->live_all = (uint32_t *)(void *)(m->live_n + L);
+    m->sel_ws = m->live_all + L * F;
     if (srt_model_reserve(m, SRT_MODEL_INIT_CTX < m->ctx_limit ? SRT_MODEL_INIT_CTX : m->ctx_limit) != SRT_OK) {
         st = fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory for the key/value cache", path);
         goto bad;
@@ -719,7 +721,7 @@ srt_status srt_model_end_prompt(srt_model *m) {
     /* s_j = sqrt(sum over the prompt of h_j^2 / ||h||^2) (the GRIFFIN paper): the top-K per layer */
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         for (int64_t j = 0; j < F; j++) m->score[j] = (float)sqrt(m->g_sum[l * F + j]);
-        srt_status st = K > 0 ? srt_select_topk(m->g_set + l * K, m->score, F, K, 0) : SRT_OK;
+        srt_status st = K > 0 ? srt_select_topk_ws(m->g_set + l * K, m->score, F, K, 0, m->sel_ws) : SRT_OK;
         if (st != SRT_OK) return st;
     }
     m->g_k = K;

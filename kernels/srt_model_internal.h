@@ -97,6 +97,7 @@ struct srt_model {
     float *x, *xn, *q, *kt, *vt, *att, *tmp, *u, *a, *v, *h, *score, *s, *cos_t, *sin_t, *kc, *vc, *logits;
     uint32_t *idx;
     uint32_t *live_all; /* [n_layers, ffn_dim]: the last step's live list per layer */
+    uint32_t *sel_ws;   /* [2 vcap + 1] srt_select_topk_ws's workspace */
     int64_t *live_n;    /* [n_layers] */
     void *actmem[2];  /* natural, tiled */
     size_t actbytes;

@@ -377,6 +377,10 @@ static void test_topk(void) {
                     continue;
                 }
                 memcpy(got, gk, 4 * (size_t)k);
+                /* with a workspace of exactly 2n + 1 entries (used above n = 8192): the same list */
+                uint32_t *ws = malloc(4 * (size_t)(2 * n + 1));
+                bad += srt_select_topk_ws(gk, v, n, k, flags, ws) != SRT_OK || memcmp(got, gk, 4 * (size_t)k) != 0;
+                free(ws);
                 free(gk);
                 for (int64_t i = 0; i < n; i++) want[i] = (uint32_t)i;
                 sort_keys = v;
