@@ -14,7 +14,7 @@ struct sc_router {
     const float *a;  /* phi(u) of the current layer, captured at SC_TAP_GATE_ACT */
     float *score;    /* [F] */
     int32_t *idx;    /* [F] */
-    void *scratch;   /* top-K scratch, 8F bytes */
+    void *scratch;   /* top-K workspace (srt_topk), 2F + 1 uint32 */
     float *cf;       /* CLAWS multipliers as the runtime stores them: [L, F] f32 */
     /* GRIFFIN */
     int64_t prompt_len;
@@ -63,7 +63,7 @@ sc_status sc_router_create(const sc_model *m, const sc_router_spec *spec, sc_rou
     r->K = srt_topk_count(spec->density, F);
     r->score = malloc((size_t)F * sizeof(float));
     r->idx = malloc((size_t)F * sizeof(int32_t));
-    r->scratch = malloc((size_t)F * 8);
+    r->scratch = malloc((size_t)(2 * F + 1) * sizeof(uint32_t));
     r->live_sum = calloc((size_t)L, sizeof(double));
     r->rows_l = calloc((size_t)L, sizeof(int64_t));
     r->layer_mean = calloc((size_t)L, sizeof(double));

@@ -25,11 +25,10 @@ int64_t srt_topk_count(double density, int64_t n) {
 }
 
 int64_t srt_topk(const float *score, int64_t n, int64_t k, int32_t *idx, void *scratch) {
-    (void)scratch;
     if (k <= 0 || n <= 0) return 0;
     if (k > n) k = n;
     /* the runtime's exact O(n) radix selection; int32 and uint32 may alias */
-    if (srt_select_topk((uint32_t *)idx, score, n, k, 0) != SRT_OK) return 0;
+    if (srt_select_topk_ws((uint32_t *)idx, score, n, k, 0, scratch) != SRT_OK) return 0;
     return k;
 }
 

@@ -30,7 +30,8 @@ int64_t srt_topk_count(double density, int64_t n);
 /* Exact top-K by value in O(n) (the runtime's radix selection,
  * srt_select_topk): writes the indices of the k largest score[i] to idx in
  * ascending index order and returns k. Ties at the boundary go to the lower
- * index; NaN ranks lowest. scratch is unused (kept for callers' buffers). */
+ * index; NaN ranks lowest. scratch: NULL, or 2n + 1 uint32 entries the
+ * selection may use (srt_select_topk_ws: faster above n = 8192). */
 int64_t srt_topk(const float *score, int64_t n, int64_t k, int32_t *idx, void *scratch);
 
 /* Threshold compaction with the best compaction kernel for this CPU:

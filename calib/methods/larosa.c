@@ -477,7 +477,7 @@ sc_status sc_eval_larosa(const sc_route_method *rm, const sc_model *m, const sc_
     x.on = calloc((size_t)(2 * L), 1);
     x.z = malloc((size_t)(T * D) * sizeof(float));
     x.score = malloc((size_t)(D > F ? D : F) * sizeof(float));
-    x.scratch = malloc((size_t)(D > F ? D : F) * 8);
+    x.scratch = malloc((size_t)(2 * (D > F ? D : F) + 1) * sizeof(uint32_t)); /* srt_topk's workspace */
     x.idx = malloc((size_t)(D > F ? D : F) * sizeof(int32_t));
     sc_status st = SC_OK;
     if (!x.on || !x.z || !x.score || !x.scratch || !x.idx) {
