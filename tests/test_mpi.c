@@ -259,25 +259,31 @@ int main(void) {
     sc_calib_free(cs);
 
     /* checkpoints: one per rank; the job stopped once both exist (SIGTERM to mpirun), then --resume: the same
-     * file as the uninterrupted MPI run, and the checkpoints are gone */
+     * file as the uninterrupted MPI run, and the checkpoints are gone. On 256 sequences, not the 16 above: the
+     * signal takes effect about a second after mpirun gets it (measured: rank 1 stopped at 44-48 of 64 after its
+     * checkpoint of 2), and with 8 per rank the job had often ended, its checkpoints removed, by then. */
     {
-        const char *res = sc_tmp_path("resumed.scal");
-        char c0[4200], c1[4200], cmd[16384];
+        const char *res = sc_tmp_path("resumed.scal"), *full = sc_tmp_path("full256.scal");
+        char c0[4200], c1[4200], cmd[16384], Mck[8192 + 32];
+        snprintf(Mck, sizeof Mck, "%s --max-docs 256", M); /* (the last --max-docs given counts) */
+        rc = run("%s -n 2 %s compute %s -o %s", mpi, S, Mck, full);
+        CHECK_MSG(rc == 0, "mpirun -n 2 compute (256 sequences): exit %d: %s", rc, out);
         snprintf(c0, sizeof c0, "%s.ckpt.rank0", res);
         snprintf(c1, sizeof c1, "%s.ckpt.rank1", res);
         snprintf(cmd, sizeof cmd, "export ASAN_OPTIONS='%s'; exec %s -n 2 %s compute %s --checkpoint-every 2 -o %s", asan,
-                 launcher, S, M, res);
+                 launcher, S, Mck, res);
         const char *both[2] = {c0, c1};
         CHECK(terminate_when_exist(cmd, both, 2));
         sc_calib *k = NULL;
         int64_t done = 0, of = 0;
-        CHECK(m && sc_calib_load_checkpoint(c1, m, &k, &done, &of, &err) == SC_OK && k && strcmp(k->shards, "1/2") == 0);
+        CHECK_MSG(m && sc_calib_load_checkpoint(c1, m, &k, &done, &of, &err) == SC_OK && k && strcmp(k->shards, "1/2") == 0,
+                  "%s", err.msg);
         printf("mpi: stopped with rank 1 at %lld of %lld sequences\n", (long long)done, (long long)of);
-        CHECK(done >= 2 && of == 8);
+        CHECK(done >= 2 && done < of && of == 128);
         sc_calib_free(k);
-        rc = run("%s -n 2 %s compute %s --checkpoint-every 2 --resume -o %s", mpi, S, M, res);
+        rc = run("%s -n 2 %s compute %s --checkpoint-every 2 --resume -o %s", mpi, S, Mck, res);
         CHECK_MSG(rc == 0, "resume: exit %d: %s", rc, out);
-        CHECK(sc_files_equal(res, two));
+        CHECK(sc_files_equal(res, full));
         CHECK(access(c0, F_OK) != 0 && access(c1, F_OK) != 0);
     }
 
