@@ -7,28 +7,14 @@
 #include <string.h>
 
 #include "engine.h"
+#include "json_out.h"
 #include "srt_json.h"
 
-/* two values equal as JSON (numbers by value; members in order, as the
- * canonical form keeps them) */
+/* two values equal: the same canonical text (both blocks are canonical, engine.c) */
 static bool same(const srt_json *a, const srt_json *b) {
+    char x[1100], y[1100];
     if (!a || !b) return a == b;
-    bool na = a->type == SRT_JSON_INT || a->type == SRT_JSON_DOUBLE, nb = b->type == SRT_JSON_INT || b->type == SRT_JSON_DOUBLE;
-    if (na || nb) return na && nb && srt_json_num(a, 0) == srt_json_num(b, 0);
-    if (a->type != b->type) return false;
-    switch (a->type) {
-    case SRT_JSON_NULL: return true;
-    case SRT_JSON_BOOL: return a->v.b == b->v.b;
-    case SRT_JSON_STRING: return a->n == b->n && memcmp(a->v.s, b->v.s, a->n) == 0;
-    default:
-        if (a->n != b->n) return false;
-        for (size_t i = 0; i < a->n; i++) {
-            const srt_json *x = srt_json_at(a, i), *y = srt_json_at(b, i);
-            if (a->type == SRT_JSON_OBJECT && strcmp(x->key, y->key) != 0) return false;
-            if (!same(x, y)) return false;
-        }
-        return true;
-    }
+    return !sc_json_canonical_value(a, x, sizeof x) && !sc_json_canonical_value(b, y, sizeof y) && !strcmp(x, y);
 }
 
 /* one option's value as the user would write it: a list joined by commas,

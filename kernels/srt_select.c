@@ -1,12 +1,12 @@
 /* srt_select.c - exact top-K selection in O(n) by radix selection on the
  * float bits, no sort. The keys are computed once (up to 8192 of them on
- * the stack, more in the caller's workspace); pass 1 histograms their top 11 bits (over
- * two interleaved histograms, so runs of equal buckets do not serialise on
- * one counter); pass 2 keeps the keys of the threshold bucket as candidates
- * (a bounded stack buffer, or n entries of the workspace; if the bounded
- * one overflows, the refinement scans all keys instead); two more histogram
- * passes over the candidates (11 and 10 bits) find the exact k-th key; a
- * last pass collects the winners in ascending index order. */
+ * the stack, more in the caller's workspace); pass 1 histograms their top
+ * 11 bits (over two interleaved histograms, so runs of equal buckets do not
+ * serialise on one counter); pass 2 keeps the keys of the threshold bucket
+ * as candidates (a bounded stack buffer, or n entries of the workspace; if
+ * the bounded one overflows, the refinement scans all keys instead); two
+ * more histogram passes over the candidates (11 and 10 bits) find the exact
+ * k-th key; a last pass collects the winners in ascending index order. */
 #include <string.h>
 
 #include "srt_kern.h"
