@@ -1,7 +1,9 @@
 /* gemv_avx2.c - AVX2 + FMA + F16C kernels for the activation quantiser, the
- * GGML-format rows (f32, q8_0, q4_0), the q4_0t axpy scatter, zigzag/stripe
- * and compaction. Integer dots use vpmaddubsw + vpmaddwd (no VNNI). */
+ * GGML-format rows (f32, q8_0, q4_0), the q4_0t axpy scatter, zigzag/stripe,
+ * compaction, the gate activation and attention heads. Integer dots use
+ * vpmaddubsw + vpmaddwd (no VNNI). */
 #include <immintrin.h>
+#include <math.h>
 
 #include "../srt_kern.h"
 
@@ -242,6 +244,113 @@ static int64_t compact_avx2(uint32_t *idx, const float *x, const float *tv, floa
     return m;
 }
 
+/* ---- activation and attention -------------------------------------------------------------- */
+
+/* e^x as gemv_avx512.c's exp512 (x = n ln2 + r, the same degree-6 polynomial), with 2^n built from
+ * exponent bits in two halves (each within the normal range, so the product overflows to inf and
+ * underflows through the subnormals as the single scaling would). NaN stays NaN. */
+static inline __m256 exp256(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+static inline __m256 act256(__m256 u, bool gelu) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    if (!gelu) return _mm256_div_ps(u, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), u))));
+    /* tanh z = 1 - 2 / (1 + e^2z) */
+    const __m256 u3 = _mm256_mul_ps(_mm256_mul_ps(u, u), u);
+    const __m256 z = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), u3, u));
+    const __m256 th = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(one, exp256(_mm256_add_ps(z, z)))));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), u), _mm256_add_ps(one, th));
+}
+
+/* lanes [0, left) of a maskload / maskstore (left may be <= 0 or >= 8) */
+static inline __m256i lanes(int64_t left) {
+    const int32_t l = left < 0 ? 0 : left > 8 ? 8 : (int32_t)left;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(l), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static void act_avx2(float *a, const float *u, int64_t n, bool gelu) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(a + i, act256(_mm256_loadu_ps(u + i), gelu));
+    if (i < n) {
+        const __m256i m = lanes(n - i);
+        _mm256_maskstore_ps(a + i, m, act256(_mm256_maskload_ps(u + i, m), gelu));
+    }
+}
+
+static inline float hmax(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void attn_head_avx2(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                           int64_t stride, int64_t hd, float scale) {
+    const int64_t h8 = hd / 8 * 8;
+    const __m256i tail = lanes(hd - h8);
+    for (int64_t t = 0; t < n; t++) {
+        const float *kr = K + t * stride;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < h8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), acc);
+        if (h8 < hd) acc = _mm256_fmadd_ps(_mm256_maskload_ps(q + h8, tail), _mm256_maskload_ps(kr + h8, tail), acc);
+        s[t] = scale * hsum(acc);
+    }
+    const int64_t n8 = n / 8 * 8;
+    const __m256i nt = lanes(n - n8);
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    for (int64_t t = 0; t < n8; t += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(s + t));
+    /* masked-off lanes load 0: blend -inf into them before the max */
+    if (n8 < n)
+        vmx = _mm256_max_ps(vmx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(s + n8, nt), _mm256_castsi256_ps(nt)));
+    const __m256 mx = _mm256_set1_ps(hmax(vmx));
+    __m256 vs = _mm256_setzero_ps();
+    for (int64_t t = 0; t < n8; t += 8) {
+        const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + t), mx));
+        _mm256_storeu_ps(s + t, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    if (n8 < n) {
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + n8, nt), mx)), _mm256_castsi256_ps(nt));
+        _mm256_maskstore_ps(s + n8, nt, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum(vs));
+    for (int64_t t = 0; t < n8; t += 8) _mm256_storeu_ps(s + t, _mm256_mul_ps(_mm256_loadu_ps(s + t), inv));
+    if (n8 < n) _mm256_maskstore_ps(s + n8, nt, _mm256_mul_ps(_mm256_maskload_ps(s + n8, nt), inv));
+    /* out: 32 values at a time in registers */
+    for (int64_t i0 = 0; i0 < hd; i0 += 32) {
+        __m256 o[4];
+        __m256i mk[4];
+        for (int c = 0; c < 4; c++) {
+            mk[c] = lanes(hd - i0 - 8 * c);
+            o[c] = _mm256_setzero_ps();
+        }
+        for (int64_t t = 0; t < n; t++) {
+            const __m256 p = _mm256_set1_ps(s[t]);
+            const float *vr = V + t * stride + i0;
+            for (int c = 0; c < 4; c++) o[c] = _mm256_fmadd_ps(p, _mm256_maskload_ps(vr + 8 * c, mk[c]), o[c]);
+        }
+        for (int c = 0; c < 4; c++) _mm256_maskstore_ps(out + i0 + 8 * c, mk[c], o[c]);
+    }
+}
+
 void srt_avx2_register(srt_kernels *k) {
     k->act_q8 = act_q8_avx2;
     k->rows_f32 = rows_f32_avx2;
@@ -250,4 +359,6 @@ void srt_avx2_register(srt_kernels *k) {
     k->axpy_q4_0t = axpy_q4_0t_avx2;
     k->zigzag = zigzag_avx2;
     k->compact = compact_avx2;
+    k->act = act_avx2;
+    k->attn_head = attn_head_avx2;
 }
