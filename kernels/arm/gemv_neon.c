@@ -1,7 +1,10 @@
 /* gemv_neon.c - Advanced SIMD (AArch64 baseline) kernels for the activation
- * quantiser, f32 rows, the q4_0t axpy scatter, zigzag/stripe and
- * compaction. The integer-dot kernels are in kmi4_neon.c / kmi4_dotprod.c. */
+ * quantiser, f32 rows, the q4_0t axpy scatter, zigzag/stripe, compaction,
+ * the gate activation and attention heads. The integer-dot kernels are in
+ * kmi4_neon.c / kmi4_dotprod.c. */
 #include <arm_neon.h>
+#include <math.h>
+#include <string.h>
 
 #include "../srt_kern.h"
 
@@ -205,6 +208,111 @@ static uint64_t stream_neon(const uint8_t *p, size_t n) {
     return vgetq_lane_u64(x, 0) ^ vgetq_lane_u64(x, 1);
 }
 
+/* ---- activation and attention -------------------------------------------------------------- */
+
+/* e^x as the x86 kernels' (x = n ln2 + r, the same degree-6 polynomial), 2^n from exponent bits in
+ * two halves (each normal, so the product overflows to inf and underflows through the subnormals
+ * as one scaling would). FMIN/FMAX return NaN for a NaN operand, so NaN stays NaN. */
+static inline float32x4_t exp_neon(float32x4_t x) {
+    x = vminq_f32(vdupq_n_f32(89.0f), vmaxq_f32(vdupq_n_f32(-104.0f), x));
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), vmulq_f32(p, r), r);
+    const int32x4_t ni = vcvtq_s32_f32(n), n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+    const int32x4_t bias = vdupq_n_s32(127);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+
+static inline float32x4_t act_v(float32x4_t u, bool gelu) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    if (!gelu) return vdivq_f32(u, vaddq_f32(one, exp_neon(vnegq_f32(u))));
+    /* tanh z = 1 - 2 / (1 + e^2z) */
+    const float32x4_t u3 = vmulq_f32(vmulq_f32(u, u), u);
+    const float32x4_t z = vmulq_n_f32(vfmaq_f32(u, vdupq_n_f32(0.044715f), u3), 0.7978845608028654f);
+    const float32x4_t th = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(one, exp_neon(vaddq_f32(z, z)))));
+    return vmulq_f32(vmulq_n_f32(u, 0.5f), vaddq_f32(one, th));
+}
+
+static void act_neon(float *a, const float *u, int64_t n, bool gelu) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(a + i, act_v(vld1q_f32(u + i), gelu));
+    if (i < n) { /* the last 1-3 through a zero-padded vector */
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        memcpy(t, u + i, sizeof(float) * (size_t)(n - i));
+        vst1q_f32(t, act_v(vld1q_f32(t), gelu));
+        memcpy(a + i, t, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+static void attn_head_neon(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                           int64_t stride, int64_t hd, float scale) {
+    const int64_t h4 = hd / 4 * 4;
+    for (int64_t t = 0; t < n; t++) {
+        const float *kr = K + t * stride;
+        float32x4_t acc = vdupq_n_f32(0.0f);
+        for (int64_t i = 0; i < h4; i += 4) acc = vfmaq_f32(acc, vld1q_f32(q + i), vld1q_f32(kr + i));
+        float dot = vaddvq_f32(acc);
+        for (int64_t i = h4; i < hd; i++) dot += q[i] * kr[i];
+        s[t] = scale * dot;
+    }
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < n; t++) mx = s[t] > mx ? s[t] : mx;
+    const float32x4_t vmx = vdupq_n_f32(mx);
+    float32x4_t vs = vdupq_n_f32(0.0f);
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        const float32x4_t e = exp_neon(vsubq_f32(vld1q_f32(s + t), vmx));
+        vst1q_f32(s + t, e);
+        vs = vaddq_f32(vs, e);
+    }
+    float sum = vaddvq_f32(vs);
+    if (t < n) { /* the last 1-3: padding with -inf gives e = 0 */
+        float tl[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        memcpy(tl, s + t, sizeof(float) * (size_t)(n - t));
+        const float32x4_t e = exp_neon(vsubq_f32(vld1q_f32(tl), vmx));
+        vst1q_f32(tl, e);
+        memcpy(s + t, tl, sizeof(float) * (size_t)(n - t));
+        sum += vaddvq_f32(e);
+    }
+    const float inv = 1.0f / sum;
+    for (t = 0; t < n; t++) s[t] *= inv;
+    /* out: 16 values at a time in registers, the last hd % 4 in scalars */
+    int64_t i0 = 0;
+    for (; i0 + 16 <= h4; i0 += 16) {
+        float32x4_t o0 = vdupq_n_f32(0.0f), o1 = o0, o2 = o0, o3 = o0;
+        for (t = 0; t < n; t++) {
+            const float *vr = V + t * stride + i0;
+            o0 = vfmaq_n_f32(o0, vld1q_f32(vr), s[t]);
+            o1 = vfmaq_n_f32(o1, vld1q_f32(vr + 4), s[t]);
+            o2 = vfmaq_n_f32(o2, vld1q_f32(vr + 8), s[t]);
+            o3 = vfmaq_n_f32(o3, vld1q_f32(vr + 12), s[t]);
+        }
+        vst1q_f32(out + i0, o0);
+        vst1q_f32(out + i0 + 4, o1);
+        vst1q_f32(out + i0 + 8, o2);
+        vst1q_f32(out + i0 + 12, o3);
+    }
+    for (; i0 < h4; i0 += 4) {
+        float32x4_t o = vdupq_n_f32(0.0f);
+        for (t = 0; t < n; t++) o = vfmaq_n_f32(o, vld1q_f32(V + t * stride + i0), s[t]);
+        vst1q_f32(out + i0, o);
+    }
+    for (; i0 < hd; i0++) {
+        float o = 0.0f;
+        for (t = 0; t < n; t++) o += s[t] * V[t * stride + i0];
+        out[i0] = o;
+    }
+}
+
 void srt_neon_register(srt_kernels *k) {
     k->stream = stream_neon;
     k->act_q8 = act_q8_neon;
@@ -212,4 +320,6 @@ void srt_neon_register(srt_kernels *k) {
     k->axpy_q4_0t = axpy_q4_0t_neon;
     k->zigzag = zigzag_neon;
     k->compact = compact_neon;
+    k->act = act_neon;
+    k->attn_head = attn_head_neon;
 }
