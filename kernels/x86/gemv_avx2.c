@@ -93,11 +93,18 @@ static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+/* Rows six list positions ahead prefetched into L2, as rows_q4_0_avx512 does: 2.7x -> 2.0x the
+ * streaming floor at 2304 -> 9216 (two rows per step, sharing the activation loads, was slower). */
 static void rows_q4_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t nb = j->cols / SRT_QK;
     const srt_act *a = j->xq;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
+        if (i + 6 < i1) {
+            const uint8_t *pr = j->w + (j->idx ? (int64_t)j->idx[i + 6] : i + 6) * j->row_bytes;
+            for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T1);
+            _mm_prefetch((const char *)(pr + j->row_bytes - 1), _MM_HINT_T1);
+        }
         const uint8_t *row = j->w + r * j->row_bytes;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
