@@ -156,78 +156,206 @@ static void axpy_q4_0t_avx2(const srt_axpy_job *j, int64_t b0, int64_t b1) {
     }
 }
 
-/* ---- zigzag: per 32-channel run, its int8 values (ref_zigzag), then 64 rows (two groups)
- * in 8 registers per pass; the products q (w - 8) are small integers, so the float sums
- * of a run are exact and one multiply by the group's d finishes them ---------------------- */
+/* ---- zigzag: integer dots, 256 rows (8 groups) per quad --------------------------------------------
+ *
+ * The AVX-512 kernel's scheme (gemv_avx512.c) on 256-bit vectors without VNNI. The channels of a
+ * 32-channel run (ref_zigzag) are quantised first: c = x * s for the chunk's 8 groups, per group
+ * d = amax / 127 and q = rint(c / d), bit for bit as srt_act_q8_block. Then four channels at a time
+ * (a quad), each channel's 128 bytes (8 groups) read before the next quad's, with the AVX-512 kernel's
+ * prefetches: a 32-byte load covers two groups at position v (one per 128-bit lane), one round of
+ * byte unpacks puts the nibbles of one row of channels A and B (C and D) side by side in every 16-bit
+ * lane, and vpmaddubsw multiplies them (shifted down: it saturates, so the high nibble cannot stay in
+ * place x16) by the pair's two int8 values of that lane's group, vectors the quantiser lays out per
+ * quad, position and pair. Each int16 lane is thus one row: lane 8L + i of ia[v][m] is row
+ * 32(2v + L) + 8m + i (m = 0, 1: the low nibbles of bytes 0-7 and 8-15; m = 2, 3: their high ones),
+ * and the word unpacks of the AVX-512 kernel are not needed.
+ *
+ * Why int16 suffices: a vpmaddubsw pair is at most 2 x 15 x 127 = 3810 (no saturation), and vpaddw
+ * wraps, so a lane holds the run's sum of q w mod 2^16. Taking off 8 x (sum of the group's q) mod
+ * 2^16 leaves the sum of q (w - 8) mod 2^16, and that sum is exact in int16: at most 32 channels with
+ * |q| <= 127 and |w - 8| <= 8 give |sum| <= 32512. Sign-extended to int32 (even / odd rows), it is
+ * scaled by the group's d into float accumulators once per run, as in the AVX-512 kernel (the two
+ * give the same bits). The 16 int16 accumulators of a chunk do not fit in the registers with the
+ * rest, so they go through L1; doing the chunk in passes of two groups instead (all in registers,
+ * the run's lines read four times from L1) ran 1.3x slower, the accesses no longer in stream order. */
 
-/* A run's c = x * s for groups 8ck .. 8ck+7 quantised per group, bit for bit as
- * srt_act_q8_block: qf[k][g] (as floats), d[g]. */
-static void zz_quant_avx2(float (*qf)[8], float *d_out, const uint8_t *sc, int64_t G, int G8, const float *x,
-                          const uint32_t *idx, int64_t first, int64_t n) {
-    __m256 vmax = _mm256_setzero_ps(), fin = vmax;
+#define ZZ_AHEAD 32 /* prefetch distances in channels: into L1 */
+#define ZZ_FAR 128  /* into L2 */
+
+typedef struct zz_run {
+    _Alignas(32) int8_t a[8][4][2][32]; /* quad, position v, pair: in 128-bit lane L its q of group 2v + L, x8 */
+    _Alignas(32) int16_t off[4][16];    /* position v: 8 x (sum of q) of the lane's group */
+    _Alignas(32) float d[4][8];         /* position v: the lane's group's d */
+} zz_run;
+
+/* A run of n channels for the chunk's G8 groups (scales at sc + 2 ch G). The clamp to +-127 of
+ * srt_act_q8_block never acts on a finite block (|c| <= amax, so |c / d| <= 127 (1 + 2^-24)^3), and
+ * the lanes of a non-finite group (whose conversions may give INT_MIN) are zeroed after the packs. */
+static inline void zz_quant_avx2(zz_run *r, const uint8_t *sc, int64_t G, int G8, int npass, const float *x,
+                                 const uint32_t *idx, int64_t first, int64_t n) {
+    _Alignas(32) float cb[SRT_QK][8];
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256i vmax = _mm256_setzero_si256(); /* |c| as integers: the same order, and non-finite above 0x7f7fffff */
     for (int64_t k = 0; k < n; k++) {
         const int64_t ch = idx ? idx[first + k] : first + k;
-        _Alignas(16) uint16_t h[8] = {0};
-        memcpy(h, sc + 2 * ch * G, 2 * (size_t)G8);
-        const __m256 c = _mm256_mul_ps(_mm256_set1_ps(x[ch]), _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(void *)h)));
-        _mm256_storeu_ps(qf[k], c);
-        vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), c));
-        fin = _mm256_add_ps(fin, _mm256_sub_ps(c, c));
+        __m128i h;
+        if (G8 == 8) {
+            h = _mm_loadu_si128((const __m128i *)(const void *)(sc + 2 * ch * G));
+        } else {
+            _Alignas(16) uint16_t t[8] = {0};
+            memcpy(t, sc + 2 * ch * G, 2 * (size_t)G8);
+            h = _mm_load_si128((const __m128i *)(void *)t);
+        }
+        const __m256 c = _mm256_mul_ps(_mm256_set1_ps(x[ch]), _mm256_cvtph_ps(h));
+        _mm256_store_ps(cb[k], c);
+        vmax = _mm256_max_epi32(vmax, _mm256_castps_si256(_mm256_andnot_ps(sign, c)));
     }
-    __m256 d = _mm256_div_ps(vmax, _mm256_set1_ps(127.0f));
+    const int64_t n4 = (n + 3) / 4 * 4;
+    for (int64_t k = n; k < n4; k++) _mm256_store_ps(cb[k], _mm256_setzero_ps()); /* the last quad's padding */
+    const __m256i bad = _mm256_cmpgt_epi32(vmax, _mm256_set1_epi32(0x7f7fffff));
+    __m256 d = _mm256_div_ps(_mm256_castsi256_ps(vmax), _mm256_set1_ps(127.0f));
     const __m256 ok = _mm256_cmp_ps(d, _mm256_set1_ps(1e-30f), _CMP_GE_OQ);
-    const __m256 bad = _mm256_cmp_ps(fin, fin, _CMP_UNORD_Q);
     const __m256 id = _mm256_and_ps(ok, _mm256_div_ps(_mm256_set1_ps(1.0f), d));
-    d = _mm256_blendv_ps(_mm256_and_ps(ok, d), _mm256_set1_ps(SRT_ACT_BAD_D), bad);
-    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
-    for (int64_t k = 0; k < n; k++) {
-        __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(qf[k]), id));
-        q = _mm256_andnot_si256(_mm256_castps_si256(bad), _mm256_max_epi32(_mm256_min_epi32(q, lim), nlim));
-        _mm256_storeu_ps(qf[k], _mm256_cvtepi32_ps(q));
+    d = _mm256_blendv_ps(_mm256_and_ps(ok, d), _mm256_set1_ps(SRT_ACT_BAD_D), _mm256_castsi256_ps(bad));
+    /* packs leave in 128-bit lane h byte 4k + g' the q of channel k, group 4h + g'; the shuffles put
+     * the q of channels 0, 1 (2, 3) of group 4h + g' in both words of dword g' */
+    const __m256i tab = _mm256_setr_epi8(0, 4, 0, 4, 1, 5, 1, 5, 2, 6, 2, 6, 3, 7, 3, 7, 0, 4, 0, 4, 1, 5, 1, 5, 2, 6,
+                                         2, 6, 3, 7, 3, 7);
+    const __m256i tcd = _mm256_add_epi8(tab, _mm256_set1_epi8(8));
+    const __m256i sel0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), two = _mm256_set1_epi32(2);
+    __m256i sum = _mm256_setzero_si256();
+    for (int64_t k4 = 0; k4 < n4 / 4; k4++) {
+        __m256i i[4];
+        for (int k = 0; k < 4; k++) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(cb[4 * k4 + k]), id));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3])));
+        const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        const __m256i ab = _mm256_andnot_si256(bad, _mm256_shuffle_epi8(p8, tab));
+        const __m256i cd = _mm256_andnot_si256(bad, _mm256_shuffle_epi8(p8, tcd));
+        __m256i sel = sel0;
+        for (int v = 0; v < npass; v++, sel = _mm256_add_epi32(sel, two)) {
+            _mm256_store_si256((__m256i *)(void *)r->a[k4][v][0], _mm256_permutevar8x32_epi32(ab, sel));
+            _mm256_store_si256((__m256i *)(void *)r->a[k4][v][1], _mm256_permutevar8x32_epi32(cd, sel));
+        }
     }
-    _mm256_storeu_ps(d_out, d);
+    sum = _mm256_slli_epi32(_mm256_andnot_si256(bad, sum), 3); /* |8 sum| <= 8 x 32 x 127: packs keep it */
+    __m256i sel = sel0;
+    for (int v = 0; v < npass; v++, sel = _mm256_add_epi32(sel, two)) {
+        const __m256i o = _mm256_permutevar8x32_epi32(sum, sel);
+        _mm256_store_si256((__m256i *)(void *)r->off[v], _mm256_packs_epi32(o, o));
+        _mm256_store_ps(r->d[v], _mm256_permutevar8x32_ps(d, sel));
+    }
+}
+
+/* One quad (channel columns c[0..3], the chunk's bytes; activation vectors r->a[k4]) over the chunk's
+ * groups: at position v (groups 2v and 2v + 1, or 2v alone when it is the last of an odd G8) the int16
+ * row sums ia[v][0..3] gain the quad's dots. */
+static inline __attribute__((always_inline)) void zz_quad(__m256i (*ia)[4], const uint8_t *const *c,
+                                                          const zz_run *r, int k4, int npass, int odd) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int v = 0; v < npass; v++) {
+        const int64_t o = 32 * (int64_t)v;
+        __m256i A, B, C, D;
+        if (odd && v == npass - 1) { /* not past the chunk's last group */
+            A = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(c[0] + o)));
+            B = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(c[1] + o)));
+            C = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(c[2] + o)));
+            D = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(c[3] + o)));
+        } else {
+            A = _mm256_loadu_si256((const __m256i *)(const void *)(c[0] + o));
+            B = _mm256_loadu_si256((const __m256i *)(const void *)(c[1] + o));
+            C = _mm256_loadu_si256((const __m256i *)(const void *)(c[2] + o));
+            D = _mm256_loadu_si256((const __m256i *)(const void *)(c[3] + o));
+        }
+        const __m256i ab = _mm256_load_si256((const __m256i *)(const void *)r->a[k4][v][0]);
+        const __m256i cd = _mm256_load_si256((const __m256i *)(const void *)r->a[k4][v][1]);
+        const __m256i u[4] = {_mm256_unpacklo_epi8(A, B), _mm256_unpackhi_epi8(A, B), _mm256_unpacklo_epi8(C, D),
+                              _mm256_unpackhi_epi8(C, D)};
+        for (int h = 0; h < 2; h++) { /* rows 8h .. 8h + 7 (low nibbles) and 16 + 8h .. (high) */
+            const __m256i lab = _mm256_maddubs_epi16(_mm256_and_si256(u[h], m4), ab);
+            const __m256i lcd = _mm256_maddubs_epi16(_mm256_and_si256(u[2 + h], m4), cd);
+            const __m256i hab = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(u[h], 4), m4), ab);
+            const __m256i hcd = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(u[2 + h], 4), m4), cd);
+            ia[v][h] = _mm256_add_epi16(ia[v][h], _mm256_add_epi16(lab, lcd));
+            ia[v][2 + h] = _mm256_add_epi16(ia[v][2 + h], _mm256_add_epi16(hab, hcd));
+        }
+    }
+}
+
+/* One 256-row chunk (G8 <= 8 groups) of a row-block; IDX and FULL (G8 == 8) are constants in each
+ * inlined copy. */
+static inline __attribute__((always_inline)) void zz_chunk_avx2(const srt_zz_job *j, const uint32_t *idx,
+                                                                int64_t first, int64_t n, int64_t ck, int G8_,
+                                                                float *y, const int IDX, const int FULL) {
+    const int G8 = FULL ? 8 : G8_;
+    const int64_t R = j->R, G = R / SRT_QK, cs = R / 2;
+    const uint8_t *nib0 = j->w + ck * 128, *sc0 = j->w + srt_zz_nib_bytes(j->cols, R) + 2 * 8 * ck;
+    const int npass = (G8 + 1) / 2, nh = G8 > 4 ? 2 : 1, odd = G8 % 2;
+    const uint32_t *ix = IDX ? idx : NULL;
+#define ZZ_CH(pos) (IDX ? (int64_t)idx[first + (pos)] : first + (pos))
+    _Alignas(32) float fa[4][4][2][8]; /* position, row block m, even/odd, lane */
+    for (int i = 0; i < 4 * 4 * 2 * 8; i += 8) _mm256_store_ps(&fa[0][0][0][0] + i, _mm256_setzero_ps());
+    for (int64_t k = 0; k < n && k < ZZ_AHEAD; k++) /* what the quads' look-ahead skips */
+        for (int l = 0; l < nh; l++) _mm_prefetch((const char *)(nib0 + ZZ_CH(k) * cs + 64 * l), _MM_HINT_T0);
+    zz_run rq;
+    __m256i ia[4][4];
+    int64_t p = 0;
+    while (p < n) {
+        const int64_t kb = ZZ_CH(p) / SRT_QK;
+        int64_t e = p;
+        while (e < n && ZZ_CH(e) / SRT_QK == kb) e++;
+        zz_quant_avx2(&rq, sc0, G, G8, npass, j->x, ix, first + p, e - p);
+        for (int v = 0; v < npass; v++)
+            for (int m = 0; m < 4; m++) ia[v][m] = _mm256_setzero_si256();
+        for (int64_t q = p; q < e; q += 4) {
+            const uint8_t *c[4];
+            for (int r = 0; r < 4; r++) c[r] = nib0 + ZZ_CH(q + r < e ? q + r : q) * cs;
+            for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
+                const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
+                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
+                if (nh == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
+                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+            }
+            for (int r = 0; r < 4 && q + ZZ_FAR + r < n; r++) { /* and into L2 */
+                const int64_t nx = ZZ_CH(q + ZZ_FAR + r);
+                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T1);
+                if (nh == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T1);
+                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T1);
+            }
+            zz_quad(ia, c, &rq, (int)((q - p) / 4), npass, odd);
+        }
+        for (int v = 0; v < npass; v++) {
+            const __m256i off = _mm256_load_si256((const __m256i *)(const void *)rq.off[v]);
+            const __m256 d = _mm256_load_ps(rq.d[v]);
+            for (int m = 0; m < 4; m++) { /* the sums mod 2^16, offset removed, are exact in int16 */
+                const __m256i s = _mm256_sub_epi16(ia[v][m], off);
+                const __m256i ev = _mm256_srai_epi32(_mm256_slli_epi32(s, 16), 16), od = _mm256_srai_epi32(s, 16);
+                _mm256_store_ps(fa[v][m][0], _mm256_fmadd_ps(_mm256_cvtepi32_ps(ev), d, _mm256_load_ps(fa[v][m][0])));
+                _mm256_store_ps(fa[v][m][1], _mm256_fmadd_ps(_mm256_cvtepi32_ps(od), d, _mm256_load_ps(fa[v][m][1])));
+            }
+        }
+        p = e;
+    }
+#undef ZZ_CH
+    /* lane 4L + k of (v, m, even/odd) is row 32(2v + L) + 8m + 2k (+ 1) */
+    for (int g = 0; g < G8; g++)
+        for (int m = 0; m < 4; m++) {
+            const __m128 ev = _mm_load_ps(&fa[g / 2][m][0][4 * (g % 2)]);
+            const __m128 od = _mm_load_ps(&fa[g / 2][m][1][4 * (g % 2)]);
+            _mm_storeu_ps(y + 32 * g + 8 * m, _mm_unpacklo_ps(ev, od));
+            _mm_storeu_ps(y + 32 * g + 8 * m + 4, _mm_unpackhi_ps(ev, od));
+        }
 }
 
 static void zigzag_avx2(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
-    const int64_t R = j->R, G = R / SRT_QK;
-    const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
-    const __m256i m15 = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
-    for (int64_t o = SRT_QK * j->g0; o < SRT_QK * j->g1; o++) y[o] = 0.0f;
-    float qf[SRT_QK][8], d[8];
     for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
         const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
-        int64_t p = 0;
-        while (p < n) {
-            const int64_t kb = (idx ? idx[first + p] : first + p) / SRT_QK;
-            int64_t e = p;
-            while (e < n && (idx ? idx[first + e] : first + e) / SRT_QK == kb) e++;
-            zz_quant_avx2(qf, d, sc + 2 * 8 * ck, G, G8, j->x, idx, first + p, e - p);
-            for (int g0 = 0; g0 < G8; g0 += 2) {
-                const int ng = G8 - g0 >= 2 ? 2 : 1;
-                __m256 acc[8];
-                for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
-                for (int64_t k = 0; k < e - p; k++) {
-                    const int64_t ch = idx ? idx[first + p + k] : first + p + k;
-                    const uint8_t *nib = j->w + ch * (R / 2) + 16 * (8 * ck + g0);
-                    for (int g = 0; g < ng; g++) {
-                        const __m256 c = _mm256_set1_ps(qf[k][g0 + g]);
-                        for (int h = 0; h < 2; h++) {
-                            const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(nib + 16 * g + 8 * h)));
-                            const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, m15), eight));
-                            const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
-                            acc[4 * g + h] = _mm256_fmadd_ps(lo, c, acc[4 * g + h]);
-                            acc[4 * g + 2 + h] = _mm256_fmadd_ps(hi, c, acc[4 * g + 2 + h]);
-                        }
-                    }
-                }
-                for (int g = 0; g < ng; g++) {
-                    float *yg = y + 32 * (8 * ck + g0 + g);
-                    const __m256 dg = _mm256_set1_ps(d[g0 + g]);
-                    for (int k = 0; k < 4; k++)
-                        _mm256_storeu_ps(yg + 8 * k, _mm256_fmadd_ps(acc[4 * g + k], dg, _mm256_loadu_ps(yg + 8 * k)));
-                }
-            }
-            p = e;
+        float *yc = y + ck * SRT_ZZ_CHUNK;
+        if (idx) {
+            if (G8 == 8) zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 1, 1);
+            else zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 1, 0);
+        } else {
+            if (G8 == 8) zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 0, 1);
+            else zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 0, 0);
         }
     }
 }
