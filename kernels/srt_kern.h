@@ -35,6 +35,22 @@ _Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs)
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
 
+/* e^x in the SIMD gate activation and attention kernels (every ISA the same rule): x clamped to
+ * [SRT_EXP_MIN, SRT_EXP_MAX], x = n ln2 + r with n = round(x log2 e) and ln2 in two parts (|r| <=
+ * ln2/2), e^r = 1 + r + r^2 (P0 + P1 r + ... + P5 r^5) (Cephes' expf coefficients, about 1 ulp), then
+ * scaled by 2^n (overflow to inf, underflow through the subnormals to 0). */
+#define SRT_EXP_MIN (-104.0f)
+#define SRT_EXP_MAX 89.0f
+#define SRT_EXP_LOG2E 1.44269504088896341f
+#define SRT_EXP_LN2_HI 0.693359375f
+#define SRT_EXP_LN2_LO (-2.12194440e-4f)
+#define SRT_EXP_P0 5.0000001201e-1f
+#define SRT_EXP_P1 1.6666665459e-1f
+#define SRT_EXP_P2 4.1665795894e-2f
+#define SRT_EXP_P3 8.3334519073e-3f
+#define SRT_EXP_P4 1.3981999507e-3f
+#define SRT_EXP_P5 1.9875691500e-4f
+
 static inline int64_t srt_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 static inline uint16_t srt_rd16(const void *p) {

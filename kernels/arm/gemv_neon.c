@@ -210,20 +210,20 @@ static uint64_t stream_neon(const uint8_t *p, size_t n) {
 
 /* ---- activation and attention -------------------------------------------------------------- */
 
-/* e^x as the x86 kernels' (x = n ln2 + r, the same degree-6 polynomial), 2^n from exponent bits in
- * two halves (each normal, so the product overflows to inf and underflows through the subnormals
- * as one scaling would). FMIN/FMAX return NaN for a NaN operand, so NaN stays NaN. */
+/* e^x by the rule of srt_kern.h (SRT_EXP_*), 2^n from exponent bits in two halves (each normal, so the
+ * product overflows to inf and underflows through the subnormals as one scaling would). FMIN/FMAX
+ * return NaN for a NaN operand, so NaN stays NaN. */
 static inline float32x4_t exp_neon(float32x4_t x) {
-    x = vminq_f32(vdupq_n_f32(89.0f), vmaxq_f32(vdupq_n_f32(-104.0f), x));
-    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
-    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
-    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    x = vminq_f32(vdupq_n_f32(SRT_EXP_MAX), vmaxq_f32(vdupq_n_f32(SRT_EXP_MIN), x));
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, SRT_EXP_LOG2E));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(SRT_EXP_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(SRT_EXP_LN2_LO));
+    float32x4_t p = vdupq_n_f32(SRT_EXP_P5);
+    p = vfmaq_f32(vdupq_n_f32(SRT_EXP_P4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SRT_EXP_P3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SRT_EXP_P2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SRT_EXP_P1), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SRT_EXP_P0), p, r);
     p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), vmulq_f32(p, r), r);
     const int32x4_t ni = vcvtq_s32_f32(n), n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
     const int32x4_t bias = vdupq_n_s32(127);

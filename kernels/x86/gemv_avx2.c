@@ -381,21 +381,21 @@ static int64_t compact_avx2(uint32_t *idx, const float *x, const float *tv, floa
 
 /* ---- activation and attention -------------------------------------------------------------- */
 
-/* e^x as gemv_avx512.c's exp512 (x = n ln2 + r, the same degree-6 polynomial), with 2^n built from
- * exponent bits in two halves (each within the normal range, so the product overflows to inf and
- * underflows through the subnormals as the single scaling would). NaN stays NaN. */
+/* e^x by the rule of srt_kern.h (SRT_EXP_*), with 2^n built from exponent bits in two halves (each
+ * within the normal range, so the product overflows to inf and underflows through the subnormals as
+ * a single scaling would). NaN stays NaN. */
 static inline __m256 exp256(__m256 x) {
-    x = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    x = _mm256_min_ps(_mm256_set1_ps(SRT_EXP_MAX), _mm256_max_ps(_mm256_set1_ps(SRT_EXP_MIN), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(SRT_EXP_LOG2E)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(SRT_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(SRT_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(SRT_EXP_P5);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SRT_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SRT_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SRT_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SRT_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SRT_EXP_P0));
     p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     const __m256i bias = _mm256_set1_epi32(127);

@@ -457,20 +457,20 @@ static int64_t compact_avx512(uint32_t *idx, const float *x, const float *tv, fl
 
 /* ---- activation and attention -------------------------------------------------------------- */
 
-/* e^x: x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r (Cephes' expf coefficients, about
- * 1 ulp) scaled by 2^n with vscalefps (overflow to inf, underflow to 0). NaN stays NaN. */
+/* e^x by the rule of srt_kern.h (SRT_EXP_*), scaled by 2^n with vscalefps (overflow to inf, underflow to
+ * 0). NaN stays NaN. */
 static inline __m512 exp512(__m512 x) {
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    x = _mm512_min_ps(_mm512_set1_ps(SRT_EXP_MAX), _mm512_max_ps(_mm512_set1_ps(SRT_EXP_MIN), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(SRT_EXP_LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(SRT_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(SRT_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(SRT_EXP_P5);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SRT_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SRT_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SRT_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SRT_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SRT_EXP_P0));
     p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n);
 }
