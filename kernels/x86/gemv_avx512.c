@@ -240,175 +240,268 @@ static void axpy_q4_0t_avx512(const srt_axpy_job *j, int64_t b0, int64_t b1) {
 
 /* ---- zigzag: integer dots, 256 rows (8 groups) per pass ---------------------------------------
  *
- * The channels of a 32-channel run (ref_zigzag) are quantised first: c = x * s
- * for the chunk's 8 groups (one 16-byte row of fp16 scales per channel), per
- * group d = amax / 127 and q = rint(c / d), bit for bit as srt_act_q8_block.
- * Then four channels at a time (a quad), like kmi4: a 64-byte load from each
- * channel's column covers four groups (one per 128-bit lane), two rounds of
- * unpacks put the four channels' nibbles of one row into every 32-bit lane,
- * and vpdpbusd multiplies them by the quad's four int8 values of that lane's
- * group (one vpermd spreads the four groups' words over the lanes). Lane
- * 4L + k of q_m holds rows 32(4h + L) + 4m + k (low nibble) and + 16 (high);
- * the float outputs keep that order and are put in row order at the end. */
+ * The channels of a 32-channel run (ref_zigzag) are quantised first: c = x * s for the chunk's 8
+ * groups (one 16-byte row of fp16 scales per channel), per group d = amax / 127 and q = rint(c / d),
+ * bit for bit as srt_act_q8_block. The quantiser also lays the q out for the dots: per quad of four
+ * channels and half h of the chunk (groups 4h .. 4h + 3), one 64-byte vector whose 128-bit lane L
+ * holds in each dword the quad's four q of group 4h + L (eight channels: three packs, a vpshufb and
+ * four vpermd, where the dots used to build them in every quad), and the dots only load these.
+ *
+ * The dots take four channels at a time (a quad), like kmi4: a 64-byte load from each channel's
+ * column covers four groups (one per 128-bit lane), two rounds of unpacks put the four channels'
+ * nibbles of one row into every 32-bit lane, and vpdpbusd multiplies them by the quad's vector. Lane
+ * 4L + k of q_m holds rows 32(4h + L) + 4m + k (low nibble) and + 16 (high); the float outputs keep
+ * that order and are put in row order at the end. vpdpbusd on the whole byte gives lo + 16 hi and on
+ * the byte & 0xf0 gives 16 hi; a run adds at most 32 x 127 x 255 < 2^20 to a lane, and the sums start
+ * at the -8 offsets (-128 S and -136 S, S the group's sum of q: |S| <= 32 x 127), so the int32 sums
+ * are exact. The next run is quantised before the dots of the current one, so that its chain (loads,
+ * divisions, shuffles) overlaps them. */
 
 #define ZZ_AHEAD 32 /* prefetch distances in channels: into L1 */
-#define ZZ_FAR 128  /* into L2 (scattered channels 3-9% faster) */
+#define ZZ_FAR 128  /* into L2 (scattered channels 3-9% faster; both needed) */
 
 typedef struct zz_run_q {
-    _Alignas(32) uint64_t qb[SRT_QK]; /* per channel, 8 int8 (one per group) */
-    __m256 d;                         /* per group */
-    __m256i sum;                      /* per group: sum of q */
+    _Alignas(64) int8_t a[SRT_QK / 2][64]; /* quad x 2 + half h: lane L, every dword: the quad's q of group 4h + L */
+    __m256 d;                                  /* per group */
+    __m256i sum;                               /* per group: sum of q */
 } zz_run_q;
 
-static inline void zz_quant(zz_run_q *r, const uint8_t *sc, int64_t G, const float *x, const uint32_t *idx,
-                            int64_t first, int64_t n, __mmask8 gm) {
-    _Alignas(64) float cb[SRT_QK][8];
-    __m512 vmax = _mm512_setzero_ps(), fin = vmax;
-    for (int64_t k = 0; k < n; k += 2) { /* two channels per vector */
-        const int64_t c0 = idx ? idx[first + k] : first + k;
-        const int64_t c1 = k + 1 < n ? (idx ? idx[first + k + 1] : first + k + 1) : c0;
-        const __mmask16 live = k + 1 < n ? 0xffff : 0x00ff;
-        const __m256i s16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_maskz_loadu_epi16(gm, sc + 2 * c0 * G)),
-                                                    _mm_maskz_loadu_epi16(gm, sc + 2 * c1 * G), 1);
-        const __m512 xv = _mm512_mask_broadcastss_ps(_mm512_set1_ps(x[c0]), 0xff00, _mm_set_ss(x[c1]));
-        const __m512 c = _mm512_maskz_mul_ps(live, _mm512_cvtph_ps(s16), xv);
-        _mm512_store_ps(cb[k], c);
-        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(c));
-        fin = _mm512_add_ps(fin, _mm512_sub_ps(c, c)); /* NaN iff a c is not finite */
+/* A run of n <= 32 channels (idx[first ..] or first ..) for the chunk's groups (gm; FULL: all 8,
+ * scales at sc + 2 ch G). Vector i of each eight channels holds channels i and i + 4 (groups 0-7 each)
+ * so that packs(packs(Q0, Q1), packs(Q2, Q3)) has in 128-bit lane 2k + h, byte 4i + t, the q of
+ * channel 4k + i, group 4h + t; a vpshufb transposes each lane's 4 x 4 bytes and a vpermd per quad and
+ * half spreads dword L of lane 2k + h over lane L. The clamp to +-127 of srt_act_q8_block never acts
+ * on a finite group (|c| <= amax, so |c / d| <= 127 (1 + 2^-24)^3 < 127.5), and the q of a non-finite
+ * group are zeroed by the conversion's mask, so the packs do not saturate. */
+static inline __attribute__((always_inline)) void zz_quant(zz_run_q *r, const uint8_t *sc, int64_t G, const float *x,
+                                                           const uint32_t *idx, int64_t first, int64_t n, __mmask8 gm,
+                                                           const int FULL) {
+    _Alignas(64) float cb[SRT_QK / 2][16];
+    const __m512i mabs = _mm512_set1_epi32(0x7fffffff);
+    __m512i vmax = _mm512_setzero_si512(); /* |c| as integers: the same order, non-finite above 0x7f7fffff */
+    const int64_t nv = (n + 7) / 8 * 4;
+#define ZZ_QCH(k) (idx ? (int64_t)idx[first + (k)] : first + (k))
+#define ZZ_QPAIR(v, c0, c1, live)                                                                                          \
+    do {                                                                                                                   \
+        __m256i s16;                                                                                                       \
+        if (FULL)                                                                                                          \
+            s16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(sc + 2 * (c0) * G))), \
+                                          _mm_loadu_si128((const __m128i *)(const void *)(sc + 2 * (c1) * G)), 1);        \
+        else                                                                                                               \
+            s16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_maskz_loadu_epi16(gm, sc + 2 * (c0) * G)),            \
+                                          _mm_maskz_loadu_epi16(gm, sc + 2 * (c1) * G), 1);                                \
+        const __m512 xv = _mm512_mask_mov_ps(_mm512_set1_ps(x[c0]), 0xff00, _mm512_set1_ps(x[c1]));                       \
+        const __m512 c = _mm512_maskz_mul_ps(live, _mm512_cvtph_ps(s16), xv);                                              \
+        _mm512_store_ps(cb[v], c);                                                                                         \
+        vmax = _mm512_max_epi32(vmax, _mm512_and_si512(_mm512_castps_si512(c), mabs));                                     \
+    } while (0)
+    for (int64_t k8 = 0; k8 < n; k8 += 8) { /* vector v = k8 / 2 + i: channels k8 + i and k8 + i + 4 */
+        if (k8 + 8 <= n) {
+            for (int i = 0; i < 4; i++) {
+                const int64_t c0 = ZZ_QCH(k8 + i), c1 = ZZ_QCH(k8 + i + 4);
+                ZZ_QPAIR(k8 / 2 + i, c0, c1, 0xffff);
+            }
+        } else { /* the last channels: missing ones take the first's scales, and are zeroed */
+            for (int i = 0; i < 4; i++) {
+                const int64_t k0 = k8 + i, k1 = k0 + 4;
+                const int64_t c0 = ZZ_QCH(k0 < n ? k0 : 0), c1 = k1 < n ? ZZ_QCH(k1) : c0;
+                ZZ_QPAIR(k8 / 2 + i, c0, c1, (__mmask16)((k0 < n ? 0x00ffu : 0u) | (k1 < n ? 0xff00u : 0u)));
+            }
+        }
     }
-    const __m256 vmax8 = _mm256_max_ps(_mm512_castps512_ps256(vmax), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(vmax), 1)));
-    const __m256 fin8 = _mm256_add_ps(_mm512_castps512_ps256(fin), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(fin), 1)));
-    __m256 d = _mm256_div_ps(vmax8, _mm256_set1_ps(127.0f));
+#undef ZZ_QPAIR
+#undef ZZ_QCH
+    const __m256i vmax8 = _mm256_max_epi32(_mm512_castsi512_si256(vmax), _mm512_extracti64x4_epi64(vmax, 1));
+    const __mmask8 bad = _mm256_cmpgt_epi32_mask(vmax8, _mm256_set1_epi32(0x7f7fffff));
+    __m256 d = _mm256_div_ps(_mm256_castsi256_ps(vmax8), _mm256_set1_ps(127.0f));
     const __mmask8 ok = _mm256_cmp_ps_mask(d, _mm256_set1_ps(1e-30f), _CMP_GE_OQ);
-    const __mmask8 bad = _mm256_cmp_ps_mask(fin8, fin8, _CMP_UNORD_Q);
     const __m256 id8 = _mm256_maskz_div_ps(ok, _mm256_set1_ps(1.0f), d);
     d = _mm256_mask_mov_ps(_mm256_maskz_mov_ps(ok, d), bad, _mm256_set1_ps(SRT_ACT_BAD_D));
     const __m512 id = _mm512_shuffle_f32x4(_mm512_castps256_ps512(id8), _mm512_castps256_ps512(id8), 0x44);
     const __mmask16 good = (__mmask16)(~((unsigned)bad | (unsigned)bad << 8));
-    const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+    const __m512i tr = _mm512_set4_epi32(0x0f0b0703, 0x0e0a0602, 0x0d090501, 0x0c080400); /* 4 x 4 byte transpose */
+    const __m512i e0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), four = _mm512_set1_epi32(4);
+    const __m512i e1 = _mm512_add_epi32(e0, four), e2 = _mm512_add_epi32(e1, four), e3 = _mm512_add_epi32(e2, four);
     __m512i sum = _mm512_setzero_si512();
-    for (int64_t k = 0; k < n; k += 2) {
-        __m512i q = _mm512_maskz_cvtps_epi32(good, _mm512_mul_ps(_mm512_load_ps(cb[k]), id));
-        q = _mm512_max_epi32(_mm512_min_epi32(q, lim), nlim);
-        sum = _mm512_add_epi32(sum, q);
-        _mm_store_si128((__m128i *)(void *)(r->qb + k), _mm512_cvtepi32_epi8(q));
+    for (int64_t v = 0; v < nv; v += 4) { /* eight channels, two quads */
+        const __m512i q0 = _mm512_maskz_cvtps_epi32(good, _mm512_mul_ps(_mm512_load_ps(cb[v]), id));
+        const __m512i q1 = _mm512_maskz_cvtps_epi32(good, _mm512_mul_ps(_mm512_load_ps(cb[v + 1]), id));
+        const __m512i q2 = _mm512_maskz_cvtps_epi32(good, _mm512_mul_ps(_mm512_load_ps(cb[v + 2]), id));
+        const __m512i q3 = _mm512_maskz_cvtps_epi32(good, _mm512_mul_ps(_mm512_load_ps(cb[v + 3]), id));
+        sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_add_epi32(q0, q1), _mm512_add_epi32(q2, q3)));
+        const __m512i b = _mm512_shuffle_epi8(_mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3)), tr);
+        int8_t(*a)[64] = r->a + v; /* quads v / 2, v / 2 + 1 */
+        _mm512_store_si512((void *)a[0], _mm512_permutexvar_epi32(e0, b));
+        _mm512_store_si512((void *)a[1], _mm512_permutexvar_epi32(e1, b));
+        _mm512_store_si512((void *)a[2], _mm512_permutexvar_epi32(e2, b));
+        _mm512_store_si512((void *)a[3], _mm512_permutexvar_epi32(e3, b));
     }
-    for (int64_t k = (n + 1) / 2 * 2; k < SRT_QK; k++) r->qb[k] = 0;
     r->d = d;
     r->sum = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
 }
 
-/* The int8 words of channels 4k4 .. 4k4+3 for groups 0-3 (w[0]) and 4-7 (w[1]). */
-static inline void zz_words(const zz_run_q *r, int k4, __m128i w[2]) {
-    const __m256i shuf = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3,
-                                          11, 4, 12, 5, 13, 6, 14, 7, 15);
-    const __m256i v = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(const void *)(r->qb + 4 * k4)), shuf);
-    const __m128i X = _mm256_castsi256_si128(v), Y = _mm256_extracti128_si256(v, 1);
-    w[0] = _mm_unpacklo_epi16(X, Y);
-    w[1] = _mm_unpackhi_epi16(X, Y);
+/* vpdpbusd accumulating in place: with the intrinsic GCC 12 copies every accumulator to a new register
+ * at each call (two moves per dot in the loop) */
+static inline __attribute__((always_inline)) __m512i zz_dp(__m512i acc, __m512i w, __m512i a) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
+    return acc;
 }
 
-/* One 256-row chunk (G8 <= 8 groups) of a row-block. IDX and NH (halves of
- * four groups: 1 or 2) are constants in every inlined copy. */
+/* One 256-row chunk (G8 <= 8 groups) of a row-block. IDX, NH (halves of four groups: 1 or 2) and
+ * FULL (G8 == 8) are constants in every inlined copy. */
 static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job *j, const uint32_t *idx,
                                                                 int64_t first, int64_t n, int64_t ck, int G8,
-                                                                float *y, const int IDX, const int NH) {
+                                                                float *y, const int IDX, const int NH,
+                                                                const int FULL) {
     const int64_t R = j->R, G = R / SRT_QK, cs = R / 2;
     const uint8_t *nib0 = j->w + ck * 128, *sc0 = j->w + srt_zz_nib_bytes(j->cols, R) + 2 * 8 * ck;
     const __mmask8 gm = (__mmask8)((1u << G8) - 1);
-    const __mmask64 lm0 = G8 >= 4 ? ~(__mmask64)0 : ((__mmask64)1 << (16 * G8)) - 1;
-    const __mmask64 lm1 = G8 >= 8 ? ~(__mmask64)0 : G8 > 4 ? ((__mmask64)1 << (16 * (G8 - 4))) - 1 : 0;
+    const __mmask64 lm0 = FULL || G8 >= 4 ? ~(__mmask64)0 : ((__mmask64)1 << (16 * G8)) - 1;
+    const __mmask64 lm1 = FULL || G8 >= 8 ? ~(__mmask64)0 : G8 > 4 ? ((__mmask64)1 << (16 * (G8 - 4))) - 1 : 0;
     const __m512i bidx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i bidx4 = _mm512_add_epi32(bidx, _mm512_set1_epi32(4));
     const __m512i m_hi = _mm512_set1_epi8((char)0xf0);
 #define ZZ_CH(pos) (IDX ? (int64_t)idx[first + (pos)] : first + (pos))
     _Alignas(64) float fa[2][2][4][16]; /* half, low/high, m, lane */
     for (int i = 0; i < 256; i += 16) _mm512_store_ps(&fa[0][0][0][0] + i, _mm512_setzero_ps());
-    zz_run_q rq;
-    int64_t p = 0;
-    while (p < n) {
-        const int64_t kb = ZZ_CH(p) / SRT_QK;
-        int64_t e = p;
-        while (e < n && ZZ_CH(e) / SRT_QK == kb) e++;
-        zz_quant(&rq, sc0, G, j->x, IDX ? idx : NULL, first + p, e - p, gm);
-        _Alignas(32) float dg[8];
-        _Alignas(32) int32_t sg[8];
-        _mm256_store_ps(dg, rq.d);
-        _mm256_store_si256((__m256i *)(void *)sg, rq.sum);
-        const __m512i s0 = _mm512_permutexvar_epi32(bidx, _mm512_castsi128_si512(_mm_load_si128((const __m128i *)(const void *)sg)));
-        const __m512i s1 = _mm512_permutexvar_epi32(bidx, _mm512_castsi128_si512(_mm_load_si128((const __m128i *)(const void *)(sg + 4))));
-        const __m512i ol0 = _mm512_slli_epi32(s0, 3), oh0 = _mm512_slli_epi32(s0, 7);
-        const __m512i ol1 = _mm512_slli_epi32(s1, 3), oh1 = _mm512_slli_epi32(s1, 7);
+    zz_run_q rqs[2];
+    int64_t p = 0, e = 0, pn = 0; /* the run [p, e) to multiply; pn: the next to quantise */
+    for (int it = 0;; it++) {
+        int64_t en = pn;
+        if (pn < n) {
+            const int64_t kb = ZZ_CH(pn) / SRT_QK;
+            if (IDX) { /* the list ascends: the run is the prefix of the next <= 32 entries below 32 (kb + 1) */
+                const int64_t left = n - pn;
+                const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+                const __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+                const __m512i lim = _mm512_set1_epi32((int)((kb + 1) * SRT_QK));
+                const __mmask16 b0 = _mm512_mask_cmplt_epu32_mask(m0, _mm512_maskz_loadu_epi32(m0, idx + first + pn), lim);
+                const __mmask16 b1 = _mm512_mask_cmplt_epu32_mask(m1, _mm512_maskz_loadu_epi32(m1, idx + first + pn + (left > 16 ? 16 : 0)), lim);
+                en = pn + __builtin_ctzll(((uint64_t)b1 << 16 | b0) + 1); /* the length of the run of ones */
+            } else
+                en = (kb + 1) * SRT_QK - first < n ? (kb + 1) * SRT_QK - first : n;
+            zz_quant(&rqs[it & 1], sc0, G, j->x, IDX ? idx : NULL, first + pn, en - pn, gm, FULL);
+        }
+        if (it == 0) {
+            if (pn >= n) break;
+            p = pn;
+            e = pn = en;
+            continue;
+        }
+        const zz_run_q *rqp = &rqs[(it - 1) & 1];
+        /* lanes 4L .. 4L + 3: group L (half 0) or 4 + L (half 1); H starts at -128 S (8 x 16 hi), L at
+         * -136 S, so that L - H is the low nibbles' sum with its -8 S */
+        const __m512i s0 = _mm512_permutexvar_epi32(bidx, _mm512_castsi256_si512(rqp->sum));
+        const __m512i s1 = _mm512_permutexvar_epi32(bidx4, _mm512_castsi256_si512(rqp->sum));
         const __m512i z = _mm512_setzero_si512();
-        __m512i L00 = _mm512_sub_epi32(z, ol0), L01 = L00, L02 = L00, L03 = L00;
-        __m512i H00 = _mm512_sub_epi32(z, oh0), H01 = H00, H02 = H00, H03 = H00;
-        __m512i L10 = _mm512_sub_epi32(z, ol1), L11 = L10, L12 = L10, L13 = L10;
-        __m512i H10 = _mm512_sub_epi32(z, oh1), H11 = H10, H12 = H10, H13 = H10;
+        __m512i H00 = _mm512_sub_epi32(z, _mm512_slli_epi32(s0, 7)), H01 = H00, H02 = H00, H03 = H00;
+        __m512i L00 = _mm512_sub_epi32(H00, _mm512_slli_epi32(s0, 3)), L01 = L00, L02 = L00, L03 = L00;
+        __m512i H10 = _mm512_sub_epi32(z, _mm512_slli_epi32(s1, 7)), H11 = H10, H12 = H10, H13 = H10;
+        __m512i L10 = _mm512_sub_epi32(H10, _mm512_slli_epi32(s1, 3)), L11 = L10, L12 = L10, L13 = L10;
         for (int64_t q = p; q < e; q += 4) {
-            const uint8_t *c0 = nib0 + ZZ_CH(q) * cs;
-            const uint8_t *c1 = nib0 + ZZ_CH(q + 1 < e ? q + 1 : q) * cs;
-            const uint8_t *c2 = nib0 + ZZ_CH(q + 2 < e ? q + 2 : q) * cs;
-            const uint8_t *c3 = nib0 + ZZ_CH(q + 3 < e ? q + 3 : q) * cs;
-            for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
-                const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
-                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
-                if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
-                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+            const uint8_t *c0 = nib0 + ZZ_CH(q) * cs, *c1, *c2, *c3;
+            if (IDX) {
+                if (q + 4 <= e) {
+                    c1 = nib0 + ZZ_CH(q + 1) * cs;
+                    c2 = nib0 + ZZ_CH(q + 2) * cs;
+                    c3 = nib0 + ZZ_CH(q + 3) * cs;
+                } else { /* the run's last quad: missing channels repeat the first (their q are 0) */
+                    c1 = nib0 + ZZ_CH(q + 1 < e ? q + 1 : q) * cs;
+                    c2 = nib0 + ZZ_CH(q + 2 < e ? q + 2 : q) * cs;
+                    c3 = nib0 + ZZ_CH(q + 3 < e ? q + 3 : q) * cs;
+                }
+                if (q + ZZ_FAR + 4 <= n) { /* no bounds to check: the usual case */
+                    for (int r = 0; r < 4; r++) {
+                        const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
+                        _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
+                        if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+                    }
+                    for (int r = 0; r < 4; r++) { /* and into L2 */
+                        const int64_t nx = ZZ_CH(q + ZZ_FAR + r);
+                        _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T1);
+                        if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T1);
+                        _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T1);
+                    }
+                } else {
+                    for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
+                        const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
+                        _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
+                        if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+                    }
+                }
+            } else { /* consecutive channels */
+                c1 = q + 1 < e ? c0 + cs : c0;
+                c2 = q + 2 < e ? c0 + 2 * cs : c0;
+                c3 = q + 3 < e ? c0 + 3 * cs : c0;
+                if (q + ZZ_AHEAD + 4 <= n) { /* the last channels were fetched before */
+                    const uint8_t *f = c0 + ZZ_AHEAD * cs;
+                    for (int r = 0; r < 4; r++) {
+                        _mm_prefetch((const char *)(f + r * cs), _MM_HINT_T0);
+                        if (NH == 2) _mm_prefetch((const char *)(f + r * cs + 64), _MM_HINT_T0);
+                    }
+                    _mm_prefetch((const char *)(sc0 + 2 * (first + q + ZZ_AHEAD) * G), _MM_HINT_T0);
+                }
+                if (q + ZZ_FAR + 4 <= n) { /* and into L2 */
+                    const uint8_t *f = c0 + ZZ_FAR * cs;
+                    for (int r = 0; r < 4; r++) {
+                        _mm_prefetch((const char *)(f + r * cs), _MM_HINT_T1);
+                        if (NH == 2) _mm_prefetch((const char *)(f + r * cs + 64), _MM_HINT_T1);
+                    }
+                    _mm_prefetch((const char *)(sc0 + 2 * (first + q + ZZ_FAR) * G), _MM_HINT_T1);
+                }
             }
-            for (int r = 0; r < 4 && q + ZZ_FAR + r < n; r++) { /* and into L2 */
-                const int64_t nx = ZZ_CH(q + ZZ_FAR + r);
-                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T1);
-                if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T1);
-                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T1);
-            }
-            __m128i w[2];
-            zz_words(&rq, (int)((q - p) / 4), w);
+            const int8_t(*av)[64] = rqp->a + (q - p) / 2;
 #define ZZ_HALF(h, LM, X0, X1, X2, X3, Y0, Y1, Y2, Y3)                                                            \
     do {                                                                                                          \
-        const __m512i a = _mm512_permutexvar_epi32(bidx, _mm512_castsi128_si512(w[h]));                          \
+        const __m512i a = _mm512_load_si512((const void *)av[h]);                                                 \
         const __m512i A = _mm512_maskz_loadu_epi8(LM, c0 + 64 * (h)), B = _mm512_maskz_loadu_epi8(LM, c1 + 64 * (h)); \
         const __m512i C = _mm512_maskz_loadu_epi8(LM, c2 + 64 * (h)), D = _mm512_maskz_loadu_epi8(LM, c3 + 64 * (h)); \
         const __m512i u0 = _mm512_unpacklo_epi8(A, B), u1 = _mm512_unpackhi_epi8(A, B);                          \
         const __m512i u2 = _mm512_unpacklo_epi8(C, D), u3 = _mm512_unpackhi_epi8(C, D);                          \
         const __m512i q0 = _mm512_unpacklo_epi16(u0, u2), q1 = _mm512_unpackhi_epi16(u0, u2);                    \
         const __m512i q2 = _mm512_unpacklo_epi16(u1, u3), q3 = _mm512_unpackhi_epi16(u1, u3);                    \
-        X0 = _mm512_dpbusd_epi32(X0, q0, a);                                                                      \
-        Y0 = _mm512_dpbusd_epi32(Y0, _mm512_and_si512(q0, m_hi), a);                                              \
-        X1 = _mm512_dpbusd_epi32(X1, q1, a);                                                                      \
-        Y1 = _mm512_dpbusd_epi32(Y1, _mm512_and_si512(q1, m_hi), a);                                              \
-        X2 = _mm512_dpbusd_epi32(X2, q2, a);                                                                      \
-        Y2 = _mm512_dpbusd_epi32(Y2, _mm512_and_si512(q2, m_hi), a);                                              \
-        X3 = _mm512_dpbusd_epi32(X3, q3, a);                                                                      \
-        Y3 = _mm512_dpbusd_epi32(Y3, _mm512_and_si512(q3, m_hi), a);                                              \
+        X0 = zz_dp(X0, q0, a);                                                                                    \
+        Y0 = zz_dp(Y0, _mm512_and_si512(q0, m_hi), a);                                                            \
+        X1 = zz_dp(X1, q1, a);                                                                                    \
+        Y1 = zz_dp(Y1, _mm512_and_si512(q1, m_hi), a);                                                            \
+        X2 = zz_dp(X2, q2, a);                                                                                    \
+        Y2 = zz_dp(Y2, _mm512_and_si512(q2, m_hi), a);                                                            \
+        X3 = zz_dp(X3, q3, a);                                                                                    \
+        Y3 = zz_dp(Y3, _mm512_and_si512(q3, m_hi), a);                                                            \
     } while (0)
             ZZ_HALF(0, lm0, L00, L01, L02, L03, H00, H01, H02, H03);
             if (NH == 2) ZZ_HALF(1, lm1, L10, L11, L12, L13, H10, H11, H12, H13);
 #undef ZZ_HALF
         }
-        /* low sums L take the whole byte (lo + 16 hi, from -8 S): lo = L - H - 128 S; H is 16 x (hi - 8) */
-#define ZZ_EPI(h, m, LL, HH, OH)                                                                                 \
+        /* L took the whole bytes (lo + 16 hi), H the high nibbles x 16 */
+#define ZZ_EPI(h, m, LL, HH)                                                                                     \
     do {                                                                                                         \
-        const __m512i lo_ = _mm512_sub_epi32(_mm512_sub_epi32(LL, HH), OH);                                     \
+        const __m512i lo_ = _mm512_sub_epi32(LL, HH);                                                            \
         _mm512_store_ps(fa[h][0][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo_), dl, _mm512_load_ps(fa[h][0][m]))); \
         _mm512_store_ps(fa[h][1][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(HH), dh, _mm512_load_ps(fa[h][1][m])));  \
     } while (0)
         {
-            const __m512 dl = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_load_ps(dg)));
+            const __m512 dl = _mm512_permutexvar_ps(bidx, _mm512_castps256_ps512(rqp->d));
             const __m512 dh = _mm512_mul_ps(dl, _mm512_set1_ps(0.0625f));
-            ZZ_EPI(0, 0, L00, H00, oh0);
-            ZZ_EPI(0, 1, L01, H01, oh0);
-            ZZ_EPI(0, 2, L02, H02, oh0);
-            ZZ_EPI(0, 3, L03, H03, oh0);
+            ZZ_EPI(0, 0, L00, H00);
+            ZZ_EPI(0, 1, L01, H01);
+            ZZ_EPI(0, 2, L02, H02);
+            ZZ_EPI(0, 3, L03, H03);
         }
         if (NH == 2) {
-            const __m512 dl = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_load_ps(dg + 4)));
+            const __m512 dl = _mm512_permutexvar_ps(bidx4, _mm512_castps256_ps512(rqp->d));
             const __m512 dh = _mm512_mul_ps(dl, _mm512_set1_ps(0.0625f));
-            ZZ_EPI(1, 0, L10, H10, oh1);
-            ZZ_EPI(1, 1, L11, H11, oh1);
-            ZZ_EPI(1, 2, L12, H12, oh1);
-            ZZ_EPI(1, 3, L13, H13, oh1);
+            ZZ_EPI(1, 0, L10, H10);
+            ZZ_EPI(1, 1, L11, H11);
+            ZZ_EPI(1, 2, L12, H12);
+            ZZ_EPI(1, 3, L13, H13);
         }
 #undef ZZ_EPI
-        p = e;
+        if (pn >= n) break;
+        p = pn;
+        e = pn = en;
     }
 #undef ZZ_CH
     /* lane 4L + k of (h, m) is row 32(4h + L) + 4m + k, + 16 for the high nibbles */
@@ -421,11 +514,13 @@ static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job
 static void zz_chunk(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, int64_t ck, int G8,
                      float *y) {
     if (idx) {
-        if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 2);
-        else zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 1);
+        if (G8 == 8) zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 2, 1);
+        else if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 2, 0);
+        else zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 1, 0);
     } else {
-        if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 2);
-        else zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 1);
+        if (G8 == 8) zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 2, 1);
+        else if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 2, 0);
+        else zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 1, 0);
     }
 }
 
