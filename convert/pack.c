@@ -21,8 +21,11 @@
  * 4-bit plans hold GGML q4_0 values everywhere (same groups, same bytes per
  * weight), stored in the row tiles the int8-dot kernels read (kmi4r) -
  * llama.cpp repacks q4_0 the same way at load time; here it happens once, at
- * pack time - except rows whose length is not a multiple of kmi4r's 512-wide
- * tiles, which stay GGML q4_0 rows rather than carry padding. The token
+ * pack time - rows whose length is not a multiple of kmi4r's 512-wide tiles
+ * included when the padding adds at most an eighth to their bytes (e.g. 2304
+ * or 8960 inputs: the padded tiles read at ~1.1x the streaming floor, where
+ * GGML q4_0 rows take 1.7x on AVX-512 and 2x on AVX2); rows that would grow
+ * more (896, or a toy model's 64) stay GGML q4_0 rows. The token
  * embedding is a matrix of the classifier's layout (rows gathered on lookup);
  * a tied embedding (one matrix for both, the model's most sensitive) is q8_0
  * in the 4-bit plans. LaRoSA rotations stay q8_0. */
@@ -51,9 +54,11 @@ static const layout_plan plans[] = {
      SRT_LAYOUT_F32, SRT_LAYOUT_Q8_0},
 };
 
-/* kmi4r only where the rows fill whole 512-wide tiles (else GGML q4_0 rows: the same values) */
+/* kmi4r where its padding to whole 512-wide tiles adds at most an eighth (else GGML q4_0 rows: the same
+ * values) */
 static srt_layout fit(srt_layout l, int64_t cols) {
-    return l == SRT_LAYOUT_KMI4R && cols % SRT_KMI4R_TILE ? SRT_LAYOUT_Q4_0 : l;
+    const int64_t pad = (cols + SRT_KMI4R_TILE - 1) / SRT_KMI4R_TILE * SRT_KMI4R_TILE;
+    return l == SRT_LAYOUT_KMI4R && 8 * pad > 9 * cols ? SRT_LAYOUT_Q4_0 : l;
 }
 
 static const layout_plan *find_plan(const char *name) {

@@ -9,7 +9,9 @@
  *    reference forward with the same router applied at the h tap;
  *  - 2 threads agree with 1; the prompt through srt_model_prefill equals
  *    token-by-token steps bit for bit; hostile artifacts give clean one-line errors;
- *  - the CLI: greedy text equals `sparsecal generate`, bad inputs exit 2. */
+ *  - the CLI: greedy text equals `sparsecal generate`, bad inputs exit 2;
+ *  - the 4-bit plans pad rows to kmi4r's 512-wide tiles when that adds at most
+ *    an eighth, and those tiles decode as the reference does. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,9 @@
 #include "router.h"
 #include "rt_support.h"
 #include "srt_container.h"
+#include "srt_json.h"
 #include "srt_model.h"
+#include "synth.h"
 #include "testing.h"
 
 static sc_err err;
@@ -153,6 +157,53 @@ static void expect_open_error(const char *path, srt_ctx *ctx, const char *needle
     srt_model_close(m);
 }
 
+/* The q4_0 plan on a model whose widths are not multiples of 512: rows of 480 and 1472 inputs pad to 512
+ * and 1536 (6.7% and 4.3% more bytes), so every matrix is kmi4r tiles (stories260K's 64 and 172 would
+ * grow 8x and 3x: they stay GGML q4_0 rows, which the main test runs). The padded tiles' dense logits
+ * agree with the reference forward on the same q4_0 values within the q4_0 plan's tolerance, at 1 and
+ * 2 threads. */
+static void test_padded_tiles(srt_ctx *const ctxs[2]) {
+    sc_synth_opts so;
+    sc_synth_opts_default(&so);
+    so.dim = 480, so.ffn_dim = 1472, so.n_layers = 2, so.n_heads = 8, so.n_kv_heads = 4, so.vocab_size = 96;
+    so.max_seq_len = 64, so.family = "llama", so.seed = 11;
+    const char *dir = sc_tmp_path("padded_synth"), *p = sc_tmp_path("padded_q4.spk");
+    CHECK_MSG(sc_synth_write(&so, dir, &err) == SC_OK, "%s", err.msg);
+    sc_model *m = NULL, *ref = NULL;
+    CHECK_MSG(sc_model_load(dir, &m, &err) == SC_OK, "%s", err.msg);
+    if (!m) return;
+    sc_pack_opts po = {.layout = "q4_0", .compress = 0};
+    sc_pack_result pr;
+    CHECK_MSG(sc_pack(m, NULL, &po, p, &pr, &err) == SC_OK, "%s", err.msg);
+    sc_model_free(m);
+    srt_container *c = NULL;
+    char msg[1024] = "";
+    CHECK(srt_container_open(p, SRT_CT_SPAK, &c, msg, sizeof msg) == SRT_CT_OK);
+    const srt_json *ts = srt_json_get(srt_container_manifest(c), SRT_MAN_TENSORS);
+    const char *secs[] = {"l0.wq", "l0.wo", "l1.wg", "l1.wd", "classifier"};
+    for (int k = 0; k < 5; k++) {
+        const char *lay = srt_json_str(srt_json_get(srt_json_get(ts, secs[k]), SRT_TEN_LAYOUT), "?");
+        CHECK_MSG(strcmp(lay, "kmi4r") == 0, "%s is %s, not padded kmi4r tiles", secs[k], lay);
+    }
+    srt_container_close(c);
+    CHECK_MSG(sc_model_load(p, &ref, &err) == SC_OK, "%s", err.msg);
+    int32_t ids[24];
+    for (int t = 0; t < 24; t++) ids[t] = (int32_t)((t * 37 + 5) % 96);
+    for (int k = 0; ref && k < 2; k++) {
+        srt_model *rt = NULL;
+        srt_model_opts mo = {24, ctxs[k]};
+        CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
+        if (!rt) continue;
+        int64_t agree;
+        double mean, w = compare_logits(rt, ref, NULL, ids, 24, &agree, &mean);
+        printf("padded kmi4r tiles (%d thread%s): max rel diff %.2e (mean %.2e), argmax agrees %lld/24\n", k + 1,
+               k ? "s" : "", w, mean, (long long)agree);
+        CHECK_MSG(w <= 0.05, "padded tiles: %.3g > 0.05", w); /* the q4_0 plan's dense tolerance below */
+        srt_model_close(rt);
+    }
+    sc_model_free(ref);
+}
+
 int main(void) {
     const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
                *text = sc_asset("text/tinystories_valid_a.txt");
@@ -180,6 +231,10 @@ int main(void) {
     srt_ctx *ctx1, *ctx2;
     CHECK(srt_ctx_create(&ctx1, SRT_ISA_AUTO, 1) == SRT_OK);
     CHECK(srt_ctx_create(&ctx2, SRT_ISA_AUTO, 2) == SRT_OK);
+    {
+        srt_ctx *const both[2] = {ctx1, ctx2};
+        test_padded_tiles(both);
+    }
 
     /* Tolerances (relative to the step's largest |logit|), per layout:
      * f32 kernels take f32 activations: only summation order differs;
