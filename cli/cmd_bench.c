@@ -34,13 +34,14 @@
 #define MAX_SHAPES 4
 #define MAX_THREADS 4
 
-typedef enum kind { K_FLOOR, K_F32, K_Q4, K_SCATTER, K_KMI4, K_ZIGZAG, K_KMI4R, K_MLP, K_LIVE, K_MLPIN, K_COUNT } kind;
+typedef enum kind { K_FLOOR, K_F32, K_Q4, K_Q8, K_SCATTER, K_KMI4, K_ZIGZAG, K_KMI4R, K_MLP, K_LIVE, K_MLPIN, K_COUNT } kind;
 static const char *kind_name[K_COUNT] = {"stream floor (q4_0 bytes)", "f32 cblas_sgemv", "q4_0 rows (GGML-style)",
+                                         "q8_0 rows (GGML-style)",
                                          "q4_0t scatter (PowerInfer-style)", "kmi4", "zigzag",
                                          "kmi4r rows (up proj., OUT -> IN)", "MLP block (kmi4)",
                                          "kmi4 live bytes, bare read (× stream floor)",
                                          "MLP block, gate input-sparse (kmi4-in, × dense block)"};
-static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0",     "q4_0t_scatter", "kmi4",
+static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0",     "q8_0", "q4_0t_scatter", "kmi4",
                                         "zigzag", "kmi4r_up",  "mlp",      "kmi4_live_read", "mlp_input_sparse"};
 
 typedef struct config {
@@ -52,7 +53,7 @@ typedef struct config {
 } config;
 
 typedef struct layer {
-    srt_matrix q4, q4t, kd, zz, g, u, gi; /* gi: the gate neuron-major (kmi4), read per live input */
+    srt_matrix q4, q8, q4t, kd, zz, g, u, gi; /* gi: the gate neuron-major (kmi4), read per live input */
     float *f32;
     uint32_t *live[MAX_SP], *live_in[MAX_SP]; /* live neurons; live input channels */
 } layer;
@@ -220,6 +221,11 @@ static void run_op(bench *B, const config *c, const layer *l) {
         in.q = &B->hq;
         srt_layout_get(SRT_LAYOUT_Q4_0)->gemv(ctx, &l->q4, &in, B->y);
         break;
+    case K_Q8:
+        srt_act_quantize(ctx, &B->hq, B->h);
+        in.q = &B->hq;
+        srt_layout_get(SRT_LAYOUT_Q8_0)->gemv(ctx, &l->q8, &in, B->y);
+        break;
     case K_SCATTER: {
         srt_live lv = {l->live[sp], B->live[sp], NULL};
         in.f = B->h;
@@ -294,6 +300,7 @@ static double config_bytes(const bench *B, const config *c) {
     switch (c->k) {
     case K_FLOOR:
     case K_Q4: return (double)l->q4.bytes;
+    case K_Q8: return (double)l->q8.bytes;
     case K_F32: return (double)B->out * (double)B->in * 4.0;
     case K_SCATTER: return (double)l->q4t.bytes * frac;
     case K_KMI4:
@@ -358,6 +365,7 @@ static void free_bench(bench *B) {
         for (int64_t i = 0; i < B->nlayers; i++) {
             layer *l = &B->L[i];
             srt_free((void *)l->q4.data);
+            srt_free((void *)l->q8.data);
             srt_free((void *)l->q4t.data);
             srt_free((void *)l->kd.data);
             srt_free((void *)l->zz.data);
@@ -429,6 +437,7 @@ static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const doubl
     int bad = 0;
     fprintf(stderr, "bench: packing %lld layers of %lld -> %lld\n", (long long)nlayers, (long long)in, (long long)out);
     bad |= pack_copies(&B->L[0].q4, st, nlayers, SRT_LAYOUT_Q4_0, w, out, in, 0);
+    bad |= pack_copies(&B->L[0].q8, st, nlayers, SRT_LAYOUT_Q8_0, w, out, in, 0);
     bad |= pack_copies(&B->L[0].q4t, st, nlayers, SRT_LAYOUT_Q4_0T, w, out, in, 0);
     bad |= pack_copies(&B->L[0].kd, st, nlayers, SRT_LAYOUT_KMI4, w, out, in, 0);
     bad |= pack_copies(&B->L[0].zz, st, nlayers, SRT_LAYOUT_ZIGZAG, w, out, in, 256);
@@ -613,6 +622,10 @@ static void print_targets(FILE *f, const result *R, int n, int64_t in, int64_t o
         fprintf(f, "- dense int4 within 1.1x of the streaming floor: kmi4 %.2fx, q4_0 %.2fx of %.1f µs: %s\n",
                 kd->med / fl->med, q4->med / fl->med, fl->med, best / fl->med <= 1.1 ? "met" : "missed");
     }
+    const result *q8 = find_res(R, n, in, out, th, K_Q8, 0);
+    if (fl && q8) /* the floor streams the q4_0 bytes: scaled to q8_0's */
+        fprintf(f, "- dense q8_0 rows within 1.1x of the streaming floor for their bytes: %.2fx: %s\n",
+                q8->med / (fl->med * q8->bytes / fl->bytes), q8->med / (fl->med * q8->bytes / fl->bytes) <= 1.1 ? "met" : "missed");
     if (kd && ks && sc)
         fprintf(f, "- kmi4 at sparsity 0.5 <= 0.55x its dense and faster than the scatter: %.2fx, %.1f vs %.1f µs: %s\n",
                 ks->med / kd->med, ks->med, sc->med, ks->med / kd->med <= 0.55 && ks->med < sc->med ? "met" : "missed");

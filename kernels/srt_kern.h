@@ -34,6 +34,13 @@ _Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs)
 #define SRT_KR_TILE SRT_KMI4R_TILE /* kmi4r: weights per row tile (16 blocks) */
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
+/* Software prefetch distances of the row kernels, in list positions (rows), shared by their AVX-512
+ * and AVX2 versions: kmi4r rows into L1 and into L2 (48 or 64 for L2 alike), q8_0 rows likewise
+ * (their rows are 2.1x as long: 3 / 16 and 6 / 32 alike at 2048 and 5632 inputs). */
+#define SRT_KR_AHEAD 6
+#define SRT_KR_FAR 32
+#define SRT_Q8_AHEAD 3
+#define SRT_Q8_FAR 16
 
 /* e^x in the SIMD gate activation and attention kernels (every ISA the same rule): x clamped to
  * [SRT_EXP_MIN, SRT_EXP_MAX], x = n ln2 + r with n = round(x log2 e) and ln2 in two parts (|r| <=

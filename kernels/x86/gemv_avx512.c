@@ -186,27 +186,78 @@ static void rows_q4_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     }
 }
 
+/* Two q8_0 blocks (2 x 34 bytes) against 64 activation values: the weights with their sign bit
+ * flipped are w + 128 as unsigned bytes, so vpdpbusd (unsigned x signed) started from off (-128 x
+ * each block's activation sum, in lane 0 and lane 8) leaves the exact w . x of the first block in
+ * lanes 0-7 and of the second in lanes 8-15. */
+static inline __m512i q8_dot2(const uint8_t *b0, const int8_t *a, __m512i off) {
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + SRT_BLK_QS))),
+                                         _mm256_loadu_si256((const __m256i *)(b0 + SRT_Q8_BYTES + SRT_BLK_QS)), 1);
+    return _mm512_dpbusd_epi32(off, _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80)), _mm512_loadu_si512(a));
+}
+
+/* One q8_0 row: eight blocks per step (four pairs, one accumulator each); the eight scales dw * da
+ * as one vector and the eight offsets, spread per pair with vpermd/vpermps; the last 1-7 blocks one
+ * at a time. */
+static float q8_row_avx512(const uint8_t *row, const srt_act *a, int64_t nb, const __m512i *sidx, const uint8_t *pf0,
+                           const uint8_t *pf1, int64_t nl) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const int64_t ng = nb / 8;
+    for (int64_t g = 0; g < ng; g++) {
+        for (int64_t l = g * nl / ng; l < (g + 1) * nl / ng; l++) { /* a step's share of the rows ahead */
+            if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0);
+            if (pf1) _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T1);
+        }
+        const uint8_t *p = row + 8 * SRT_Q8_BYTES * g;
+        const int8_t *aq = a->q + 256 * g;
+        const __m128i h = _mm_setr_epi16((short)srt_rd16(p), (short)srt_rd16(p + SRT_Q8_BYTES),
+                                         (short)srt_rd16(p + 2 * SRT_Q8_BYTES), (short)srt_rd16(p + 3 * SRT_Q8_BYTES),
+                                         (short)srt_rd16(p + 4 * SRT_Q8_BYTES), (short)srt_rd16(p + 5 * SRT_Q8_BYTES),
+                                         (short)srt_rd16(p + 6 * SRT_Q8_BYTES), (short)srt_rd16(p + 7 * SRT_Q8_BYTES));
+        const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(a->d + 8 * g)));
+        const __m512i o = _mm512_castsi256_si512(
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a->sum + 8 * g)), 7)));
+#define Q8_PAIR(acc, k)                                                                                             \
+    acc = _mm512_fmadd_ps(                                                                                          \
+        _mm512_cvtepi32_ps(q8_dot2(p + 2 * (k) * SRT_Q8_BYTES, aq + 64 * (k), _mm512_maskz_permutexvar_epi32(0x0101, sidx[k], o))), \
+        _mm512_permutexvar_ps(sidx[k], s), acc)
+        Q8_PAIR(acc0, 0);
+        Q8_PAIR(acc1, 1);
+        Q8_PAIR(acc2, 2);
+        Q8_PAIR(acc3, 3);
+#undef Q8_PAIR
+    }
+    float y = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+    if (ng * 8 < nb) {
+        __m256 t = _mm256_setzero_ps();
+        for (int64_t b = ng * 8; b < nb; b++) {
+            const uint8_t *b0 = row + b * SRT_Q8_BYTES;
+            t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]), t);
+        }
+        y += hsum256(t);
+    }
+    return y;
+}
+
+#define Q8_AHEAD SRT_Q8_AHEAD /* q8_0 rows: prefetch distances in rows (srt_kern.h) */
+#define Q8_FAR SRT_Q8_FAR
+
 static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
-    const int64_t nb = j->cols / SRT_QK;
-    const srt_act *a = j->xq;
+    const int64_t nb = j->cols / SRT_QK, rb = j->row_bytes, nl = (rb + 63) / 64;
+    __m512i sidx[4];
+    for (int q = 0; q < 4; q++)
+        sidx[q] = _mm512_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1,
+                                    2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1);
+    for (int64_t i = i0; i < i1 && i < i0 + Q8_AHEAD; i++) /* the first rows, before the loop's window reaches them */
+        for (int64_t l = 0; l < nl; l++)
+            _mm_prefetch((const char *)(j->w + (j->idx ? (int64_t)j->idx[i] : i) * rb + 64 * l), _MM_HINT_T0);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        const uint8_t *row = j->w + r * j->row_bytes;
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-        int64_t b = 0;
-        for (; b + 1 < nb; b += 2) {
-            const uint8_t *b0 = row + b * SRT_Q8_BYTES, *b1 = b0 + SRT_Q8_BYTES;
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]),
-                                   acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b1, a->q + 32 * b + 32)),
-                                   _mm256_set1_ps(half(b1) * a->d[b + 1]), acc1);
-        }
-        if (b < nb) {
-            const uint8_t *b0 = row + b * SRT_Q8_BYTES;
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]),
-                                   acc0);
-        }
-        j->y[r] = hsum256(_mm256_add_ps(acc0, acc1));
+        /* the rows Q8_AHEAD list positions ahead into L1 and Q8_FAR ahead into L2, spread over this row's steps
+         * (rows under eight blocks: none) */
+        const uint8_t *pf0 = i + Q8_AHEAD < i1 ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_AHEAD] : i + Q8_AHEAD) * rb : NULL;
+        const uint8_t *pf1 = i + Q8_FAR < i1 ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_FAR] : i + Q8_FAR) * rb : NULL;
+        j->y[r] = q8_row_avx512(j->w + r * rb, j->xq, nb, sidx, pf0, pf1, nl);
     }
 }
 

@@ -67,8 +67,8 @@ static inline float kr_hsum(__m256 acc) {
  * list positions ahead into L1, KR_FAR ahead into L2, a tile's share of their
  * lines per tile): one row at a time and the hardware prefetcher alone ran at
  * 2x the streaming floor. */
-#define KR_AHEAD 6
-#define KR_FAR 32
+#define KR_AHEAD SRT_KR_AHEAD
+#define KR_FAR SRT_KR_FAR
 static void kr_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t cp = j->cols, ntile = cp / SRT_KR_TILE, nl = j->row_bytes / 64;
     const srt_act *a = j->xq;

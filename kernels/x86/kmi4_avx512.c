@@ -14,8 +14,8 @@
 
 #include "../srt_kern.h"
 
-#define KR_AHEAD 6 /* kmi4r: prefetch distances in rows, into L1 */
-#define KR_FAR 32  /* and into L2 (48 or 64 alike) */
+#define KR_AHEAD SRT_KR_AHEAD /* kmi4r: prefetch distances in rows (srt_kern.h) */
+#define KR_FAR SRT_KR_FAR
 
 #define SRT_SFX(name) name##_avx512
 #define VI __m512i
