@@ -149,6 +149,7 @@ typedef enum srt_layout {
     SRT_LAYOUT_KMI4,    /* int4 neuron-major: each input channel's column contiguous (W_d) */
     SRT_LAYOUT_ZIGZAG,  /* int4 groups down a column, row-blocks stored row-major */
     SRT_LAYOUT_STRIPE,  /* zigzag with row-block = CWIC stripe, per-stripe live lists */
+    SRT_LAYOUT_KMI8,    /* int8 neuron-major: kmi4 with q8_0 values (W_d of the 8-bit plan) */
     SRT_LAYOUT_COUNT
 } srt_layout;
 

@@ -262,7 +262,7 @@ srt_status srt_gemv_axpy_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
     return st != SRT_OK ? st : axpy_run(ctx, m, x, live->idx, live->n, y);
 }
 
-/* ---- kmi4: each thread a contiguous slice of the live list (whole neuron
+/* ---- kmi4 / kmi8: each thread a contiguous slice of the live list (whole neuron
  * vectors, split at K-block boundaries), partial outputs added once ---- */
 
 typedef struct kd_task {
@@ -286,8 +286,11 @@ static srt_status kd_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
                          float *y) {
     const int nth = srt_ctx_threads(ctx);
     if (nth > 1 && !srt_ctx_scratch(ctx, 1, m->rows)) return SRT_ESCRATCH;
-    kd_task t = {ctx, srt_ctx_kernels(ctx)->kmi4,
-                 {m->rows, m->data, srt_kd_rows_pad(m->rows), m->cols / SRT_QK, x->q, idx, n}, n, y};
+    const bool k8 = m->layout == SRT_LAYOUT_KMI8;
+    kd_task t = {ctx, k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4,
+                 {m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), m->cols / SRT_QK, x->q,
+                  idx, n},
+                 n, y};
     srt_ctx_run(ctx, kd_thread, &t);
     for (int tid = 1; tid < nth; tid++) {
         const float *p = srt_ctx_scratch(ctx, tid, m->rows);
@@ -302,6 +305,18 @@ srt_status srt_gemv_kmi4(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
 }
 
 srt_status srt_gemv_kmi4_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                float *y) {
+    srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
+    if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);
+    return st != SRT_OK ? st : kd_run(ctx, m, x, live->idx, live->n, y);
+}
+
+srt_status srt_gemv_kmi8(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
+    srt_status st = ctx ? check_input(m, x, y) : SRT_EINVAL;
+    return st != SRT_OK ? st : kd_run(ctx, m, x, NULL, m->cols, y);
+}
+
+srt_status srt_gemv_kmi8_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                 float *y) {
     srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
     if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);

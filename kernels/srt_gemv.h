@@ -12,6 +12,9 @@ srt_status srt_gemv_axpy(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
 srt_status srt_gemv_axpy_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                 float *y);
 srt_status srt_gemv_kmi4(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
+srt_status srt_gemv_kmi8(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
+srt_status srt_gemv_kmi8_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                float *y);
 srt_status srt_gemv_kmi4_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                 float *y);
 srt_status srt_gemv_zigzag(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);

@@ -33,6 +33,7 @@ _Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs)
 #define SRT_BLK_QS ((int64_t)offsetof(srt_block_q4_0, qs)) /* both blocks' values start here */
 #define SRT_KR_TILE SRT_KMI4R_TILE /* kmi4r: weights per row tile (16 blocks) */
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
+#define SRT_K8_TILE 64     /* kmi8: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
 /* Software prefetch distances of the row kernels, in list positions (rows), shared by their AVX-512
  * and AVX2 versions: kmi4r rows into L1 and into L2 (48 or 64 for L2 alike), q8_0 rows likewise
@@ -80,6 +81,10 @@ static inline int64_t srt_kr_row_bytes(int64_t cols) {
  * (srt_kd_block_bytes of rows_pad is the same: the padding is idempotent). */
 static inline int64_t srt_kd_rows_pad(int64_t rows) { return srt_round_up(rows, SRT_KD_TILE); }
 static inline int64_t srt_kd_block_bytes(int64_t rows) { return srt_kd_rows_pad(rows) * SRT_Q4_BYTES; }
+/* kmi8: outputs padded to its 64-output tiles; a K-block is rows_pad fp16 scales then 32 columns of
+ * rows_pad int8 values (q8_0's 34 bytes per 32 weights). */
+static inline int64_t srt_k8_rows_pad(int64_t rows) { return srt_round_up(rows, SRT_K8_TILE); }
+static inline int64_t srt_k8_block_bytes(int64_t rows) { return srt_k8_rows_pad(rows) * SRT_Q8_BYTES; }
 /* zigzag/stripe: per row-block of R rows, cols x R/2 nibble bytes (channel
  * major) then cols x R/32 fp16 scales, each region padded to 64 bytes. */
 static inline int64_t srt_zz_nib_bytes(int64_t cols, int64_t R) { return srt_round_up(cols * (R / 2), 64); }
@@ -150,6 +155,7 @@ typedef struct srt_kernels {
     void (*rows_kmi4r)(const srt_rows_job *j, int64_t i0, int64_t i1);
     void (*axpy_q4_0t)(const srt_axpy_job *j, int64_t b0, int64_t b1);
     void (*kmi4)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y);
+    void (*kmi8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y); /* the same job, kmi8 bytes */
     void (*zigzag)(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y_rb);
     /* |x[i]| > t (t_vec NULL) or > t_vec[i]; returns the count */
     int64_t (*compact)(uint32_t *idx, const float *x, const float *t_vec, float t, int64_t n);

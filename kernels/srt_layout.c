@@ -61,6 +61,10 @@ static srt_status size_any(srt_layout l, size_t *bytes, int64_t rows, int64_t co
         if (cols % SRT_QK) return SRT_EINVAL;
         b = (cols / SRT_QK) * srt_kd_block_bytes(rows);
         break;
+    case SRT_LAYOUT_KMI8:
+        if (cols % SRT_QK) return SRT_EINVAL;
+        b = (cols / SRT_QK) * srt_k8_block_bytes(rows);
+        break;
     case SRT_LAYOUT_ZIGZAG:
     case SRT_LAYOUT_STRIPE: {
         int64_t R = group_of(l, rows, group);
@@ -123,6 +127,27 @@ static void pack_kd(uint8_t *dst, const float *w, int64_t rows, int64_t cols) {
     }
 }
 
+/* kmi8: byte 16L + 4m + e of a 64-output tile holds output 16m + 4L + e (kmi4's low-nibble order),
+ * so that the x86 unpacks and ARM zips leave the outputs in natural order. */
+static inline int64_t k8_pos(int64_t o) {
+    const int64_t t = o / SRT_K8_TILE, x = o % SRT_K8_TILE;
+    return 64 * t + 16 * ((x % 16) / 4) + 4 * (x / 16) + x % 4;
+}
+
+static void pack_k8(uint8_t *dst, const float *w, int64_t rows, int64_t cols) {
+    const int64_t rp = srt_k8_rows_pad(rows), bb = srt_k8_block_bytes(rows);
+    uint8_t tmp[SRT_Q8_BYTES];
+    for (int64_t kb = 0; kb < cols / SRT_QK; kb++) {
+        uint8_t *blk = dst + kb * bb;
+        memset(blk, 0, (size_t)bb);
+        for (int64_t o = 0; o < rows; o++) {
+            srt_q8_0_quantize_block(tmp, w + o * cols + kb * SRT_QK);
+            memcpy(blk + 2 * o, tmp, 2);
+            for (int i = 0; i < SRT_QK; i++) blk[2 * rp + i * rp + k8_pos(o)] = tmp[SRT_BLK_QS + i];
+        }
+    }
+}
+
 static void pack_zz(uint8_t *dst, const float *w, int64_t rows, int64_t cols, int64_t R) {
     const int64_t G = R / SRT_QK, rbb = srt_zz_rb_bytes(cols, R), nb = srt_zz_nib_bytes(cols, R);
     const int64_t nrb = (rows + R - 1) / R;
@@ -176,6 +201,7 @@ static srt_status pack_any(srt_layout l, srt_matrix *m, void *dst, size_t cap, c
         for (int64_t r = 0; r < rows; r++) pack_kmi4r_row(d + r * srt_kr_row_bytes(cols), w + r * cols, cols);
         break;
     case SRT_LAYOUT_KMI4: pack_kd(d, w, rows, cols); break;
+    case SRT_LAYOUT_KMI8: pack_k8(d, w, rows, cols); break;
     case SRT_LAYOUT_ZIGZAG:
     case SRT_LAYOUT_STRIPE: pack_zz(d, w, rows, cols, group_of(l, rows, group)); break;
     default: return SRT_EINVAL;
@@ -271,6 +297,17 @@ static srt_status unpack_any(float *w, const srt_matrix *m) {
         }
         break;
     }
+    case SRT_LAYOUT_KMI8: {
+        const int64_t rp = srt_k8_rows_pad(rows), bb = srt_k8_block_bytes(rows);
+        for (int64_t kb = 0; kb < cols / SRT_QK; kb++) {
+            const uint8_t *blk = s + kb * bb;
+            for (int i = 0; i < SRT_QK; i++)
+                for (int64_t o = 0; o < rows; o++)
+                    w[o * cols + kb * SRT_QK + i] =
+                        (float)(int8_t)blk[2 * rp + i * rp + k8_pos(o)] * srt_fp16_to_fp32(srt_rd16(blk + 2 * o));
+        }
+        break;
+    }
     case SRT_LAYOUT_ZIGZAG:
     case SRT_LAYOUT_STRIPE: {
         const int64_t R = m->group, G = R / SRT_QK, rbb = srt_zz_rb_bytes(cols, R);
@@ -311,6 +348,7 @@ LAYOUT_FNS(kmi4r, SRT_LAYOUT_KMI4R)
 LAYOUT_FNS(kmi4, SRT_LAYOUT_KMI4)
 LAYOUT_FNS(zigzag, SRT_LAYOUT_ZIGZAG)
 LAYOUT_FNS(stripe, SRT_LAYOUT_STRIPE)
+LAYOUT_FNS(kmi8, SRT_LAYOUT_KMI8)
 
 static const srt_layout_traits traits[SRT_LAYOUT_COUNT] = {
     {"f32", "row-major float32", 1, 1, SRT_SPARSE_ROWS, SRT_IN_F32, size_f32, pack_f32, unpack_any,
@@ -329,6 +367,9 @@ static const srt_layout_traits traits[SRT_LAYOUT_COUNT] = {
      SRT_SPARSE_COLS, SRT_IN_F32, size_zigzag, pack_zigzag, unpack_any, srt_gemv_zigzag, srt_gemv_zigzag_sparse},
     {"stripe", "zigzag with row-block = CWIC stripe: per-stripe live channel lists", 32, 1, SRT_SPARSE_STRIPES,
      SRT_IN_F32, size_stripe, pack_stripe, unpack_any, srt_gemv_zigzag, srt_gemv_stripe_sparse},
+    {"kmi8", "int8 neuron-major (W_d): kmi4 with q8_0 values, each input channel's column contiguous, live-neuron "
+             "sparse",
+     1, 32, SRT_SPARSE_COLS, SRT_IN_Q8_NATURAL, size_kmi8, pack_kmi8, unpack_any, srt_gemv_kmi8, srt_gemv_kmi8_sparse},
 };
 
 const srt_layout_traits *srt_layout_get(srt_layout layout) {

@@ -254,12 +254,14 @@ static void test_roundtrip(int64_t rows, int64_t cols) {
     CHECK(memcmp(u[SRT_LAYOUT_F32], w, sizeof(float) * rows * cols) == 0);
     CHECK_MSG(e8 <= 0.57, "q8_0 error %.3f d", e8);
     CHECK_MSG(e4 <= 1.01, "q4_0 error %.3f d", e4);
-    /* kmi4r and kmi4 hold exactly the q4_0 values of W; zigzag/stripe and
+    /* kmi4r and kmi4 hold exactly the q4_0 values of W, kmi8 the q8_0 values; zigzag/stripe and
      * q4_0t hold exactly the q4_0 values of W^T (groups down a column). */
     size_t n = sizeof(float) * rows * cols;
     CHECK_MSG(memcmp(u[SRT_LAYOUT_KMI4R], u[SRT_LAYOUT_Q4_0], n) == 0, "kmi4r != q4_0 (%lldx%lld)", (long long)rows,
               (long long)cols);
     CHECK_MSG(memcmp(u[SRT_LAYOUT_KMI4], u[SRT_LAYOUT_Q4_0], n) == 0, "kmi4 != q4_0 (%lldx%lld)", (long long)rows,
+              (long long)cols);
+    CHECK_MSG(memcmp(u[SRT_LAYOUT_KMI8], u[SRT_LAYOUT_Q8_0], n) == 0, "kmi8 != q8_0 (%lldx%lld)", (long long)rows,
               (long long)cols);
     if (rows % 32 == 0) {
         srt_matrix mt;

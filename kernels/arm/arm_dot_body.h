@@ -7,7 +7,8 @@
  * kmi4: a 128-bit lane L of a neuron tile holds outputs 16m + 4L + e (low
  * nibble) and 64 + 16m + 4L + e (high nibble) of byte 16L + 4m + e; two
  * rounds of zips interleave four live neurons so each 32-bit lane holds
- * their nibbles for one output (see kmi4_avx512.c). */
+ * their nibbles for one output (see kmi4_avx512.c). kmi8 (int8 values, k8)
+ * is the same with bytes. */
 #include <arm_neon.h>
 
 #include "../srt_kern.h"
@@ -110,6 +111,163 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     }
 }
 
+/* kmi8 (neuron-major int8, q8_0 values): lane L of a 64-output tile holds
+ * output 16m + 4L + e in byte 16L + 4m + e, so the same two rounds of zips
+ * of a quad's four 16-byte lanes put the quad's bytes of outputs
+ * 16m + 4L + 0..3 in the four 32-bit lanes of q_m, natural order, and one
+ * dot with the quad's four activations (a broadcast 32-bit word; a short
+ * last quad repeats its first neuron with a zero activation) sums them
+ * exactly: the values are signed, so no offset. Without sdot the byte pairs
+ * go through int16 exactly (|a| <= 127: 2 x 128 x 127 fits).
+ *
+ * Memory order as x86_kmi4_body.h: a pass takes two quads of a K-block and
+ * reads their eight columns together over a chunk of K8_CHUNK output tiles
+ * (eight short sequential streams, not a tile swept across all 32 columns),
+ * prefetching the same lines of the columns K8_AHEAD list positions ahead
+ * into L1 and K8_FAR ahead into L2 (the x86 distances: not measured on ARM).
+ * The chunk's int32 sums stay in an L1 buffer between passes (a K-block of
+ * at most two quads never stores them); the last pass adds them times
+ * s[o] d_h[kb] into the float outputs, K-block after K-block as ref_kmi8. */
+#define K8_CHUNK 32 /* output tiles per pass (2048 outputs: 8 KB of sums, 8 KB of floats) */
+#define K8_AHEAD 8  /* prefetch distances in list positions: one pass ahead into L1 */
+#define K8_FAR 32   /* and four passes ahead into L2 */
+
+/* The columns of the 4 NQ entries at list positions [f, f + 4 NQ), clamped to
+ * the last, to prefetch. */
+static inline void SRT_SFX(k8_ahead)(const srt_kd_job *j, int64_t f, int64_t p1, int NQ, int64_t bb,
+                                     const uint8_t *pf[8]) {
+    for (int r = 0; r < 4 * NQ; r++) {
+        const int64_t ch = SRT_SFX(entry)(j, f + r < p1 ? f + r : p1 - 1);
+        pf[r] = j->w + (ch / SRT_QK) * bb + 2 * j->rows_pad + (ch % SRT_QK) * j->rows_pad;
+    }
+}
+
+/* One pass of NQ (1 or 2) quads over tiles [c0, c1): the int32 sums of
+ * chunk output o in ia[o] (first: started from 0; last: finished into fa with
+ * the K-block's scales sc times dk instead of stored). */
+static inline __attribute__((always_inline)) void SRT_SFX(k8_pass)(const uint8_t *const *ptr, const int32_t *word,
+                                                                   const int NQ, int64_t c0, int64_t c1, int32_t *ia,
+                                                                   float *fa, const uint8_t *sc, float dk,
+                                                                   const uint8_t *const *pf, const uint8_t *const *pg,
+                                                                   const int first, const int last) {
+    const int8x16_t av[2] = {vreinterpretq_s8_s32(vdupq_n_s32(word[0])),
+                             vreinterpretq_s8_s32(vdupq_n_s32(word[NQ - 1]))};
+    for (int64_t t = c0; t < c1; t++) {
+        for (int r = 0; r < 4 * NQ; r++) {
+            __builtin_prefetch(pf[r] + 64 * t, 0, 3);
+            __builtin_prefetch(pg[r] + 64 * t, 0, 2);
+        }
+        for (int L = 0; L < 4; L++) {
+            /* lane L's bytes in the columns; q_m's outputs are ob + 16m + 0..3 in the chunk */
+            const int64_t to = 64 * t + 16 * L, ob = 64 * (t - c0) + 4 * L;
+            int32x4_t s0, s1, s2, s3;
+            if (first) {
+                s0 = s1 = s2 = s3 = vdupq_n_s32(0);
+            } else {
+                s0 = vld1q_s32(ia + ob), s1 = vld1q_s32(ia + ob + 16);
+                s2 = vld1q_s32(ia + ob + 32), s3 = vld1q_s32(ia + ob + 48);
+            }
+            for (int qq = 0; qq < NQ; qq++) {
+                const uint8_t *const *pq = ptr + 4 * qq;
+                const int8x16_t A = vld1q_s8((const int8_t *)(pq[0] + to)), B = vld1q_s8((const int8_t *)(pq[1] + to));
+                const int8x16_t C = vld1q_s8((const int8_t *)(pq[2] + to)), D = vld1q_s8((const int8_t *)(pq[3] + to));
+                const int16x8_t u0 = vreinterpretq_s16_s8(vzip1q_s8(A, B)), u1 = vreinterpretq_s16_s8(vzip2q_s8(A, B));
+                const int16x8_t u2 = vreinterpretq_s16_s8(vzip1q_s8(C, D)), u3 = vreinterpretq_s16_s8(vzip2q_s8(C, D));
+                const int8x16_t q0 = vreinterpretq_s8_s16(vzip1q_s16(u0, u2));
+                const int8x16_t q1 = vreinterpretq_s8_s16(vzip2q_s16(u0, u2));
+                const int8x16_t q2 = vreinterpretq_s8_s16(vzip1q_s16(u1, u3));
+                const int8x16_t q3 = vreinterpretq_s8_s16(vzip2q_s16(u1, u3));
+                SRT_DOT(s0, q0, av[qq]);
+                SRT_DOT(s1, q1, av[qq]);
+                SRT_DOT(s2, q2, av[qq]);
+                SRT_DOT(s3, q3, av[qq]);
+            }
+            if (!last) {
+                vst1q_s32(ia + ob, s0), vst1q_s32(ia + ob + 16, s1);
+                vst1q_s32(ia + ob + 32, s2), vst1q_s32(ia + ob + 48, s3);
+                continue;
+            }
+            const int32x4_t ss[4] = {s0, s1, s2, s3};
+            const uint8_t *so = sc + 2 * (64 * t + 4 * L);
+            for (int m = 0; m < 4; m++) {
+                float *ya = fa + ob + 16 * m;
+                const float32x4_t s = vmulq_n_f32(SRT_SFX(half4)(so + 32 * m), dk);
+                vst1q_f32(ya, vfmaq_f32(vld1q_f32(ya), vcvtq_f32_s32(ss[m]), s));
+            }
+        }
+    }
+}
+
+static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
+    const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows);
+    const int64_t nt = (j->rows + SRT_K8_TILE - 1) / SRT_K8_TILE; /* the tiles holding outputs */
+    const int8_t *hq = j->h->q;
+    float fa[K8_CHUNK * SRT_K8_TILE];
+    int32_t ia[K8_CHUNK * SRT_K8_TILE];
+    for (int64_t c0 = 0; c0 < nt; c0 += K8_CHUNK) {
+        const int64_t c1 = c0 + K8_CHUNK < nt ? c0 + K8_CHUNK : nt, nc = c1 - c0;
+        memset(fa, 0, sizeof(float) * (size_t)(nc * SRT_K8_TILE));
+        for (int64_t f = p0; f < p1 && f < p0 + K8_AHEAD; f++) { /* what the passes' look-ahead skips */
+            const int64_t ch = SRT_SFX(entry)(j, f);
+            const uint8_t *v = j->w + (ch / SRT_QK) * bb + 2 * rp + (ch % SRT_QK) * rp;
+            for (int64_t t = c0; t < c1; t++) __builtin_prefetch(v + 64 * t, 0, 3);
+            if (f == p0) /* and the first K-block's scales */
+                for (int64_t o = 128 * c0; o < 128 * c1; o += 64)
+                    __builtin_prefetch(j->w + (ch / SRT_QK) * bb + o, 0, 3);
+        }
+        int64_t p = p0;
+        while (p < p1) {
+            const int64_t kb = SRT_SFX(entry)(j, p) / SRT_QK;
+            int64_t e = p;
+            while (e < p1 && SRT_SFX(entry)(j, e) / SRT_QK == kb) e++;
+            const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
+            if (e < p1) { /* the next K-block's scales for this pass, into L2 */
+                const uint8_t *nsc = j->w + (SRT_SFX(entry)(j, e) / SRT_QK) * bb;
+                for (int64_t o = 128 * c0; o < 128 * c1; o += 64) __builtin_prefetch(nsc + o, 0, 2);
+            }
+            const int nq = (int)((e - p + 3) / 4);
+            const uint8_t *ptr[KD_MAX_QUADS * 4];
+            int32_t word[KD_MAX_QUADS];
+            for (int q = 0; q < nq; q++) {
+                uint32_t wd = 0;
+                for (int r = 0; r < 4; r++) {
+                    const int64_t pos = p + 4 * q + r;
+                    if (pos < e) {
+                        const int64_t ch = SRT_SFX(entry)(j, pos);
+                        ptr[4 * q + r] = vec0 + (ch % SRT_QK) * rp;
+                        wd |= (uint32_t)(uint8_t)hq[ch] << (8 * r);
+                    } else {
+                        ptr[4 * q + r] = ptr[4 * q]; /* padding: zero activation */
+                    }
+                }
+                word[q] = (int32_t)wd;
+            }
+            const float dk = j->h->d[kb];
+            const uint8_t *pf[8], *pg[8];
+#define K8_PASS(q, NQ, first, last)                                                                              \
+    do {                                                                                                         \
+        SRT_SFX(k8_ahead)(j, p + 4 * (q) + K8_AHEAD, p1, NQ, bb, pf);                                            \
+        SRT_SFX(k8_ahead)(j, p + 4 * (q) + K8_FAR, p1, NQ, bb, pg);                                              \
+        SRT_SFX(k8_pass)(ptr + 4 * (q), word + (q), NQ, c0, c1, ia, fa, blk, dk, pf, pg, first, last);          \
+    } while (0)
+            if (nq <= 2) {
+                if (nq == 1) K8_PASS(0, 1, 1, 1);
+                else K8_PASS(0, 2, 1, 1);
+            } else {
+                K8_PASS(0, 2, 1, 0);
+                int q = 2;
+                for (; q + 2 < nq; q += 2) K8_PASS(q, 2, 0, 0);
+                if (q + 2 == nq) K8_PASS(q, 2, 0, 1);
+                else K8_PASS(q, 1, 0, 1);
+            }
+#undef K8_PASS
+            p = e;
+        }
+        const int64_t o0 = SRT_K8_TILE * c0, cnt = j->rows - o0 < nc * SRT_K8_TILE ? j->rows - o0 : nc * SRT_K8_TILE;
+        memcpy(y + o0, fa, (size_t)cnt * sizeof(float));
+    }
+}
+
 /* kmi4r rows: a 16-byte quarter of each of the tile's four vectors covers
  * four blocks (one per 32-bit lane). */
 static void SRT_SFX(kr)(const srt_rows_job *j, int64_t i0, int64_t i1) {
@@ -179,3 +337,4 @@ static void SRT_SFX(rows_q8_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
         j->y[r] = acc;
     }
 }
+

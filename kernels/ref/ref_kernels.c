@@ -208,6 +208,29 @@ static void ref_kmi4(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     }
 }
 
+/* kmi8: as ref_kmi4 with the int8 value of output o (docs/LAYOUTS.md: byte 16L + 4m + e of a 64-output
+ * tile is output 16m + 4L + e). */
+static void ref_kmi8(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
+    const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows);
+    for (int64_t o = 0; o < j->rows; o++) {
+        const int64_t t = o / SRT_K8_TILE, x = o % SRT_K8_TILE, pos = 64 * t + 16 * ((x % 16) / 4) + 4 * (x / 16) + x % 4;
+        float acc = 0.0f;
+        int64_t p = p0;
+        while (p < p1) {
+            int64_t kb = (j->idx ? j->idx[p] : p) / SRT_QK;
+            const uint8_t *blk = j->w + kb * bb;
+            int32_t isum = 0;
+            for (; p < p1; p++) {
+                int64_t ch = j->idx ? j->idx[p] : p;
+                if (ch / SRT_QK != kb) break;
+                isum += (int8_t)blk[2 * rp + (ch % SRT_QK) * rp + pos] * j->h->q[ch];
+            }
+            acc += (srt_fp16_to_fp32(srt_rd16(blk + 2 * o)) * j->h->d[kb]) * (float)isum;
+        }
+        y[o] = acc;
+    }
+}
+
 /* ---- zigzag / stripe -------------------------------------------------------- */
 
 /* The live channels are taken one 32-channel block at a time (a run of list
@@ -307,6 +330,7 @@ void srt_ref_register(srt_kernels *k) {
     k->rows_kmi4r = ref_rows_kmi4r;
     k->axpy_q4_0t = ref_axpy_q4_0t;
     k->kmi4 = ref_kmi4;
+    k->kmi8 = ref_kmi8;
     k->zigzag = ref_zigzag;
     k->compact = ref_compact;
     k->act = ref_act;

@@ -35,6 +35,13 @@
 #define VF_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define VF_CVT(v) _mm256_cvtepi32_ps(v)
 #include "x86_kmi4_body.h"
+/* kmi8: vpmaddubsw of |w| and h with w's sign (|w| <= 128, so a pair is at most 2 x 128 x 127 < 2^15),
+ * widened at once with vpmaddwd */
+#define K8_INIT(S) _mm256_setzero_si256()
+#define K8_DOT(acc, q, a)                                                                                   \
+    ((acc) = _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8((a), (q))), \
+                                                       _mm256_set1_epi16(1))))
+#include "x86_kmi8_body.h"
 
 /* ---- kmi4r rows: each 32-byte half of a tile covers 8 blocks in its lanes ---------- */
 
@@ -133,5 +140,6 @@ static uint64_t stream_avx2(const uint8_t *p, size_t n) {
 void srt_avx2_kmi4_register(srt_kernels *k) {
     k->stream = stream_avx2;
     k->kmi4 = kd_avx2;
+    k->kmi8 = k8_avx2;
     k->rows_kmi4r = kr_avx2;
 }

@@ -42,6 +42,11 @@
 #define VF_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VF_CVT(v) _mm512_cvtepi32_ps(v)
 #include "x86_kmi4_body.h"
+/* kmi8: the sign bit flipped makes the weights w + 128 as unsigned bytes, so vpdpbusd started from
+ * -128 S (S: the K-block's sum of live activations) sums exactly w h */
+#define K8_INIT(S) _mm512_set1_epi32(-128 * (S))
+#define K8_DOT(acc, q, a) ((acc) = _mm512_dpbusd_epi32((acc), _mm512_xor_si512((q), _mm512_set1_epi8((char)0x80)), (a)))
+#include "x86_kmi8_body.h"
 
 /* ---- kmi4r rows ------------------------------------------------------------------ */
 
@@ -142,5 +147,6 @@ static uint64_t stream_avx512(const uint8_t *p, size_t n) {
 void srt_avx512_kmi4_register(srt_kernels *k) {
     k->stream = stream_avx512;
     k->kmi4 = kd_avx512;
+    k->kmi8 = k8_avx512;
     k->rows_kmi4r = kr_avx512;
 }
