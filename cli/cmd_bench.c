@@ -34,14 +34,14 @@
 #define MAX_SHAPES 4
 #define MAX_THREADS 4
 
-typedef enum kind { K_FLOOR, K_F32, K_Q4, K_Q8, K_SCATTER, K_KMI4, K_ZIGZAG, K_KMI4R, K_MLP, K_LIVE, K_MLPIN, K_COUNT } kind;
+typedef enum kind { K_FLOOR, K_F32, K_Q4, K_Q8, K_SCATTER, K_KMI4, K_KMI8, K_ZIGZAG, K_KMI4R, K_MLP, K_LIVE, K_MLPIN, K_COUNT } kind;
 static const char *kind_name[K_COUNT] = {"stream floor (q4_0 bytes)", "f32 cblas_sgemv", "q4_0 rows (GGML-style)",
                                          "q8_0 rows (GGML-style)",
-                                         "q4_0t scatter (PowerInfer-style)", "kmi4", "zigzag",
+                                         "q4_0t scatter (PowerInfer-style)", "kmi4", "kmi8 (q8_0 values)", "zigzag",
                                          "kmi4r rows (up proj., OUT -> IN)", "MLP block (kmi4)",
                                          "kmi4 live bytes, bare read (× stream floor)",
                                          "MLP block, gate input-sparse (kmi4-in, × dense block)"};
-static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0",     "q8_0", "q4_0t_scatter", "kmi4",
+static const char *kind_key[K_COUNT] = {"floor", "f32_sgemv", "q4_0",     "q8_0", "q4_0t_scatter", "kmi4", "kmi8",
                                         "zigzag", "kmi4r_up",  "mlp",      "kmi4_live_read", "mlp_input_sparse"};
 
 typedef struct config {
@@ -53,7 +53,7 @@ typedef struct config {
 } config;
 
 typedef struct layer {
-    srt_matrix q4, q8, q4t, kd, zz, g, u, gi; /* gi: the gate neuron-major (kmi4), read per live input */
+    srt_matrix q4, q8, q4t, kd, k8, zz, g, u, gi; /* gi: the gate neuron-major (kmi4), read per live input */
     float *f32;
     uint32_t *live[MAX_SP], *live_in[MAX_SP]; /* live neurons; live input channels */
 } layer;
@@ -232,14 +232,17 @@ static void run_op(bench *B, const config *c, const layer *l) {
         srt_layout_get(SRT_LAYOUT_Q4_0T)->gemv_sparse(ctx, &l->q4t, &in, &lv, B->y);
         break;
     }
-    case K_KMI4: {
+    case K_KMI4:
+    case K_KMI8: {
         srt_act_quantize(ctx, &B->hq, B->h);
         in.q = &B->hq;
         srt_live lv = {sp < 0 ? NULL : l->live[sp], sp < 0 ? 0 : B->live[sp], NULL};
+        const srt_layout_traits *t = srt_layout_get(c->k == K_KMI4 ? SRT_LAYOUT_KMI4 : SRT_LAYOUT_KMI8);
+        const srt_matrix *m = c->k == K_KMI4 ? &l->kd : &l->k8;
         if (sp < 0)
-            srt_layout_get(SRT_LAYOUT_KMI4)->gemv(ctx, &l->kd, &in, B->y);
+            t->gemv(ctx, m, &in, B->y);
         else
-            srt_layout_get(SRT_LAYOUT_KMI4)->gemv_sparse(ctx, &l->kd, &in, &lv, B->y);
+            t->gemv_sparse(ctx, m, &in, &lv, B->y);
         break;
     }
     case K_ZIGZAG: {
@@ -305,6 +308,10 @@ static double config_bytes(const bench *B, const config *c) {
     case K_SCATTER: return (double)l->q4t.bytes * frac;
     case K_KMI4:
     case K_LIVE: return (double)live * (double)(rp / 2) + blk_hit * (double)rp * 2.0;
+    case K_KMI8: { /* 64-output tiles: whole bytes, rows padded to 64 */
+        const int64_t r8 = (B->out + 63) / 64 * 64;
+        return (double)live * (double)r8 + blk_hit * (double)r8 * 2.0;
+    }
     case K_ZIGZAG: return (double)l->zz.bytes * frac;
     case K_KMI4R: return (double)l->u.bytes * frac;
     case K_MLP:
@@ -366,6 +373,7 @@ static void free_bench(bench *B) {
             layer *l = &B->L[i];
             srt_free((void *)l->q4.data);
             srt_free((void *)l->q8.data);
+            srt_free((void *)l->k8.data);
             srt_free((void *)l->q4t.data);
             srt_free((void *)l->kd.data);
             srt_free((void *)l->zz.data);
@@ -440,6 +448,7 @@ static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const doubl
     bad |= pack_copies(&B->L[0].q8, st, nlayers, SRT_LAYOUT_Q8_0, w, out, in, 0);
     bad |= pack_copies(&B->L[0].q4t, st, nlayers, SRT_LAYOUT_Q4_0T, w, out, in, 0);
     bad |= pack_copies(&B->L[0].kd, st, nlayers, SRT_LAYOUT_KMI4, w, out, in, 0);
+    bad |= pack_copies(&B->L[0].k8, st, nlayers, SRT_LAYOUT_KMI8, w, out, in, 0);
     bad |= pack_copies(&B->L[0].zz, st, nlayers, SRT_LAYOUT_ZIGZAG, w, out, in, 256);
     /* gate and up: in x out viewed as [in rows x out cols] (same random values) */
     bad |= pack_copies(&B->L[0].g, st, nlayers, SRT_LAYOUT_KMI4R, w, in, out, 0);
@@ -489,7 +498,7 @@ static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const doubl
     /* configurations, interleaved pass by pass */
     for (int k = 0; k < K_COUNT; k++) {
         bool dense = k != K_SCATTER && k != K_LIVE && k != K_MLPIN,
-             sparse = k == K_SCATTER || k == K_KMI4 || k == K_ZIGZAG || k == K_KMI4R || k == K_MLP || k == K_LIVE ||
+             sparse = k == K_SCATTER || k == K_KMI4 || k == K_KMI8 || k == K_ZIGZAG || k == K_KMI4R || k == K_MLP || k == K_LIVE ||
                       k == K_MLPIN;
         if (dense) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = -1};
         for (int s = 0; s < nsp && sparse; s++) B->cfg[B->ncfg++] = (config){.k = (kind)k, .sp = s};
@@ -626,6 +635,10 @@ static void print_targets(FILE *f, const result *R, int n, int64_t in, int64_t o
     if (fl && q8) /* the floor streams the q4_0 bytes: scaled to q8_0's */
         fprintf(f, "- dense q8_0 rows within 1.1x of the streaming floor for their bytes: %.2fx: %s\n",
                 q8->med / (fl->med * q8->bytes / fl->bytes), q8->med / (fl->med * q8->bytes / fl->bytes) <= 1.1 ? "met" : "missed");
+    const result *k8d = find_res(R, n, in, out, th, K_KMI8, 0), *k8s = find_res(R, n, in, out, th, K_KMI8, 0.5);
+    if (fl && k8d && k8s)
+        fprintf(f, "- kmi8 (q8_0 values) dense within 1.1x of the floor for its bytes: %.2fx; at sparsity 0.5 %.2fx its dense\n",
+                k8d->med / (fl->med * k8d->bytes / fl->bytes), k8s->med / k8d->med);
     if (kd && ks && sc)
         fprintf(f, "- kmi4 at sparsity 0.5 <= 0.55x its dense and faster than the scatter: %.2fx, %.1f vs %.1f µs: %s\n",
                 ks->med / kd->med, ks->med, sc->med, ks->med / kd->med <= 0.55 && ks->med < sc->med ? "met" : "missed");

@@ -35,8 +35,9 @@ int cmd_pack(int argc, char **argv) {
         CLI_THREADS_OPT(in.threads),
         {"calib", 0, SC_ARG_STR, &calib, "FILE", "calibration file whose routing parameters are stored (default: "
             "none, a dense artifact)", 0, 0},
-        {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, q4_0, kmi4 (row-sparse MLP, default), kmi4-in (kmi4 with "
-            "column-sparse attention and gate, for teal-cats), zigzag (column-sparse)", 0, 0},
+        {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, kmi8 (q8_0 with the row-sparse MLP's down projection "
+            "neuron-major), q4_0, kmi4 (row-sparse MLP, default), kmi4-in (kmi4 with column-sparse attention and gate, for "
+            "teal-cats), zigzag (column-sparse)", 0, 0},
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; "
             "cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats= (default: each "

@@ -45,6 +45,9 @@ static const layout_plan plans[] = {
     /* row-sparse MLP: up rows read per live neuron, down neuron-major */
     {"kmi4", SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R,
      SRT_LAYOUT_Q8_0},
+    /* the 8-bit plan with the row-sparse MLP's down projection neuron-major (kmi8: the q8_0 values) */
+    {"kmi8", SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0, SRT_LAYOUT_KMI8, SRT_LAYOUT_Q8_0, SRT_LAYOUT_Q8_0,
+     SRT_LAYOUT_Q8_0},
     /* input sparsity on attention and the gate (kmi4 reads only the live input channels' vectors), row-sparse up,
      * neuron-major down: what teal-cats reads */
     {"kmi4-in", SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R,
@@ -344,7 +347,7 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
                   sc_pack_result *res, sc_err *err) {
     memset(res, 0, sizeof *res);
     const layout_plan *plan = find_plan(o->layout);
-    if (!plan) return sc_errf(err, SC_EARG, "unknown layout '%s' (f32, q8_0, q4_0, kmi4, kmi4-in, zigzag)", o->layout);
+    if (!plan) return sc_errf(err, SC_EARG, "unknown layout '%s' (f32, q8_0, kmi8, q4_0, kmi4, kmi4-in, zigzag)", o->layout);
     const sc_config *c = &m->cfg;
     double t0 = sc_now();
     char msg[512] = "";

@@ -53,11 +53,12 @@ static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
     const srt_matrix *mm = &w->m;
     if (!idx) return (double)mm->bytes;
     if (w->tr->sparse == SRT_SPARSE_ROWS) return (double)n * (double)(mm->bytes / (size_t)mm->rows);
-    if (mm->layout == SRT_LAYOUT_KMI4) {
-        const int64_t rp = srt_kd_rows_pad(mm->rows);
+    if (mm->layout == SRT_LAYOUT_KMI4 || mm->layout == SRT_LAYOUT_KMI8) { /* vectors of rp / 2 or rp bytes */
+        const bool k8 = mm->layout == SRT_LAYOUT_KMI8;
+        const int64_t rp = k8 ? srt_k8_rows_pad(mm->rows) : srt_kd_rows_pad(mm->rows);
         int64_t blocks = 0;
         for (int64_t i = 0; i < n; i++) blocks += i == 0 || idx[i] / 32 != idx[i - 1] / 32;
-        return (double)n * (double)(rp / 2) + (double)blocks * (double)(2 * rp);
+        return (double)n * (double)(k8 ? rp : rp / 2) + (double)blocks * (double)(2 * rp);
     }
     return (double)n * ((double)mm->bytes / (double)mm->cols);
 }

@@ -14,7 +14,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "%s bench --quick --dims 64:32,96:64 --layers 2 --threads 1,2 --sparsity 0.5 --csv %s 2>/dev/null",
              SC_CLI_PATH, csv);
     CHECK(sc_run(cmd, out, sizeof out) == 0);
-    const char *rows[] = {"stream floor", "f32 cblas_sgemv", "q4_0 rows", "q8_0 rows", "q4_0t scatter", "| kmi4 |", "| zigzag |",
+    const char *rows[] = {"stream floor", "f32 cblas_sgemv", "q4_0 rows", "q8_0 rows", "q4_0t scatter", "| kmi4 |", "| kmi8 (q8_0 values) |", "| zigzag |",
                           "kmi4r rows", "MLP block", "kmi4 live bytes, bare read", "gate input-sparse",
                           "Targets (96 -> 64, 2 threads)", "dense q8_0 rows within 1.1x", "median µs"};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) CHECK_MSG(strstr(out, rows[i]) != NULL, "missing '%s'", rows[i]);
@@ -25,8 +25,8 @@ int main(void) {
         char line[1024];
         while (fgets(line, sizeof line, f)) lines++;
         fclose(f);
-        /* header + 2 shapes x 2 thread counts x (8 dense + 7 sparse) rows */
-        CHECK_MSG(lines == 1 + 2 * 2 * 15, "%d CSV lines", lines);
+        /* header + 2 shapes x 2 thread counts x (9 dense + 8 sparse) rows */
+        CHECK_MSG(lines == 1 + 2 * 2 * 17, "%d CSV lines", lines);
     }
     snprintf(cmd, sizeof cmd,
              "%s bench --quick --dims 64:32 --layers 2 --threads 1 --sparsity 0.3,0.5 --huge-pages --json 2>/dev/null",

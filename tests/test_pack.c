@@ -90,9 +90,9 @@ int main(void) {
     sc_calib *c;
     CHECK(sc_calib_compute(m, &d, &co, &c, &err) == SC_OK);
 
-    const char *layouts[] = {"f32", "q8_0", "q4_0", "kmi4", "zigzag"};
-    double bound[] = {0.0, 0.005, 0.15, 0.15, 0.6}; /* relative perplexity increase allowed */
-    for (int i = 0; i < 5; i++) {
+    const char *layouts[] = {"f32", "q8_0", "q4_0", "kmi4", "zigzag", "kmi8"};
+    double bound[] = {0.0, 0.005, 0.15, 0.15, 0.6, 0.005}; /* relative perplexity increase allowed */
+    for (int i = 0; i < 6; i++) {
         const char *p = sc_tmp_path("m.spk");
         sc_pack_opts po = {.layout = layouts[i], .calib = c, .method = "claws", .density = 0.5, .compress = i == 1 ? 3 : 0};
         sc_pack_result pr;
