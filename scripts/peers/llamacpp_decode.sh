@@ -30,6 +30,9 @@
 # CONFIGS (the configuration numbers to run, default all: 0 llama.cpp, 1-5 as above, 6-7 teal-cats at 0.5 and
 # 0.3, 8 ik_llama.cpp), IK_LLAMA_CPP_DIR (an ik_llama.cpp checkout with build/bin/llama-bench: its tg$NGEN
 # with run-time repacking, -rtr 1, on the same Q4_0 GGUF; without it configuration 8 is skipped).
+# The 8-bit table (not in the default CONFIGS): 9 llama.cpp on the F16 file quantised to Q8_0, 10 sparsecal's
+# q8_0 artifact dense, 11 its kmi8 artifact (W_d neuron-major) with CATS top-K at 0.5; their "x llama.cpp"
+# column is against configuration 9.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to a llama.cpp source checkout}"
@@ -69,6 +72,12 @@ CAL=$OUT/cats.scal
                    -o "$CAL" 2>/dev/null
 [[ -f $SPK_KMI4 ]] || "$S" pack -m "$F16" --calib "$CAL" --layout kmi4 --method cats-threshold --density 0.5 -q \
                         -o "$SPK_KMI4"
+Q8=$OUT/model-q8_0.gguf SPK_Q8=$OUT/model-q8_0.spk SPK_KMI8=$OUT/model-kmi8.spk
+if [[ " $CONFIGS " == *" 9 "* || " $CONFIGS " == *" 10 "* || " $CONFIGS " == *" 11 "* ]]; then
+  [[ -f $Q8 ]] || "$LQ" "$F16" "$Q8" Q8_0 >"$OUT/quantize_q8.log" 2>&1
+  [[ -f $SPK_Q8 ]] || "$S" pack -m "$F16" --layout q8_0 -q -o "$SPK_Q8"
+  [[ -f $SPK_KMI8 ]] || "$S" pack -m "$F16" --layout kmi8 --method cats --density 0.5 -q -o "$SPK_KMI8"
+fi
 TCAL=$OUT/teal.scal
 if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* ]]; then
   [[ -f $TCAL ]] || "$S" compute -m "$F16" -f "$A/text/tinystories_valid_a.txt" --max-docs "$CALIB_DOCS" --method teal \
@@ -88,7 +97,8 @@ echo "llama.cpp q4_0 tensors repacked at load: $("$LB" -m "$Q4" -p 0 -n 1 -r 1 -
 configs=("llama.cpp q4_0 (llama-bench tg$NGEN)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
          "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5"
          "sparsecal kmi4-in, teal-cats d=0.5" "sparsecal kmi4-in, teal-cats d=0.3"
-         "ik_llama.cpp q4_0 -rtr 1 (llama-bench tg$NGEN)")
+         "ik_llama.cpp q4_0 -rtr 1 (llama-bench tg$NGEN)" "llama.cpp q8_0 (llama-bench tg$NGEN)"
+         "sparsecal q8_0 artifact, dense" "sparsecal kmi8, CATS top-K d=0.5")
 run_configs=()
 for c in $CONFIGS; do
   [[ $c == 8 && -z $IK_LB ]] && continue
@@ -97,9 +107,10 @@ done
 tps_of() { # config index, threads
   local out
   case $1 in
-    0 | 8) local lb=$LB rtr=()
+    0 | 8 | 9) local lb=$LB rtr=() gguf=$Q4
        [[ $1 == 8 ]] && lb=$IK_LB rtr=(-rtr 1)
-       out=$("$lb" -m "$Q4" -p 0 -n "$NGEN" -t "$2" -r 1 "${rtr[@]}" -o json 2>/dev/null)
+       [[ $1 == 9 ]] && gguf=$Q8
+       out=$("$lb" -m "$gguf" -p 0 -n "$NGEN" -t "$2" -r 1 "${rtr[@]}" -o json 2>/dev/null)
        # avg_ts by name (ik_llama.cpp's CSV has other columns, some holding quoted commas)
        grep -o '"avg_ts": *[0-9.e+-]*' <<<"$out" | head -1 | cut -d: -f2 | tr -d ' ' ;;
     *) local art=$SPK_KMI4 meth=(--dense)
@@ -109,6 +120,8 @@ tps_of() { # config index, threads
        [[ $1 == 5 ]] && meth=(--method cats-threshold --density 0.5)
        [[ $1 == 6 ]] && art=$SPK_IN meth=(--method teal-cats --density 0.5)
        [[ $1 == 7 ]] && art=$SPK_IN meth=(--method teal-cats --density 0.3)
+       [[ $1 == 10 ]] && art=$SPK_Q8
+       [[ $1 == 11 ]] && art=$SPK_KMI8 meth=(--method cats --density 0.5)
        [[ $NO_MMAP == 1 ]] && meth+=(--no-mmap)
        out=$("$S" run -m "$art" -n $((NGEN + 1)) --temp 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
        grep -o '"tokens_per_second":[0-9.e+-]*' <<<"$out" | cut -d: -f2 ;;
@@ -134,7 +147,9 @@ print_header "decode tokens/s (median of $REPS)" "x llama.cpp"
 for c in "${run_configs[@]}"; do
   line="| ${configs[$c]} |"
   for t in $THREADS; do
-    m=$(median "${res[$c,$t]}") base=$(median "${res[0,$t]}")
+    b=0
+    [[ $c -ge 9 ]] && b=9 # the 8-bit rows against llama.cpp's Q8_0
+    m=$(median "${res[$c,$t]}") base=$(median "${res[$b,$t]}")
     line+=" $(printf '%.1f' "$m") | $(awk -v a="$m" -v b="$base" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') |"
   done
   echo "$line"
