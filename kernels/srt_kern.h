@@ -43,6 +43,15 @@ _Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs)
 #define SRT_Q8_AHEAD 3
 #define SRT_Q8_FAR 16
 
+/* The row kernels spread the prefetch of a row's nl lines over the nstep steps of the row they are
+ * computing: the lines step s takes, by a running count instead of s nl / nstep (an integer division
+ * per step cost more than the dots in the AVX2 q8_0 rows: 1.64x the floor against 1.25x). */
+static inline int64_t srt_pf_share(int64_t *due, int64_t nl, int64_t nstep) {
+    int64_t n = 0;
+    for (*due += nl; *due >= nstep; *due -= nstep) n++;
+    return n;
+}
+
 /* e^x in the SIMD gate activation and attention kernels (every ISA the same rule): x clamped to
  * [SRT_EXP_MIN, SRT_EXP_MAX], x = n ln2 + r with n = round(x log2 e) and ln2 in two parts (|r| <=
  * ln2/2), e^r = 1 + r + r^2 (P0 + P1 r + ... + P5 r^5) (Cephes' expf coefficients, about 1 ulp), then

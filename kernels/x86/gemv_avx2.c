@@ -117,9 +117,9 @@ static void rows_q4_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
 }
 
 /* The AVX-512 kernel's prefetch schedule: rows SRT_Q8_AHEAD list positions ahead into L1 and
- * SRT_Q8_FAR ahead into L2, each block taking its share of their lines. */
+ * SRT_Q8_FAR ahead into L2, each step of eight blocks taking its share of their lines (srt_pf_share). */
 static void rows_q8_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
-    const int64_t nb = j->cols / SRT_QK, rb = j->row_bytes, nl = (rb + 63) / 64;
+    const int64_t nb = j->cols / SRT_QK, ng = nb / 8, rb = j->row_bytes, nl = (rb + 63) / 64;
     const srt_act *a = j->xq;
 #define Q8_ROW(k) (j->w + (j->idx ? (int64_t)j->idx[k] : (k)) * rb)
     for (int64_t i = i0; i < i1 && i < i0 + SRT_Q8_AHEAD; i++) /* the first rows, before the window reaches them */
@@ -130,16 +130,22 @@ static void rows_q8_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
         const uint8_t *pf0 = i + SRT_Q8_AHEAD < i1 ? Q8_ROW(i + SRT_Q8_AHEAD) : NULL;
         const uint8_t *pf1 = i + SRT_Q8_FAR < i1 ? Q8_ROW(i + SRT_Q8_FAR) : NULL;
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-        int64_t l = 0;
-        for (int64_t b = 0; b < nb; b++) {
-            for (const int64_t le = (b + 1) * nl / nb; l < le; l++) {
+        int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
+        for (int64_t g = 0; g < ng; g++) {
+            for (const int64_t le = l + srt_pf_share(&due, nl, ng); l < le; l++) {
                 if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0);
                 if (pf1) _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T1);
             }
+            for (int64_t b = 8 * g; b < 8 * g + 8; b += 2) {
+                const uint8_t *b0 = row + b * SRT_Q8_BYTES, *b1 = b0 + SRT_Q8_BYTES;
+                acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]), acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b1, a->q + 32 * b + 32)),
+                                       _mm256_set1_ps(half(b1) * a->d[b + 1]), acc1);
+            }
+        }
+        for (int64_t b = 8 * ng; b < nb; b++) { /* the last 1-7 blocks */
             const uint8_t *blk = row + b * SRT_Q8_BYTES;
-            const __m256 v = _mm256_cvtepi32_ps(dot_q8(blk, a->q + 32 * b)), s = _mm256_set1_ps(half(blk) * a->d[b]);
-            if (b & 1) acc1 = _mm256_fmadd_ps(v, s, acc1);
-            else acc0 = _mm256_fmadd_ps(v, s, acc0);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(blk, a->q + 32 * b)), _mm256_set1_ps(half(blk) * a->d[b]), acc0);
         }
         j->y[r] = hsum(_mm256_add_ps(acc0, acc1));
     }

@@ -203,8 +203,9 @@ static float q8_row_avx512(const uint8_t *row, const srt_act *a, int64_t nb, con
                            const uint8_t *pf1, int64_t nl) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     const int64_t ng = nb / 8;
+    int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
     for (int64_t g = 0; g < ng; g++) {
-        for (int64_t l = g * nl / ng; l < (g + 1) * nl / ng; l++) { /* a step's share of the rows ahead */
+        for (const int64_t le = l + srt_pf_share(&due, nl, ng); l < le; l++) {
             if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0);
             if (pf1) _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T1);
         }

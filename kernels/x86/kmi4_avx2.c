@@ -92,8 +92,9 @@ static void kr_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
         if (i + KR_AHEAD + 1 < i1) pf0 = KR_ROW(i + KR_AHEAD), pf1 = KR_ROW(i + KR_AHEAD + 1);
         if (i + KR_FAR + 1 < i1) pg0 = KR_ROW(i + KR_FAR), pg1 = KR_ROW(i + KR_FAR + 1);
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+        int64_t l = 0, due = 0;
         for (int64_t T = 0; T < ntile; T++) {
-            for (int64_t l = T * nl / ntile; l < (T + 1) * nl / ntile; l++) {
+            for (const int64_t le = l + srt_pf_share(&due, nl, ntile); l < le; l++) {
                 if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0), _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T0);
                 if (pg0) _mm_prefetch((const char *)(pg0 + 64 * l), _MM_HINT_T1), _mm_prefetch((const char *)(pg1 + 64 * l), _MM_HINT_T1);
             }

@@ -89,17 +89,12 @@ static void kr_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
             pg1 = j->w + (j->idx ? (int64_t)j->idx[i + KR_FAR + 1] : i + KR_FAR + 1) * j->row_bytes;
         }
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+        int64_t l = 0, due = 0;
         for (int64_t T = 0; T < ntile; T++) {
-            if (pf0)
-                for (int64_t l = T * nl / ntile; l < (T + 1) * nl / ntile; l++) {
-                    _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T0);
-                }
-            if (pg0)
-                for (int64_t l = T * nl / ntile; l < (T + 1) * nl / ntile; l++) {
-                    _mm_prefetch((const char *)(pg0 + 64 * l), _MM_HINT_T1);
-                    _mm_prefetch((const char *)(pg1 + 64 * l), _MM_HINT_T1);
-                }
+            for (const int64_t le = l + srt_pf_share(&due, nl, ntile); l < le; l++) {
+                if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0), _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T0);
+                if (pg0) _mm_prefetch((const char *)(pg0 + 64 * l), _MM_HINT_T1), _mm_prefetch((const char *)(pg1 + 64 * l), _MM_HINT_T1);
+            }
             const __m512 da = _mm512_loadu_ps(ad + 16 * T);
             const __m512i s0 = kr_tile(w0 + 256 * T, aq + 512 * T, as + 16 * T);
             const __m512i s1 = kr_tile(w1 + 256 * T, aq + 512 * T, as + 16 * T);
