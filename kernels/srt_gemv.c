@@ -299,29 +299,18 @@ static srt_status kd_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
     return SRT_OK;
 }
 
-srt_status srt_gemv_kmi4(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
+srt_status srt_gemv_kd(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
     srt_status st = ctx ? check_input(m, x, y) : SRT_EINVAL;
     return st != SRT_OK ? st : kd_run(ctx, m, x, NULL, m->cols, y);
 }
 
-srt_status srt_gemv_kmi4_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+srt_status srt_gemv_kd_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                 float *y) {
     srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
     if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);
     return st != SRT_OK ? st : kd_run(ctx, m, x, live->idx, live->n, y);
 }
 
-srt_status srt_gemv_kmi8(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {
-    srt_status st = ctx ? check_input(m, x, y) : SRT_EINVAL;
-    return st != SRT_OK ? st : kd_run(ctx, m, x, NULL, m->cols, y);
-}
-
-srt_status srt_gemv_kmi8_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
-                                float *y) {
-    srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
-    if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);
-    return st != SRT_OK ? st : kd_run(ctx, m, x, live->idx, live->n, y);
-}
 
 /* ---- zigzag / stripe: each thread owns whole chunks of 8 groups (256 output
  * rows of one row-block; a contiguous range of chunks weighted by their live

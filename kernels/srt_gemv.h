@@ -11,11 +11,8 @@ srt_status srt_gemv_rows_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
 srt_status srt_gemv_axpy(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
 srt_status srt_gemv_axpy_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                 float *y);
-srt_status srt_gemv_kmi4(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
-srt_status srt_gemv_kmi8(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
-srt_status srt_gemv_kmi8_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
-                                float *y);
-srt_status srt_gemv_kmi4_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+srt_status srt_gemv_kd(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
+srt_status srt_gemv_kd_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                 float *y);
 srt_status srt_gemv_zigzag(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y);
 srt_status srt_gemv_zigzag_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,

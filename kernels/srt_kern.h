@@ -128,6 +128,16 @@ typedef struct srt_kd_job {
     int64_t n_idx;
 } srt_kd_job;
 
+/* The end of the K-block run that starts at list position p of a kmi4/kmi8 job: the positions
+ * before p1 whose neurons share p's K-block (the list ascends), which the kernels sum as one
+ * integer block. */
+static inline int64_t srt_kd_run_end(const srt_kd_job *j, int64_t p, int64_t p1) {
+    const int64_t kb = (j->idx ? (int64_t)j->idx[p] : p) / SRT_QK;
+    int64_t e = p + 1;
+    while (e < p1 && (j->idx ? (int64_t)j->idx[e] : e) / SRT_QK == kb) e++;
+    return e;
+}
+
 /* q4_0t axpy (PowerInfer-style): output blocks [b0, b1) (32 rows each) of
  * y = sum over live channels j of h_j * dequant(row j of W^T). */
 typedef struct srt_axpy_job {

@@ -362,14 +362,14 @@ static const srt_layout_traits traits[SRT_LAYOUT_COUNT] = {
     {"kmi4r", "int4 rows in 512-weight tiles for VNNI/sdot (W_u, W_g): row-sparse", 1, 32, SRT_SPARSE_ROWS,
      SRT_IN_Q8_TILED, size_kmi4r, pack_kmi4r, unpack_any, srt_gemv_rows, srt_gemv_rows_sparse},
     {"kmi4", "int4 neuron-major (W_d): each input channel's column contiguous, live-neuron sparse", 1, 32,
-     SRT_SPARSE_COLS, SRT_IN_Q8_NATURAL, size_kmi4, pack_kmi4, unpack_any, srt_gemv_kmi4, srt_gemv_kmi4_sparse},
+     SRT_SPARSE_COLS, SRT_IN_Q8_NATURAL, size_kmi4, pack_kmi4, unpack_any, srt_gemv_kd, srt_gemv_kd_sparse},
     {"zigzag", "int4 groups of 32 rows down a column, row-blocks stored row-major: column-sparse", 32, 1,
      SRT_SPARSE_COLS, SRT_IN_F32, size_zigzag, pack_zigzag, unpack_any, srt_gemv_zigzag, srt_gemv_zigzag_sparse},
     {"stripe", "zigzag with row-block = CWIC stripe: per-stripe live channel lists", 32, 1, SRT_SPARSE_STRIPES,
      SRT_IN_F32, size_stripe, pack_stripe, unpack_any, srt_gemv_zigzag, srt_gemv_stripe_sparse},
     {"kmi8", "int8 neuron-major (W_d): kmi4 with q8_0 values, each input channel's column contiguous, live-neuron "
              "sparse",
-     1, 32, SRT_SPARSE_COLS, SRT_IN_Q8_NATURAL, size_kmi8, pack_kmi8, unpack_any, srt_gemv_kmi8, srt_gemv_kmi8_sparse},
+     1, 32, SRT_SPARSE_COLS, SRT_IN_Q8_NATURAL, size_kmi8, pack_kmi8, unpack_any, srt_gemv_kd, srt_gemv_kd_sparse},
 };
 
 const srt_layout_traits *srt_layout_get(srt_layout layout) {

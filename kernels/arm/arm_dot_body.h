@@ -34,9 +34,7 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
         memset(acc, 0, sizeof(float) * (size_t)((c1 - c0) * SRT_KD_TILE));
         int64_t p = p0;
         while (p < n) {
-            const int64_t kb = SRT_SFX(entry)(j, p) / SRT_QK;
-            int64_t e = p;
-            while (e < n && SRT_SFX(entry)(j, e) / SRT_QK == kb) e++;
+            const int64_t kb = SRT_SFX(entry)(j, p) / SRT_QK, e = srt_kd_run_end(j, p, n);
             const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
             const int nq = (int)((e - p + 3) / 4);
             const uint8_t *ptr[KD_MAX_QUADS][4];
@@ -217,9 +215,7 @@ static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
         }
         int64_t p = p0;
         while (p < p1) {
-            const int64_t kb = SRT_SFX(entry)(j, p) / SRT_QK;
-            int64_t e = p;
-            while (e < p1 && SRT_SFX(entry)(j, e) / SRT_QK == kb) e++;
+            const int64_t kb = SRT_SFX(entry)(j, p) / SRT_QK, e = srt_kd_run_end(j, p, p1);
             const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
             if (e < p1) { /* the next K-block's scales for this pass, into L2 */
                 const uint8_t *nsc = j->w + (SRT_SFX(entry)(j, e) / SRT_QK) * bb;

@@ -187,8 +187,18 @@ static inline int kd_nibble(const uint8_t *vec, int64_t o) {
     return hi ? byte >> 4 : byte & 15;
 }
 
-static void ref_kmi4(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
-    const int64_t rp = j->rows_pad, bb = srt_kd_block_bytes(j->rows);
+/* Signed byte of output o in a kmi8 column (docs/LAYOUTS.md: byte 16L + 4m + e of a 64-output tile
+ * is output 16m + 4L + e). */
+static inline int k8_byte(const uint8_t *vec, int64_t o) {
+    int64_t t = o / SRT_K8_TILE, x = o % SRT_K8_TILE;
+    return (int8_t)vec[64 * t + 16 * ((x % 16) / 4) + 4 * (x / 16) + x % 4];
+}
+
+/* kmi4 (K8 false: nibbles - 8) and kmi8 (K8: signed bytes): per output, each K-block run's exact
+ * integer sum times s[o] d_h[kb], added K-block after K-block. */
+static void ref_kd_any(const srt_kd_job *j, int64_t p0, int64_t p1, float *y, bool K8) {
+    const int64_t rp = j->rows_pad, bb = K8 ? srt_k8_block_bytes(j->rows) : srt_kd_block_bytes(j->rows);
+    const int64_t vb = K8 ? rp : rp / 2; /* a neuron's column */
     for (int64_t o = 0; o < j->rows; o++) {
         float acc = 0.0f;
         int64_t p = p0;
@@ -199,8 +209,8 @@ static void ref_kmi4(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
             for (; p < p1; p++) {
                 int64_t ch = j->idx ? j->idx[p] : p;
                 if (ch / SRT_QK != kb) break;
-                const uint8_t *vec = blk + 2 * rp + (ch % SRT_QK) * (rp / 2);
-                isum += (kd_nibble(vec, o) - 8) * j->h->q[ch];
+                const uint8_t *vec = blk + 2 * rp + (ch % SRT_QK) * vb;
+                isum += (K8 ? k8_byte(vec, o) : kd_nibble(vec, o) - 8) * j->h->q[ch];
             }
             acc += (srt_fp16_to_fp32(srt_rd16(blk + 2 * o)) * j->h->d[kb]) * (float)isum;
         }
@@ -208,28 +218,8 @@ static void ref_kmi4(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     }
 }
 
-/* kmi8: as ref_kmi4 with the int8 value of output o (docs/LAYOUTS.md: byte 16L + 4m + e of a 64-output
- * tile is output 16m + 4L + e). */
-static void ref_kmi8(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
-    const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows);
-    for (int64_t o = 0; o < j->rows; o++) {
-        const int64_t t = o / SRT_K8_TILE, x = o % SRT_K8_TILE, pos = 64 * t + 16 * ((x % 16) / 4) + 4 * (x / 16) + x % 4;
-        float acc = 0.0f;
-        int64_t p = p0;
-        while (p < p1) {
-            int64_t kb = (j->idx ? j->idx[p] : p) / SRT_QK;
-            const uint8_t *blk = j->w + kb * bb;
-            int32_t isum = 0;
-            for (; p < p1; p++) {
-                int64_t ch = j->idx ? j->idx[p] : p;
-                if (ch / SRT_QK != kb) break;
-                isum += (int8_t)blk[2 * rp + (ch % SRT_QK) * rp + pos] * j->h->q[ch];
-            }
-            acc += (srt_fp16_to_fp32(srt_rd16(blk + 2 * o)) * j->h->d[kb]) * (float)isum;
-        }
-        y[o] = acc;
-    }
-}
+static void ref_kmi4(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) { ref_kd_any(j, p0, p1, y, false); }
+static void ref_kmi8(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) { ref_kd_any(j, p0, p1, y, true); }
 
 /* ---- zigzag / stripe -------------------------------------------------------- */
 

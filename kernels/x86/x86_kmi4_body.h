@@ -169,9 +169,7 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
         }
         int64_t p = p0;
         while (p < p1) {
-            const int64_t kb = SRT_SFX(kd_entry)(j, p) / SRT_QK;
-            int64_t e = p;
-            while (e < p1 && SRT_SFX(kd_entry)(j, e) / SRT_QK == kb) e++;
+            const int64_t kb = SRT_SFX(kd_entry)(j, p) / SRT_QK, e = srt_kd_run_end(j, p, p1);
             const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
             const int nq = (int)((e - p + 3) / 4);
             const uint8_t *ptr[KD_MAX_QUADS * 4];

@@ -17,11 +17,9 @@
 #define K8_AHEAD 2
 #define K8_FAR 8
 
-static inline int64_t SRT_SFX(k8_entry)(const srt_kd_job *j, int64_t p) { return j->idx ? (int64_t)j->idx[p] : p; }
-
 /* The column of the neuron at list position p (clamped to the list). */
 static inline const uint8_t *SRT_SFX(k8_vec)(const srt_kd_job *j, int64_t p, int64_t p1, int64_t bb) {
-    const int64_t ch = SRT_SFX(k8_entry)(j, p < p1 ? p : p1 - 1);
+    const int64_t ch = SRT_SFX(kd_entry)(j, p < p1 ? p : p1 - 1);
     return j->w + (ch / SRT_QK) * bb + 2 * j->rows_pad + (ch % SRT_QK) * j->rows_pad;
 }
 
@@ -35,16 +33,14 @@ static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
         for (int64_t i = 0; i < nc * SRT_K8_TILE; i += KD_LANES) VF_STORE(fa + i, VF_SET1(0.0f));
         int64_t p = p0;
         while (p < p1) {
-            const int64_t kb = SRT_SFX(k8_entry)(j, p) / SRT_QK;
-            int64_t e = p;
-            while (e < p1 && SRT_SFX(k8_entry)(j, e) / SRT_QK == kb) e++;
+            const int64_t kb = SRT_SFX(kd_entry)(j, p) / SRT_QK, e = srt_kd_run_end(j, p, p1);
             const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
             if (e < p1) { /* the next K-block's scales for this pass, into L2 */
-                const uint8_t *nsc = j->w + (SRT_SFX(k8_entry)(j, e) / SRT_QK) * bb + 2 * SRT_K8_TILE * c0;
+                const uint8_t *nsc = j->w + (SRT_SFX(kd_entry)(j, e) / SRT_QK) * bb + 2 * SRT_K8_TILE * c0;
                 for (int64_t o = 0; o < 2 * SRT_K8_TILE * nc; o += 64) _mm_prefetch((const char *)(nsc + o), _MM_HINT_T1);
             }
             int32_t S = 0;
-            for (int64_t q = p; q < e; q++) S += hq[SRT_SFX(k8_entry)(j, q)];
+            for (int64_t q = p; q < e; q++) S += hq[SRT_SFX(kd_entry)(j, q)];
             const VI init = K8_INIT(S);
             for (int64_t i = 0; i < nc * KD_NH * 4; i++) ia[i] = init;
             for (int64_t q = p; q < e; q += 4) {
@@ -52,7 +48,7 @@ static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
                 uint32_t wd = 0;
                 for (int r = 0; r < 4; r++) {
                     if (q + r < e) {
-                        const int64_t ch = SRT_SFX(k8_entry)(j, q + r);
+                        const int64_t ch = SRT_SFX(kd_entry)(j, q + r);
                         c[r] = vec0 + (ch % SRT_QK) * rp;
                         wd |= (uint32_t)(uint8_t)hq[ch] << (8 * r);
                     } else {
