@@ -93,42 +93,24 @@ static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* Rows six list positions ahead prefetched into L2, as rows_q4_0_avx512 does: 2.7x -> 2.0x the
- * streaming floor at 2304 -> 9216 (two rows per step, sharing the activation loads, was slower). */
-static void rows_q4_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
-    const int64_t nb = j->cols / SRT_QK;
-    const srt_act *a = j->xq;
-    for (int64_t i = i0; i < i1; i++) {
-        const int64_t r = j->idx ? j->idx[i] : i;
-        if (i + 6 < i1) {
-            const uint8_t *pr = j->w + (j->idx ? (int64_t)j->idx[i + 6] : i + 6) * j->row_bytes;
-            for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T1);
-            _mm_prefetch((const char *)(pr + j->row_bytes - 1), _MM_HINT_T1);
-        }
-        const uint8_t *row = j->w + r * j->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + b * SRT_Q4_BYTES;
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q4(blk, a->q + 32 * b, a->sum[b])),
-                                  _mm256_set1_ps(half(blk) * a->d[b]), acc);
-        }
-        j->y[r] = hsum(acc);
-    }
-}
-
-/* The AVX-512 kernel's prefetch schedule: rows SRT_Q8_AHEAD list positions ahead into L1 and
- * SRT_Q8_FAR ahead into L2, each step of eight blocks taking its share of their lines (srt_pf_share). */
-static void rows_q8_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
+/* GGML q4_0 (Q4) or q8_0 rows with the AVX-512 kernels' prefetch schedule: rows AHEAD list positions
+ * ahead into L1 and FAR ahead into L2 (the kmi4r distances for q4_0's bytes per weight, q8_0's for
+ * its), each step of eight blocks taking its share of their lines (srt_pf_share: a division per
+ * block to find it cost the q8_0 rows more than their dots, 1.64x the floor against 1.25x). */
+static inline __attribute__((always_inline)) void rows_blocks_avx2(const srt_rows_job *j, int64_t i0, int64_t i1,
+                                                                   const int Q4) {
+    const int64_t bs = Q4 ? SRT_Q4_BYTES : SRT_Q8_BYTES, ahead = Q4 ? SRT_KR_AHEAD : SRT_Q8_AHEAD;
+    const int64_t far = Q4 ? SRT_KR_FAR : SRT_Q8_FAR;
     const int64_t nb = j->cols / SRT_QK, ng = nb / 8, rb = j->row_bytes, nl = (rb + 63) / 64;
     const srt_act *a = j->xq;
-#define Q8_ROW(k) (j->w + (j->idx ? (int64_t)j->idx[k] : (k)) * rb)
-    for (int64_t i = i0; i < i1 && i < i0 + SRT_Q8_AHEAD; i++) /* the first rows, before the window reaches them */
-        for (int64_t l = 0; l < nl; l++) _mm_prefetch((const char *)(Q8_ROW(i) + 64 * l), _MM_HINT_T0);
+#define BL_ROW(k) (j->w + (j->idx ? (int64_t)j->idx[k] : (k)) * rb)
+#define BL_DOT(blk, b) (Q4 ? dot_q4(blk, a->q + 32 * (b), a->sum[b]) : dot_q8(blk, a->q + 32 * (b)))
+    for (int64_t i = i0; i < i1 && i < i0 + ahead; i++) /* the first rows, before the window reaches them */
+        for (int64_t l = 0; l < nl; l++) _mm_prefetch((const char *)(BL_ROW(i) + 64 * l), _MM_HINT_T0);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
         const uint8_t *row = j->w + r * rb;
-        const uint8_t *pf0 = i + SRT_Q8_AHEAD < i1 ? Q8_ROW(i + SRT_Q8_AHEAD) : NULL;
-        const uint8_t *pf1 = i + SRT_Q8_FAR < i1 ? Q8_ROW(i + SRT_Q8_FAR) : NULL;
+        const uint8_t *pf0 = i + ahead < i1 ? BL_ROW(i + ahead) : NULL, *pf1 = i + far < i1 ? BL_ROW(i + far) : NULL;
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
         int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
         for (int64_t g = 0; g < ng; g++) {
@@ -137,20 +119,23 @@ static void rows_q8_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
                 if (pf1) _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T1);
             }
             for (int64_t b = 8 * g; b < 8 * g + 8; b += 2) {
-                const uint8_t *b0 = row + b * SRT_Q8_BYTES, *b1 = b0 + SRT_Q8_BYTES;
-                acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]), acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b1, a->q + 32 * b + 32)),
-                                       _mm256_set1_ps(half(b1) * a->d[b + 1]), acc1);
+                const uint8_t *b0 = row + b * bs, *b1 = b0 + bs;
+                acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BL_DOT(b0, b)), _mm256_set1_ps(half(b0) * a->d[b]), acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BL_DOT(b1, b + 1)), _mm256_set1_ps(half(b1) * a->d[b + 1]), acc1);
             }
         }
         for (int64_t b = 8 * ng; b < nb; b++) { /* the last 1-7 blocks */
-            const uint8_t *blk = row + b * SRT_Q8_BYTES;
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(blk, a->q + 32 * b)), _mm256_set1_ps(half(blk) * a->d[b]), acc0);
+            const uint8_t *blk = row + b * bs;
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(BL_DOT(blk, b)), _mm256_set1_ps(half(blk) * a->d[b]), acc0);
         }
         j->y[r] = hsum(_mm256_add_ps(acc0, acc1));
     }
-#undef Q8_ROW
+#undef BL_DOT
+#undef BL_ROW
 }
+
+static void rows_q4_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) { rows_blocks_avx2(j, i0, i1, 1); }
+static void rows_q8_0_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) { rows_blocks_avx2(j, i0, i1, 0); }
 
 /* ---- q4_0t axpy ------------------------------------------------------------------------ */
 

@@ -140,11 +140,17 @@ static q4_consts q4_consts_make(void) {
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v_), _mm512_permutexvar_ps(c.sidx[q], d16), acc);              \
     } while (0)
 
-static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_act *a, int64_t nb) {
+static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_act *a, int64_t nb, const uint8_t *pf0,
+                           const uint8_t *pf1, int64_t nl) {
     const q4_consts c = *cp;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     const int64_t ng = nb / 8;
+    int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
     for (int64_t g = 0; g < ng; g++) {
+        for (const int64_t le = l + srt_pf_share(&due, nl, ng); l < le; l++) {
+            if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0);
+            if (pf1) _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T1);
+        }
         const uint8_t *p = row + 8 * SRT_Q4_BYTES * g;
         const int8_t *aq = a->q + 256 * g;
         const int32_t *ao = a->lane_off + 64 * g;
@@ -172,18 +178,21 @@ static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_ac
 }
 #undef Q4_PAIR
 
+/* The kmi4r rows' prefetch schedule (rows SRT_KR_AHEAD ahead into L1, SRT_KR_FAR into L2, spread
+ * over the row's steps): the same bytes per weight. */
 static void rows_q4_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
-    const int64_t nb = j->cols / SRT_QK;
+    const int64_t nb = j->cols / SRT_QK, rb = j->row_bytes, nl = (rb + 63) / 64;
     const q4_consts c = q4_consts_make();
+#define Q4_ROW(k) (j->w + (j->idx ? (int64_t)j->idx[k] : (k)) * rb)
+    for (int64_t i = i0; i < i1 && i < i0 + SRT_KR_AHEAD; i++) /* the first rows, before the loop's window reaches them */
+        for (int64_t l = 0; l < nl; l++) _mm_prefetch((const char *)(Q4_ROW(i) + 64 * l), _MM_HINT_T0);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        if (i + 6 < i1) { /* six rows ahead into L2 (live rows are scattered; dense ones help the prefetcher) */
-            const uint8_t *pr = j->w + (j->idx ? (int64_t)j->idx[i + 6] : i + 6) * j->row_bytes;
-            for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T1);
-            _mm_prefetch((const char *)(pr + j->row_bytes - 1), _MM_HINT_T1);
-        }
-        j->y[r] = q4_row_avx512(&c, j->w + r * j->row_bytes, j->xq, nb);
+        const uint8_t *pf0 = i + SRT_KR_AHEAD < i1 ? Q4_ROW(i + SRT_KR_AHEAD) : NULL;
+        const uint8_t *pf1 = i + SRT_KR_FAR < i1 ? Q4_ROW(i + SRT_KR_FAR) : NULL;
+        j->y[r] = q4_row_avx512(&c, j->w + r * rb, j->xq, nb, pf0, pf1, nl);
     }
+#undef Q4_ROW
 }
 
 /* Two q8_0 blocks (2 x 34 bytes) against 64 activation values: the weights with their sign bit
