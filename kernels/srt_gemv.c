@@ -182,17 +182,28 @@ srt_status srt_gemv_rows_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
 
 #define BATCH_ROWS 32
 
+#define BATCH_MAX 64 /* inputs one multi-input kernel call takes (more: the single-input kernel per input) */
+
 typedef struct batch_task {
     rows_task t;
     const srt_input *x;
     float *const *y;
     int64_t nvec;
+    void (*multi)(const srt_rows_job *, const srt_act *const *, float *const *, int64_t, int64_t, int64_t);
 } batch_task;
 
 static void batch_thread(void *arg, int tid, int nth) {
     batch_task *b = arg;
     int64_t a, e;
     split(b->t.n, tid, nth, &a, &e);
+    if (b->multi) { /* q8_0: a block of rows for several inputs per kernel call */
+        const srt_act *xq[BATCH_MAX];
+        float *ys[BATCH_MAX];
+        for (int64_t v = 0; v < b->nvec; v++) xq[v] = b->x[v].q, ys[v] = b->y[v];
+        for (int64_t r = a; r < e; r += BATCH_ROWS)
+            b->multi(&b->t.job, xq, ys, b->nvec, r, r + BATCH_ROWS < e ? r + BATCH_ROWS : e);
+        return;
+    }
     for (int64_t r = a; r < e; r += BATCH_ROWS) {
         const int64_t r1 = r + BATCH_ROWS < e ? r + BATCH_ROWS : e;
         for (int64_t v = 0; v < b->nvec; v++) {
@@ -220,9 +231,10 @@ srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x,
         }
         return SRT_OK;
     }
-    batch_task b = {{0}, x, y, nvec};
+    batch_task b = {{0}, x, y, nvec, NULL};
     srt_status st = rows_setup(ctx, m, &x[0], NULL, m->rows, y[0], &b.t);
     if (st != SRT_OK) return st;
+    if (m->layout == SRT_LAYOUT_Q8_0 && nvec <= BATCH_MAX) b.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi;
     srt_ctx_run(ctx, batch_thread, &b);
     return SRT_OK;
 }

@@ -170,6 +170,10 @@ typedef struct srt_kernels {
     uint64_t (*stream)(const uint8_t *p, size_t n);
     void (*rows_f32)(const srt_rows_job *j, int64_t i0, int64_t i1);
     void (*rows_q8_0)(const srt_rows_job *j, int64_t i0, int64_t i1);
+    /* rows [i0, i1) of q8_0 for nvec inputs (prefill: j's y and xq unused): y[v][r] bit for bit as
+     * rows_q8_0 with input xq[v]; NULL where the ISA has none (then rows_q8_0 per input) */
+    void (*rows_q8_0_multi)(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec, int64_t i0,
+                            int64_t i1);
     void (*rows_q4_0)(const srt_rows_job *j, int64_t i0, int64_t i1);
     void (*rows_kmi4r)(const srt_rows_job *j, int64_t i0, int64_t i1);
     void (*axpy_q4_0t)(const srt_axpy_job *j, int64_t b0, int64_t b1);

@@ -271,6 +271,71 @@ static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     }
 }
 
+/* Prefill: the same arithmetic as q8_row_avx512 for four inputs at once (each input's sums in its
+ * own accumulators, in the same order: the same bits), so that a pair of blocks is loaded and
+ * flipped once for four inputs instead of once per input; a short last group repeats its last input
+ * and drops the copies. */
+static void rows_q8_0_multi_avx512(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec,
+                                   int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK, ng = nb / 8, rb = j->row_bytes;
+    __m512i sidx[4];
+    for (int q = 0; q < 4; q++)
+        sidx[q] = _mm512_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1,
+                                    2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
+        const srt_act *a[4];
+        for (int k = 0; k < 4; k++) a[k] = xq[v0 + k < nvec ? v0 + k : nvec - 1];
+        for (int64_t r = i0; r < i1; r++) {
+            const uint8_t *row = j->w + r * rb;
+            __m512 acc[4][4];
+            for (int k = 0; k < 4; k++)
+                for (int q = 0; q < 4; q++) acc[k][q] = _mm512_setzero_ps();
+            for (int64_t g = 0; g < ng; g++) {
+                const uint8_t *p = row + 8 * SRT_Q8_BYTES * g;
+                const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(
+                    (short)srt_rd16(p), (short)srt_rd16(p + SRT_Q8_BYTES), (short)srt_rd16(p + 2 * SRT_Q8_BYTES),
+                    (short)srt_rd16(p + 3 * SRT_Q8_BYTES), (short)srt_rd16(p + 4 * SRT_Q8_BYTES),
+                    (short)srt_rd16(p + 5 * SRT_Q8_BYTES), (short)srt_rd16(p + 6 * SRT_Q8_BYTES),
+                    (short)srt_rd16(p + 7 * SRT_Q8_BYTES)));
+                __m512 s[4];
+                __m512i o[4];
+                for (int k = 0; k < 4; k++) {
+                    s[k] = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(a[k]->d + 8 * g)));
+                    o[k] = _mm512_castsi256_si512(_mm256_sub_epi32(
+                        _mm256_setzero_si256(), _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a[k]->sum + 8 * g)), 7)));
+                }
+                for (int q = 0; q < 4; q++) {
+                    const uint8_t *b0 = p + 2 * q * SRT_Q8_BYTES;
+                    const __m512i w = _mm512_xor_si512(
+                        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + SRT_BLK_QS))),
+                                           _mm256_loadu_si256((const __m256i *)(b0 + SRT_Q8_BYTES + SRT_BLK_QS)), 1),
+                        flip);
+                    for (int k = 0; k < 4; k++) {
+                        const __m512i d = _mm512_dpbusd_epi32(_mm512_maskz_permutexvar_epi32(0x0101, sidx[q], o[k]), w,
+                                                              _mm512_loadu_si512(a[k]->q + 256 * g + 64 * q));
+                        acc[k][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(sidx[q], s[k]), acc[k][q]);
+                    }
+                }
+            }
+            for (int k = 0; k < 4 && v0 + k < nvec; k++) {
+                float yv = _mm512_reduce_add_ps(
+                    _mm512_add_ps(_mm512_add_ps(acc[k][0], acc[k][1]), _mm512_add_ps(acc[k][2], acc[k][3])));
+                if (ng * 8 < nb) { /* the last 1-7 blocks, as q8_row_avx512 */
+                    __m256 t = _mm256_setzero_ps();
+                    for (int64_t b = ng * 8; b < nb; b++) {
+                        const uint8_t *b0 = row + b * SRT_Q8_BYTES;
+                        t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a[k]->q + 32 * b)),
+                                            _mm256_set1_ps(half(b0) * a[k]->d[b]), t);
+                    }
+                    yv += hsum256(t);
+                }
+                y[v0 + k][r] = yv;
+            }
+        }
+    }
+}
+
 /* ---- q4_0t axpy: y[block] += h_j * d * (q - 8), two channels per pass ------------- */
 
 static inline void axpy_block(float *y, const uint8_t *blk, float c) {
@@ -703,6 +768,7 @@ void srt_avx512_register(srt_kernels *k) {
     k->act_q8 = act_q8_avx512;
     k->rows_f32 = rows_f32_avx512;
     k->rows_q8_0 = rows_q8_0_avx512;
+    k->rows_q8_0_multi = rows_q8_0_multi_avx512;
     k->rows_q4_0 = rows_q4_0_avx512;
     k->axpy_q4_0t = axpy_q4_0t_avx512;
     k->zigzag = zigzag_avx512;
