@@ -140,6 +140,16 @@ static q4_consts q4_consts_make(void) {
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v_), _mm512_permutexvar_ps(c.sidx[q], d16), acc);              \
     } while (0)
 
+/* One step of a row's ng: its share of the lines of the rows ahead (pf0 into L1, pf1 into L2, either
+ * may be NULL), l counting the lines taken so far (srt_pf_share). */
+static inline void pf_rows_step(const uint8_t *pf0, const uint8_t *pf1, int64_t *l, int64_t *due, int64_t nl,
+                                int64_t ng) {
+    for (const int64_t le = *l + srt_pf_share(due, nl, ng); *l < le; (*l)++) {
+        if (pf0) _mm_prefetch((const char *)(pf0 + 64 * *l), _MM_HINT_T0);
+        if (pf1) _mm_prefetch((const char *)(pf1 + 64 * *l), _MM_HINT_T1);
+    }
+}
+
 static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_act *a, int64_t nb, const uint8_t *pf0,
                            const uint8_t *pf1, int64_t nl) {
     const q4_consts c = *cp;
@@ -147,10 +157,7 @@ static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_ac
     const int64_t ng = nb / 8;
     int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
     for (int64_t g = 0; g < ng; g++) {
-        for (const int64_t le = l + srt_pf_share(&due, nl, ng); l < le; l++) {
-            if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0);
-            if (pf1) _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T1);
-        }
+        pf_rows_step(pf0, pf1, &l, &due, nl, ng);
         const uint8_t *p = row + 8 * SRT_Q4_BYTES * g;
         const int8_t *aq = a->q + 256 * g;
         const int32_t *ao = a->lane_off + 64 * g;
@@ -214,10 +221,7 @@ static float q8_row_avx512(const uint8_t *row, const srt_act *a, int64_t nb, con
     const int64_t ng = nb / 8;
     int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
     for (int64_t g = 0; g < ng; g++) {
-        for (const int64_t le = l + srt_pf_share(&due, nl, ng); l < le; l++) {
-            if (pf0) _mm_prefetch((const char *)(pf0 + 64 * l), _MM_HINT_T0);
-            if (pf1) _mm_prefetch((const char *)(pf1 + 64 * l), _MM_HINT_T1);
-        }
+        pf_rows_step(pf0, pf1, &l, &due, nl, ng);
         const uint8_t *p = row + 8 * SRT_Q8_BYTES * g;
         const int8_t *aq = a->q + 256 * g;
         const __m128i h = _mm_setr_epi16((short)srt_rd16(p), (short)srt_rd16(p + SRT_Q8_BYTES),
