@@ -223,6 +223,11 @@ srt_status srt_matrix_row(const srt_matrix *m, int64_t r, float *out);
  * inputs, and every y[v] equals the single-input GEMV's bit for bit; the other layouts run one GEMV
  * per input. */
 srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y);
+/* The same with a live list per input (live[v].idx NULL: dense; live NULL: all dense), as
+ * srt_gemv_sparse for each: row layouts take each block of rows once for all inputs and run each
+ * input's live rows in it, y[v] bit for bit the single-input sparse GEMV's (the dead rows untouched). */
+srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                 int64_t nvec, float *const *y);
 
 /* ---- selection ------------------------------------------------------------- */
 

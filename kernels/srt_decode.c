@@ -341,6 +341,53 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     return mlp_tail(m, l, n_in, t0);
 }
 
+/* The neuron routers (dense, CATS, CLAWS, CATS thresholds, GRIFFIN) pick layer l's live set from
+ * the gate activation a: *dense, or idx[0..*K) ascending (recorded in m->live_all and m->live_n).
+ * Steps and prefill both route through here. */
+static srt_status route_neurons(srt_model *m, int64_t l, const float *a, uint32_t *idx, bool *dense, int64_t *K) {
+    const srt_layer_w *L = &m->layers[l];
+    const int64_t F = m->cfg.ffn_dim;
+    if (m->mode == SRT_MODE_CATS_THR) {
+        float t = m->thr_l[l];
+        *dense = !(t >= 0.0f);
+        *K = *dense ? F : srt_compact(m->ctx, idx, a, F, t);
+    } else if (m->router == SRT_ROUTER_GRIFFIN) { /* the prompt dense, then the fixed set */
+        *dense = !m->g_fixed;
+        *K = *dense ? F : m->g_k;
+        if (!*dense) memcpy(idx, m->g_set + l * *K, (size_t)*K * sizeof(uint32_t));
+    } else {
+        *dense = m->router == SRT_ROUTER_DENSE || m->K >= F;
+        *K = *dense ? F : m->K;
+        if (!*dense) {
+            srt_score_gate(m->score, a, m->router == SRT_ROUTER_CLAWS ? L->claws_c : NULL, F);
+            TRY(srt_select_topk_ws(idx, m->score, F, *K, 0, m->sel_ws));
+        }
+    }
+    if (!*dense) memcpy(m->live_all + l * F, idx, (size_t)*K * sizeof(uint32_t));
+    m->live_n[l] = *K;
+    return SRT_OK;
+}
+
+/* h = a * v on the live neurons idx[0..K) (zero elsewhere), or on all F when idx is NULL. */
+static void gate_times_up(float *h, const float *a, const float *v, const uint32_t *idx, int64_t K, int64_t F) {
+    if (!idx) {
+        for (int64_t j = 0; j < F; j++) h[j] = a[j] * v[j];
+        return;
+    }
+    memset(h, 0, (size_t)F * sizeof(float));
+    for (int64_t i = 0; i < K; i++) {
+        uint32_t j = idx[i];
+        h[j] = a[j] * v[j];
+    }
+}
+
+/* The routers that choose from h = a * up (LaRoSA's output top-K, TEAL alone, CETT, CLADA, CWIC): up runs
+ * dense before them. teal-cats runs TEAL's masks under a neuron router instead. */
+static bool h_side_router(const srt_model *m) {
+    return m->larosa || (m->mode == SRT_MODE_TEAL && m->router == SRT_ROUTER_DENSE) || m->mode == SRT_MODE_CETT ||
+           m->mode == SRT_MODE_CLADA || m->mode == SRT_MODE_CWIC;
+}
+
 /* The MLP after the gate GEMV (m->u; m->xn holds the block input, n_in its
  * live count or -1): phi, the router, up, down, the residual into m->x.
  * t0: when the block started (timing). */
@@ -350,11 +397,9 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
     int64_t D = c->dim, F = c->ffn_dim;
     srt_activate(m->ctx, m->a, m->u, F, c->gelu);
     double t1 = now();
-    /* the h-side routers; teal-cats runs teal's masks (lin) under the neuron router below */
-    if (m->larosa || (m->mode == SRT_MODE_TEAL && m->router == SRT_ROUTER_DENSE) || m->mode == SRT_MODE_CETT ||
-        m->mode == SRT_MODE_CLADA || m->mode == SRT_MODE_CWIC) {
+    if (h_side_router(m)) {
         TRY(lin(m, l, SRT_PROJ_UP, m->xn, n_in, m->v));
-        for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
+        gate_times_up(m->h, m->a, m->v, NULL, F, F);
         double t2 = now();
         int64_t K;
         TRY(select_h(m, L, l, &K));
@@ -378,45 +423,22 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         return SRT_OK;
     }
     /* neuron routers: the live set comes from the gate, so up reads only live rows */
-    bool dense, thr = m->mode == SRT_MODE_CATS_THR;
+    bool dense;
     int64_t K;
-    if (thr) {
-        float t = m->thr_l[l];
-        dense = !(t >= 0.0f);
-        K = dense ? F : srt_compact(m->ctx, m->idx, m->a, F, t);
-    } else if (m->router == SRT_ROUTER_GRIFFIN) { /* the prompt dense, then the fixed set */
-        dense = !m->g_fixed;
-        K = dense ? F : m->g_k;
-        if (!dense) memcpy(m->idx, m->g_set + l * K, (size_t)K * sizeof(uint32_t));
-    } else {
-        dense = m->router == SRT_ROUTER_DENSE || m->K >= F;
-        K = dense ? F : m->K;
-        if (!dense) {
-            srt_score_gate(m->score, m->a, m->router == SRT_ROUTER_CLAWS ? L->claws_c : NULL, F);
-            TRY(srt_select_topk_ws(m->idx, m->score, F, K, 0, m->sel_ws));
-        }
-    }
-    if (!dense) memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
-    m->live_n[l] = K;
+    TRY(route_neurons(m, l, m->a, m->idx, &dense, &K));
     double t2 = now();
     /* teal-cats: up reads the MLP input under its own threshold (m->score is free once the top-K is chosen) */
     const float *xu = m->xn;
     if (m->mode == SRT_MODE_TEAL) xu = teal_masked(m, m->xn, L->wu.m.cols, m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP]);
     if (dense) {
         TRY(mv_in(m, &L->wu, xu, n_in, m->v));
-        for (int64_t j = 0; j < F; j++) m->h[j] = m->a[j] * m->v[j];
-        if (m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l);
-    } else {
-        if (L->wu.tr->sparse == SRT_SPARSE_ROWS)
-            TRY(mv_sparse(m, &L->wu, xu, m->idx, K, m->v));
-        else /* m->idx holds the neurons now, not the input's live list */
-            TRY(mv(m, &L->wu, xu, m->v));
-        memset(m->h, 0, (size_t)F * sizeof(float));
-        for (int64_t i = 0; i < K; i++) {
-            uint32_t j = m->idx[i];
-            m->h[j] = m->a[j] * m->v[j];
-        }
+    } else if (L->wu.tr->sparse == SRT_SPARSE_ROWS) {
+        TRY(mv_sparse(m, &L->wu, xu, m->idx, K, m->v));
+    } else { /* m->idx holds the neurons now, not the input's live list */
+        TRY(mv(m, &L->wu, xu, m->v));
     }
+    gate_times_up(m->h, m->a, m->v, dense ? NULL : m->idx, K, F);
+    if (dense && m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l);
     double t3 = now();
     stale(m);
     if (!dense && L->wd.tr->sparse == SRT_SPARSE_COLS)
@@ -501,27 +523,38 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
 
 #define PF_CHUNK 16 /* tokens per pass */
 
-/* Lazily allocated buffers: per token x, xn, q, kt, vt, att, u (vmax floats each) and two
- * quantised activations (natural, tiled). */
+/* Lazily allocated buffers: per token x, xn, q, kt, vt, att, u, a, v (vmax floats each), a live
+ * list (vmax indices) and two quantised activations (natural, tiled); vmax bytes of row marks. */
 static srt_status prefill_buffers(srt_model *m) {
     if (m->pf_arena) return SRT_OK;
-    const size_t vf = (size_t)(m->vmax + 63) / 64 * 64, nvec = 7 * PF_CHUNK, ab = m->actbytes;
-    m->pf_arena = srt_alloc(nvec * vf * sizeof(float) + 2 * PF_CHUNK * ab);
+    const size_t vf = (size_t)(m->vmax + 63) / 64 * 64, nvec = 9 * PF_CHUNK, ab = m->actbytes;
+    m->pf_arena = srt_alloc(nvec * vf * sizeof(float) + PF_CHUNK * vf * sizeof(uint32_t) + vf + 2 * PF_CHUNK * ab);
     if (!m->pf_arena) return SRT_ENOMEM;
     float *f = m->pf_arena;
     for (size_t i = 0; i < nvec; i++) m->pf_vec[i] = f + i * vf;
-    uint8_t *a = (uint8_t *)(f + nvec * vf);
+    uint32_t *ix = (uint32_t *)(f + nvec * vf);
+    for (size_t i = 0; i < PF_CHUNK; i++) m->pf_idx[i] = ix + i * vf;
+    m->pf_mark = (uint8_t *)(ix + PF_CHUNK * vf);
+    uint8_t *a = m->pf_mark + vf;
     for (int i = 0; i < 2 * PF_CHUNK; i++) m->pf_actmem[i] = a + (size_t)i * ab;
     return SRT_OK;
 }
 
-/* y[t] = W x[t] for the chunk's n tokens, the inputs quantised as the layout wants. */
-static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, int64_t n, float *const *y) {
+/* y[t] = W x[t] for the chunk's n tokens, the inputs quantised as the layout wants; with live
+ * lists (live[t].idx NULL: dense) each token's GEMV is srt_gemv_sparse's on its list. Counted:
+ * each matrix once (a row layout: the rows any token reads), a column layout's GEMVs per token. */
+static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, int64_t n, const srt_live *live,
+                           float *const *y) {
     srt_input in[PF_CHUNK];
     srt_act act[PF_CHUNK];
     const int s = w->tr->input == SRT_IN_Q8_TILED ? 1 : 0;
+    const bool rows = w->tr->sparse == SRT_SPARSE_ROWS;
+    bool any_dense = !live;
     for (int64_t t = 0; t < n; t++) {
-        m->tm.weight_bytes += t == 0 ? bytes_read(w, NULL, 0) : 0.0;
+        const bool sp = live && live[t].idx;
+        any_dense = any_dense || !sp;
+        if (!rows || !live) m->tm.weight_bytes += !rows ? bytes_read(w, sp ? live[t].idx : NULL, sp ? live[t].n : 0)
+                                                        : (t == 0 ? bytes_read(w, NULL, 0) : 0.0);
         in[t].f = x[t];
         in[t].q = NULL;
         if (w->tr->input == SRT_IN_F32) continue;
@@ -531,7 +564,59 @@ static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, i
         if (st != SRT_OK) return st;
         in[t].q = &act[t];
     }
-    return srt_gemv_batch(m->ctx, &w->m, in, n, y);
+    if (rows && live) { /* the union of the live rows */
+        int64_t nu = w->m.rows;
+        if (!any_dense) {
+            uint8_t *mark = m->pf_mark;
+            memset(mark, 0, (size_t)w->m.rows);
+            nu = 0;
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t i = 0; i < live[t].n; i++) nu += !mark[live[t].idx[i]], mark[live[t].idx[i]] = 1;
+        }
+        m->tm.weight_bytes += (double)nu * (double)(w->m.bytes / (size_t)w->m.rows);
+    }
+    return srt_gemv_batch_sparse(m->ctx, &w->m, in, live, n, y);
+}
+
+/* The MLP of layer l for a chunk's n tokens under a neuron router, after the gate (U holds its
+ * outputs, XN the block inputs, t0 when the block began): each token's live set as a step picks it,
+ * then up for every token together - every row, so each token's live rows get the bits its sparse
+ * call would give, and the others are dropped - and down together where the layout reads every
+ * neuron anyway (the row layouts; h is zero off the live set), else token by token on the live
+ * neurons. The result is the steps', bit for bit. */
+static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
+    const srt_layer_w *L = &m->layers[l];
+    const int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
+    float *const *X = m->pf_vec, *const *XN = m->pf_vec + PF_CHUNK, *const *Y = m->pf_vec + 2 * PF_CHUNK,
+                 *const *H = m->pf_vec + 6 * PF_CHUNK, *const *A = m->pf_vec + 7 * PF_CHUNK,
+                 *const *V = m->pf_vec + 8 * PF_CHUNK;
+    bool dense[PF_CHUNK];
+    int64_t K[PF_CHUNK];
+    double t1 = now();
+    for (int64_t t = 0; t < n; t++) {
+        srt_activate(m->ctx, A[t], H[t], F, m->cfg.gelu); /* H holds the gate's outputs until h replaces them */
+        TRY(route_neurons(m, l, A[t], m->pf_idx[t], &dense[t], &K[t]));
+        m->tm.live_sum += K[t];
+    }
+    /* each token's live list where its step would read only the live rows (up) or live neurons (down) */
+    srt_live lv[PF_CHUNK];
+    for (int64_t t = 0; t < n; t++) lv[t] = (srt_live){dense[t] ? NULL : m->pf_idx[t], K[t], NULL};
+    double t2 = now();
+    TRY(mv_batch(m, &L->wu, XN, n, L->wu.tr->sparse == SRT_SPARSE_ROWS ? lv : NULL, V));
+    for (int64_t t = 0; t < n; t++) gate_times_up(H[t], A[t], V[t], lv[t].idx, K[t], F);
+    double t3 = now();
+    TRY(mv_batch(m, &L->wd, H, n, L->wd.tr->sparse == SRT_SPARSE_COLS ? lv : NULL, Y));
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t i = 0; i < D; i++) X[t][i] += Y[t][i];
+        if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
+    }
+    double t4 = now();
+    m->tm.mlp_gate += t1 - t0;
+    m->tm.mlp_route += t2 - t1;
+    m->tm.mlp_up += t3 - t2;
+    m->tm.mlp_down += t4 - t3;
+    m->tm.mlp += t4 - t0;
+    return SRT_OK;
 }
 
 /* Tokens tok[0..n) at positions pos..pos+n-1 through every layer (n <= PF_CHUNK). */
@@ -548,9 +633,9 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         const srt_layer_w *L = &m->layers[l];
         t0 = now();
         for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->attn_norm, D, c->norm_eps);
-        TRY(mv_batch(m, &L->wq, XN, n, Q));
-        TRY(mv_batch(m, &L->wk, XN, n, KT));
-        TRY(mv_batch(m, &L->wv, XN, n, VT));
+        TRY(mv_batch(m, &L->wq, XN, n, NULL, Q));
+        TRY(mv_batch(m, &L->wk, XN, n, NULL, KT));
+        TRY(mv_batch(m, &L->wv, XN, n, NULL, VT));
         double t1 = now();
         for (int64_t t = 0; t < n; t++) {
             memcpy(m->q, Q[t], (size_t)qd * sizeof(float));
@@ -561,7 +646,7 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
             memcpy(ATT[t], m->att, (size_t)qd * sizeof(float));
         }
         double t2 = now();
-        TRY(mv_batch(m, &L->wo, ATT, n, Q)); /* Q: the o-projection's outputs */
+        TRY(mv_batch(m, &L->wo, ATT, n, NULL, Q)); /* Q: the o-projection's outputs */
         for (int64_t t = 0; t < n; t++) {
             for (int64_t i = 0; i < D; i++) X[t][i] += Q[t][i];
             if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
@@ -573,7 +658,11 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         /* MLP: the gate together, then each token's router, up and down */
         t0 = now();
         for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->ffn_norm, D, c->norm_eps);
-        TRY(mv_batch(m, &L->wg, XN, n, U));
+        TRY(mv_batch(m, &L->wg, XN, n, NULL, U));
+        if (!h_side_router(m)) {
+            TRY(prefill_mlp(m, l, n, t0));
+            continue;
+        }
         const double share = (now() - t0) / (double)n;
         for (int64_t t = 0; t < n; t++) {
             memcpy(m->x, X[t], (size_t)D * sizeof(float));

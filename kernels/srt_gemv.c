@@ -187,10 +187,22 @@ srt_status srt_gemv_rows_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_inp
 typedef struct batch_task {
     rows_task t;
     const srt_input *x;
+    const srt_live *live; /* per input, or NULL: every row for every input */
     float *const *y;
     int64_t nvec;
     void (*multi)(const srt_rows_job *, const srt_act *const *, float *const *, int64_t, int64_t, int64_t);
 } batch_task;
+
+/* The first position of the ascending list idx[0..n) whose row is >= r. */
+static int64_t list_from(const uint32_t *idx, int64_t n, int64_t r) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((int64_t)idx[mid] < r) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
 
 static void batch_thread(void *arg, int tid, int nth) {
     batch_task *b = arg;
@@ -204,6 +216,10 @@ static void batch_thread(void *arg, int tid, int nth) {
             b->multi(&b->t.job, xq, ys, b->nvec, r, r + BATCH_ROWS < e ? r + BATCH_ROWS : e);
         return;
     }
+    /* each input's live rows in the block (list positions pos[v] up to the block's end) */
+    int64_t pos[BATCH_MAX] = {0}; /* b->live: nvec <= BATCH_MAX */
+    for (int64_t v = 0; b->live && v < b->nvec; v++)
+        pos[v] = b->live[v].idx ? list_from(b->live[v].idx, b->live[v].n, a) : 0;
     for (int64_t r = a; r < e; r += BATCH_ROWS) {
         const int64_t r1 = r + BATCH_ROWS < e ? r + BATCH_ROWS : e;
         for (int64_t v = 0; v < b->nvec; v++) {
@@ -211,12 +227,22 @@ static void batch_thread(void *arg, int tid, int nth) {
             j.y = b->y[v];
             j.xf = b->x[v].f;
             j.xq = b->x[v].q;
-            b->t.fn(&j, r, r1);
+            if (b->live && b->live[v].idx) { /* the live rows in [r, r1) */
+                const uint32_t *idx = b->live[v].idx;
+                int64_t p1 = pos[v];
+                while (p1 < b->live[v].n && (int64_t)idx[p1] < r1) p1++;
+                j.idx = idx;
+                if (p1 > pos[v]) b->t.fn(&j, pos[v], p1);
+                pos[v] = p1;
+            } else {
+                b->t.fn(&j, r, r1);
+            }
         }
     }
 }
 
-srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y) {
+srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
+                                 int64_t nvec, float *const *y) {
     if (!ctx || !x || !y || nvec < 0) return SRT_EINVAL;
     if (nvec == 0) return SRT_OK;
     for (int64_t v = 0; v < nvec; v++) {
@@ -224,19 +250,30 @@ srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x,
         if (st != SRT_OK) return st;
     }
     const srt_layout_traits *t = srt_layout_get(m->layout);
-    if (t->sparse != SRT_SPARSE_ROWS) { /* column layouts: one GEMV per input */
+    bool sparse = false;
+    for (int64_t v = 0; live && v < nvec; v++) {
+        if (!live[v].idx) continue;
+        srt_status st = check_list(live[v].idx, live[v].n, t->sparse == SRT_SPARSE_ROWS ? m->rows : m->cols);
+        if (st != SRT_OK) return st;
+        sparse = true;
+    }
+    if (t->sparse != SRT_SPARSE_ROWS || (sparse && nvec > BATCH_MAX)) { /* one GEMV per input */
         for (int64_t v = 0; v < nvec; v++) {
-            srt_status st = t->gemv(ctx, m, &x[v], y[v]);
+            srt_status st = live && live[v].idx ? t->gemv_sparse(ctx, m, &x[v], &live[v], y[v]) : t->gemv(ctx, m, &x[v], y[v]);
             if (st != SRT_OK) return st;
         }
         return SRT_OK;
     }
-    batch_task b = {{0}, x, y, nvec, NULL};
+    batch_task b = {{0}, x, sparse ? live : NULL, y, nvec, NULL};
     srt_status st = rows_setup(ctx, m, &x[0], NULL, m->rows, y[0], &b.t);
     if (st != SRT_OK) return st;
-    if (m->layout == SRT_LAYOUT_Q8_0 && nvec <= BATCH_MAX) b.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi;
+    if (m->layout == SRT_LAYOUT_Q8_0 && !sparse) b.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi;
     srt_ctx_run(ctx, batch_thread, &b);
     return SRT_OK;
+}
+
+srt_status srt_gemv_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, int64_t nvec, float *const *y) {
+    return srt_gemv_batch_sparse(ctx, m, x, NULL, nvec, y);
 }
 
 /* ---- q4_0t axpy scatter -------------------------------------------------------------- */

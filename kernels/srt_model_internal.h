@@ -106,9 +106,11 @@ struct srt_model {
     int64_t act_n[2];
     srt_model_timing tm;
     char fault[256];        /* srt_model_fault (srt_model_fault.c) */
-    /* prefill (srt_decode.c), allocated on first use: 7 x 16 vectors, 2 x 16 activations */
+    /* prefill (srt_decode.c), allocated on first use: 9 x 16 vectors, 16 live lists, row marks, 2 x 16 activations */
     void *pf_arena;
-    float *pf_vec[7 * 16];
+    float *pf_vec[9 * 16];
+    uint32_t *pf_idx[16];
+    uint8_t *pf_mark;
     void *pf_actmem[2 * 16];
 };
 

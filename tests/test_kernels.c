@@ -563,7 +563,8 @@ static void test_attention(void) {
 /* ---- several inputs at once ---------------------------------------------------------------- */
 
 /* srt_gemv_batch on 5 inputs equals 5 single GEMVs bit for bit, every layout and context (row
- * layouts: the same kernel on the same rows; column layouts: the same GEMV). */
+ * layouts: the same kernel on the same rows; column layouts: the same GEMV); srt_gemv_batch_sparse
+ * likewise against srt_gemv_sparse. */
 static void test_batch(void) {
     const int64_t rows = 300, cols = 1056, nv = 5;
     int bad = 0;
@@ -599,6 +600,31 @@ static void test_batch(void) {
             for (int64_t v = 0; v < nv; v++) CHECK(t->gemv(ctxs[c], &m, &in[v], y + v * r) == SRT_OK);
             CHECK(srt_gemv_batch(ctxs[c], &m, in, nv, yp) == SRT_OK);
             bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
+        }
+        /* with live lists (row and column layouts): input 0 dense, then lists of density 0.5, 0.1,
+         * one entry and none; each output as srt_gemv_sparse's on its list, the dead rows untouched */
+        if (t->sparse == SRT_SPARSE_ROWS || t->sparse == SRT_SPARSE_COLS) {
+            const int64_t lim = t->sparse == SRT_SPARSE_ROWS ? r : cols;
+            uint32_t *ix = malloc(sizeof(uint32_t) * (size_t)(nv * lim));
+            srt_live lv[5];
+            const double keep[5] = {1.0, 0.5, 0.1, -1.0, 0.0};
+            for (int64_t v = 0; v < nv; v++) {
+                int64_t n = 0;
+                for (int64_t i = 0; i < lim; i++)
+                    if (keep[v] < 0 ? i == lim / 3 : rnd_unit() < keep[v]) ix[v * lim + n++] = (uint32_t)i;
+                lv[v] = (srt_live){v == 0 ? NULL : ix + v * lim, n, NULL};
+            }
+            for (int c = 0; c < nctx; c++) {
+                for (int64_t i = 0; i < nv * r; i++) y[i] = yb[i] = -7.0f;
+                for (int64_t v = 0; v < nv; v++)
+                    CHECK((v == 0 ? t->gemv(ctxs[c], &m, &in[v], y + v * r)
+                                  : t->gemv_sparse(ctxs[c], &m, &in[v], &lv[v], y + v * r)) == SRT_OK);
+                CHECK(srt_gemv_batch_sparse(ctxs[c], &m, in, lv, nv, yp) == SRT_OK);
+                bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
+            }
+            lv[1].n = lim + 1; /* a list longer than the matrix: refused */
+            CHECK(srt_gemv_batch_sparse(ctx_ref, &m, in, lv, nv, yp) == SRT_EINVAL);
+            free(ix);
         }
         CHECK(srt_gemv_batch(ctx_ref, &m, in, 0, yp) == SRT_OK);
         for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);

@@ -286,8 +286,8 @@ int main(void) {
         {
             srt_model *pa = NULL, *pb = NULL;
             CHECK(srt_model_open(p, &mo, &pa, msg, sizeof msg) == SRT_CT_OK && srt_model_open(p, &mo, &pb, msg, sizeof msg) == SRT_CT_OK);
-            const srt_router kinds2[] = {SRT_ROUTER_DENSE, SRT_ROUTER_CATS};
-            for (int k = 0; pa && pb && k < 2 && gr.tokens.n > 41; k++) {
+            const srt_router kinds2[] = {SRT_ROUTER_DENSE, SRT_ROUTER_CATS, SRT_ROUTER_CLAWS};
+            for (int k = 0; pa && pb && k < 3 && gr.tokens.n > 41; k++) {
                 CHECK(srt_model_set_router(pa, kinds2[k], 0.5) == SRT_OK && srt_model_set_router(pb, kinds2[k], 0.5) == SRT_OK);
                 CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s %s: prefill differs from steps",
                           layouts[li], srt_router_name(kinds2[k]));
