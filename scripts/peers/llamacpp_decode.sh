@@ -33,6 +33,10 @@
 # The 8-bit table (not in the default CONFIGS): 9 llama.cpp on the F16 file quantised to Q8_0, 10 sparsecal's
 # q8_0 artifact dense, 11 its kmi8 artifact (W_d neuron-major) with CATS top-K at 0.5; their "x llama.cpp"
 # column is against configuration 9.
+# PROMPT=N (default 0: decode) measures prefill instead, every configuration on an N-token prompt:
+# llama-bench pp$N (-p N -n 0) against `sparsecal run -p TEXT -n 1`'s prompt_tokens_per_second, TEXT the
+# first words of the shipped TinyStories text that make N tokens with BOS (N - 1 with the artifacts'
+# tokenizer; llama-bench's prompt is N random ids: the same count, the same work per token).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to a llama.cpp source checkout}"
@@ -47,6 +51,7 @@ SEED=${SEED:-1}
 CALIB_DOCS=${CALIB_DOCS:-8}
 NO_MMAP=${NO_MMAP:-1}
 CONFIGS=${CONFIGS:-"0 1 2 3 4 5 6 7 8"}
+PROMPT=${PROMPT:-0}
 IK_LB=${IK_LLAMA_CPP_DIR:+$IK_LLAMA_CPP_DIR/build/bin/llama-bench}
 VOCAB=$A/tokenizers/llama_cpp_vocab/ggml-vocab-llama-spm.gguf
 LB=$LLAMA_CPP_DIR/build/bin/llama-bench
@@ -93,11 +98,27 @@ GGML_NATIVE=$(grep -h '^GGML_NATIVE:' "$CACHE" 2>/dev/null | cut -d= -f2); compi
 $(cc -march=native -dM -E - </dev/null | grep -oE '__(AVX2|AVX512F|AVX512VNNI|AVX512BW|AVXVNNI)__' | tr '\n' ' ')"
 echo "llama.cpp q4_0 tensors repacked at load: $("$LB" -m "$Q4" -p 0 -n 1 -r 1 -t 1 -v 2>&1 | grep -c 'repack tensor')"
 
+# prefill: the first words of the text that make PROMPT - 1 tokens (bisection on the word count)
+PTEXT=
+if ((PROMPT > 1)); then
+  mapfile -t words < <(tr -s ' \n' '\n\n' <"$A/text/tinystories_valid_a.txt" | grep . | head -n $((2 * PROMPT)))
+  ntok() { "$S" tokenize -m "$SPK_KMI4" -p "${words[*]:0:$1}" | wc -w; }
+  lo=1 hi=${#words[@]}
+  while ((lo < hi)); do
+    mid=$(((lo + hi + 1) / 2))
+    if (($(ntok "$mid") <= PROMPT - 1)); then lo=$mid; else hi=$((mid - 1)); fi
+  done
+  PTEXT="${words[*]:0:$lo}"
+  echo "prefill: a prompt of $(($(ntok "$lo") + 1)) tokens with BOS against llama-bench pp$PROMPT"
+fi
+GEN=(-p 0 -n "$NGEN") RUNGEN=(-n $((NGEN + 1)) --ignore-eos) KEY=tokens_per_second LBT=tg$NGEN
+if ((PROMPT > 1)); then GEN=(-p "$PROMPT" -n 0) RUNGEN=(-p "$PTEXT" -n 1) KEY=prompt_tokens_per_second LBT=pp$PROMPT; fi
+
 # name | command printing tokens/s (one number)
-configs=("llama.cpp q4_0 (llama-bench tg$NGEN)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
+configs=("llama.cpp q4_0 (llama-bench $LBT)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
          "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5"
          "sparsecal kmi4-in, teal-cats d=0.5" "sparsecal kmi4-in, teal-cats d=0.3"
-         "ik_llama.cpp q4_0 -rtr 1 (llama-bench tg$NGEN)" "llama.cpp q8_0 (llama-bench tg$NGEN)"
+         "ik_llama.cpp q4_0 -rtr 1 (llama-bench $LBT)" "llama.cpp q8_0 (llama-bench $LBT)"
          "sparsecal q8_0 artifact, dense" "sparsecal kmi8, CATS top-K d=0.5")
 run_configs=()
 for c in $CONFIGS; do
@@ -110,7 +131,7 @@ tps_of() { # config index, threads
     0 | 8 | 9) local lb=$LB rtr=() gguf=$Q4
        [[ $1 == 8 ]] && lb=$IK_LB rtr=(-rtr 1)
        [[ $1 == 9 ]] && gguf=$Q8
-       out=$("$lb" -m "$gguf" -p 0 -n "$NGEN" -t "$2" -r 1 "${rtr[@]}" -o json 2>/dev/null)
+       out=$("$lb" -m "$gguf" "${GEN[@]}" -t "$2" -r 1 "${rtr[@]}" -o json 2>/dev/null)
        # avg_ts by name (ik_llama.cpp's CSV has other columns, some holding quoted commas)
        grep -o '"avg_ts": *[0-9.e+-]*' <<<"$out" | head -1 | cut -d: -f2 | tr -d ' ' ;;
     *) local art=$SPK_KMI4 meth=(--dense)
@@ -123,8 +144,8 @@ tps_of() { # config index, threads
        [[ $1 == 10 ]] && art=$SPK_Q8
        [[ $1 == 11 ]] && art=$SPK_KMI8 meth=(--method cats --density 0.5)
        [[ $NO_MMAP == 1 ]] && meth+=(--no-mmap)
-       out=$("$S" run -m "$art" -n $((NGEN + 1)) --temp 0 --ignore-eos --threads "$2" "${meth[@]}" --json)
-       grep -o '"tokens_per_second":[0-9.e+-]*' <<<"$out" | cut -d: -f2 ;;
+       out=$("$S" run -m "$art" "${RUNGEN[@]}" --temp 0 --threads "$2" "${meth[@]}" --json)
+       grep -o "\"$KEY\":[0-9.e+-]*" <<<"$out" | cut -d: -f2 ;;
   esac
 }
 declare -A res
@@ -143,14 +164,16 @@ source scripts/peers/table.sh
 print_machine
 echo "1-minute load averages seen: ${loads[*]}"
 echo
-print_header "decode tokens/s (median of $REPS)" "x llama.cpp"
+what="decode tokens/s"
+((PROMPT > 1)) && what="prefill tokens/s ($PROMPT-token prompt)"
+print_header "$what (median of $REPS)" "x llama.cpp"
 for c in "${run_configs[@]}"; do
   line="| ${configs[$c]} |"
   for t in $THREADS; do
     b=0
     [[ $c -ge 9 ]] && b=9 # the 8-bit rows against llama.cpp's Q8_0
-    m=$(median "${res[$c,$t]}") base=$(median "${res[$b,$t]}")
-    line+=" $(printf '%.1f' "$m") | $(awk -v a="$m" -v b="$base" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') |"
+    m=$(median "${res[$c,$t]}") base=$(median "${res[$b,$t]:-0}") # no peer row in CONFIGS: no ratio
+    line+=" $(printf '%.1f' "$m") | $(awk -v a="$m" -v b="$base" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "-"}') |"
   done
   echo "$line"
 done
