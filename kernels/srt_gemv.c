@@ -208,7 +208,7 @@ static void batch_thread(void *arg, int tid, int nth) {
     batch_task *b = arg;
     int64_t a, e;
     split(b->t.n, tid, nth, &a, &e);
-    if (b->multi) { /* q8_0: a block of rows for several inputs per kernel call */
+    if (b->multi) { /* q8_0, kmi4r: a block of rows for several inputs per kernel call */
         const srt_act *xq[BATCH_MAX];
         float *ys[BATCH_MAX];
         for (int64_t v = 0; v < b->nvec; v++) xq[v] = b->x[v].q, ys[v] = b->y[v];
@@ -267,7 +267,10 @@ srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_in
     batch_task b = {{0}, x, sparse ? live : NULL, y, nvec, NULL};
     srt_status st = rows_setup(ctx, m, &x[0], NULL, m->rows, y[0], &b.t);
     if (st != SRT_OK) return st;
-    if (m->layout == SRT_LAYOUT_Q8_0 && !sparse) b.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi;
+    if (!sparse && nvec <= BATCH_MAX) {
+        if (m->layout == SRT_LAYOUT_Q8_0) b.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi;
+        if (m->layout == SRT_LAYOUT_KMI4R) b.multi = srt_ctx_kernels(ctx)->rows_kmi4r_multi;
+    }
     srt_ctx_run(ctx, batch_thread, &b);
     return SRT_OK;
 }

@@ -176,6 +176,9 @@ typedef struct srt_kernels {
                             int64_t i1);
     void (*rows_q4_0)(const srt_rows_job *j, int64_t i0, int64_t i1);
     void (*rows_kmi4r)(const srt_rows_job *j, int64_t i0, int64_t i1);
+    /* the same for kmi4r (j->cols the padded count): bit for bit rows_kmi4r per input; NULL where none */
+    void (*rows_kmi4r_multi)(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec,
+                             int64_t i0, int64_t i1);
     void (*axpy_q4_0t)(const srt_axpy_job *j, int64_t b0, int64_t b1);
     void (*kmi4)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y);
     void (*kmi8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y); /* the same job, kmi8 bytes */

@@ -566,74 +566,76 @@ static void test_attention(void) {
  * layouts: the same kernel on the same rows; column layouts: the same GEMV); srt_gemv_batch_sparse
  * likewise against srt_gemv_sparse. */
 static void test_batch(void) {
-    const int64_t rows = 300, cols = 1056, nv = 5;
+    const int64_t rows = 300, cols = 1056;
     int bad = 0;
-    for (int l = 0; l < SRT_LAYOUT_COUNT; l++) {
-        const srt_layout_traits *t = srt_layout_get((srt_layout)l);
-        const int64_t g = l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE ? 64 : 0, r = l == SRT_LAYOUT_Q4_0T ? 320 : rows;
-        size_t bytes;
-        if (t->size(&bytes, r, cols, g) != SRT_OK) {
-            bad++;
-            continue;
-        }
-        float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * nv * cols);
-        float *y = malloc(sizeof(float) * nv * r), *yb = malloc(sizeof(float) * nv * r);
-        fill(w, r * cols, 0.05f);
-        fill(x, nv * cols, 1.0f);
-        void *mem = srt_alloc(bytes);
-        srt_matrix m;
-        CHECK(t->pack(&m, mem, bytes, w, r, cols, g) == SRT_OK);
-        act_buf ab[5] = {{{0}, NULL}};
-        srt_input in[5];
-        float *yp[5];
-        for (int64_t v = 0; v < nv; v++) {
-            in[v].f = x + v * cols;
-            in[v].q = NULL;
-            if (t->input != SRT_IN_F32) {
-                act_make(&ab[v], cols, t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL);
-                CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
-                in[v].q = &ab[v].a;
+    for (int l = 0; l < SRT_LAYOUT_COUNT; l++)
+        for (int64_t nv = 5; nv <= 70; nv += 65) { /* 70: more than one multi-input kernel call takes */
+            if (nv > 5 && l != SRT_LAYOUT_Q8_0 && l != SRT_LAYOUT_KMI4R) continue;
+            const srt_layout_traits *t = srt_layout_get((srt_layout)l);
+            const int64_t g = l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE ? 64 : 0, r = l == SRT_LAYOUT_Q4_0T ? 320 : rows;
+            size_t bytes;
+            if (t->size(&bytes, r, cols, g) != SRT_OK) {
+                bad++;
+                continue;
             }
-            yp[v] = yb + v * r;
-        }
-        for (int c = 0; c < nctx; c++) {
-            for (int64_t v = 0; v < nv; v++) CHECK(t->gemv(ctxs[c], &m, &in[v], y + v * r) == SRT_OK);
-            CHECK(srt_gemv_batch(ctxs[c], &m, in, nv, yp) == SRT_OK);
-            bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
-        }
-        /* with live lists (row and column layouts): input 0 dense, then lists of density 0.5, 0.1,
-         * one entry and none; each output as srt_gemv_sparse's on its list, the dead rows untouched */
-        if (t->sparse == SRT_SPARSE_ROWS || t->sparse == SRT_SPARSE_COLS) {
-            const int64_t lim = t->sparse == SRT_SPARSE_ROWS ? r : cols;
-            uint32_t *ix = malloc(sizeof(uint32_t) * (size_t)(nv * lim));
-            srt_live lv[5];
-            const double keep[5] = {1.0, 0.5, 0.1, -1.0, 0.0};
+            float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * nv * cols);
+            float *y = malloc(sizeof(float) * nv * r), *yb = malloc(sizeof(float) * nv * r);
+            fill(w, r * cols, 0.05f);
+            fill(x, nv * cols, 1.0f);
+            void *mem = srt_alloc(bytes);
+            srt_matrix m;
+            CHECK(t->pack(&m, mem, bytes, w, r, cols, g) == SRT_OK);
+            act_buf ab[70] = {{{0}, NULL}};
+            srt_input in[70];
+            float *yp[70];
             for (int64_t v = 0; v < nv; v++) {
-                int64_t n = 0;
-                for (int64_t i = 0; i < lim; i++)
-                    if (keep[v] < 0 ? i == lim / 3 : rnd_unit() < keep[v]) ix[v * lim + n++] = (uint32_t)i;
-                lv[v] = (srt_live){v == 0 ? NULL : ix + v * lim, n, NULL};
+                in[v].f = x + v * cols;
+                in[v].q = NULL;
+                if (t->input != SRT_IN_F32) {
+                    act_make(&ab[v], cols, t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+                    CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
+                    in[v].q = &ab[v].a;
+                }
+                yp[v] = yb + v * r;
             }
             for (int c = 0; c < nctx; c++) {
-                for (int64_t i = 0; i < nv * r; i++) y[i] = yb[i] = -7.0f;
-                for (int64_t v = 0; v < nv; v++)
-                    CHECK((v == 0 ? t->gemv(ctxs[c], &m, &in[v], y + v * r)
-                                  : t->gemv_sparse(ctxs[c], &m, &in[v], &lv[v], y + v * r)) == SRT_OK);
-                CHECK(srt_gemv_batch_sparse(ctxs[c], &m, in, lv, nv, yp) == SRT_OK);
+                for (int64_t v = 0; v < nv; v++) CHECK(t->gemv(ctxs[c], &m, &in[v], y + v * r) == SRT_OK);
+                CHECK(srt_gemv_batch(ctxs[c], &m, in, nv, yp) == SRT_OK);
                 bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
             }
-            lv[1].n = lim + 1; /* a list longer than the matrix: refused */
-            CHECK(srt_gemv_batch_sparse(ctx_ref, &m, in, lv, nv, yp) == SRT_EINVAL);
-            free(ix);
+            /* with live lists (row and column layouts): input 0 dense, then lists of density 0.5, 0.1,
+             * one entry and none; each output as srt_gemv_sparse's on its list, the dead rows untouched */
+            if (nv == 5 && (t->sparse == SRT_SPARSE_ROWS || t->sparse == SRT_SPARSE_COLS)) {
+                const int64_t lim = t->sparse == SRT_SPARSE_ROWS ? r : cols;
+                uint32_t *ix = malloc(sizeof(uint32_t) * (size_t)(nv * lim));
+                srt_live lv[5];
+                const double keep[5] = {1.0, 0.5, 0.1, -1.0, 0.0};
+                for (int64_t v = 0; v < nv; v++) {
+                    int64_t n = 0;
+                    for (int64_t i = 0; i < lim; i++)
+                        if (keep[v] < 0 ? i == lim / 3 : rnd_unit() < keep[v]) ix[v * lim + n++] = (uint32_t)i;
+                    lv[v] = (srt_live){v == 0 ? NULL : ix + v * lim, n, NULL};
+                }
+                for (int c = 0; c < nctx; c++) {
+                    for (int64_t i = 0; i < nv * r; i++) y[i] = yb[i] = -7.0f;
+                    for (int64_t v = 0; v < nv; v++)
+                        CHECK((v == 0 ? t->gemv(ctxs[c], &m, &in[v], y + v * r)
+                                      : t->gemv_sparse(ctxs[c], &m, &in[v], &lv[v], y + v * r)) == SRT_OK);
+                    CHECK(srt_gemv_batch_sparse(ctxs[c], &m, in, lv, nv, yp) == SRT_OK);
+                    bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
+                }
+                lv[1].n = lim + 1; /* a list longer than the matrix: refused */
+                CHECK(srt_gemv_batch_sparse(ctx_ref, &m, in, lv, nv, yp) == SRT_EINVAL);
+                free(ix);
+            }
+            CHECK(srt_gemv_batch(ctx_ref, &m, in, 0, yp) == SRT_OK);
+            for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
+            srt_free(mem);
+            free(w);
+            free(x);
+            free(y);
+            free(yb);
         }
-        CHECK(srt_gemv_batch(ctx_ref, &m, in, 0, yp) == SRT_OK);
-        for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
-        srt_free(mem);
-        free(w);
-        free(x);
-        free(y);
-        free(yb);
-    }
     CHECK_MSG(bad == 0, "%d batched GEMVs differ from single ones", bad);
 }
 
