@@ -341,6 +341,16 @@ static srt_status mlp_block(srt_model *m, int64_t l) {
     return mlp_tail(m, l, n_in, t0);
 }
 
+/* An MLP block's phases into the step timing (seconds): the gate (with the norm and phi), the
+ * router, up, down. */
+static void mlp_times(srt_model *m, double gate, double route, double up, double down) {
+    m->tm.mlp_gate += gate;
+    m->tm.mlp_route += route;
+    m->tm.mlp_up += up;
+    m->tm.mlp_down += down;
+    m->tm.mlp += gate + route + up + down;
+}
+
 /* The neuron routers (dense, CATS, CLAWS, CATS thresholds, GRIFFIN) pick layer l's live set from
  * the gate activation a: *dense, or idx[0..*K) ascending (recorded in m->live_all and m->live_n).
  * Steps and prefill both route through here. */
@@ -414,11 +424,7 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         if (m->mode == SRT_MODE_TEAL) m->lin_active[l] += (double)(L->wd.rows * K); /* h masked by select_h */
         for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
         double t4 = now();
-        m->tm.mlp_gate += t1 - t0;
-        m->tm.mlp_up += t2 - t1;
-        m->tm.mlp_route += t3 - t2;
-        m->tm.mlp_down += t4 - t3;
-        m->tm.mlp += t4 - t0;
+        mlp_times(m, t1 - t0, t3 - t2, t2 - t1, t4 - t3);
         m->tm.live_sum += K;
         return SRT_OK;
     }
@@ -447,11 +453,7 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         TRY(mv(m, &L->wd, m->h, m->tmp));
     for (int64_t i = 0; i < D; i++) m->x[i] += m->tmp[i];
     double t4 = now();
-    m->tm.mlp_gate += t1 - t0;
-    m->tm.mlp_route += t2 - t1;
-    m->tm.mlp_up += t3 - t2;
-    m->tm.mlp_down += t4 - t3;
-    m->tm.mlp += t4 - t0;
+    mlp_times(m, t1 - t0, t2 - t1, t3 - t2, t4 - t3);
     m->tm.live_sum += K;
     return SRT_OK;
 }
@@ -611,11 +613,7 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
         if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
     }
     double t4 = now();
-    m->tm.mlp_gate += t1 - t0;
-    m->tm.mlp_route += t2 - t1;
-    m->tm.mlp_up += t3 - t2;
-    m->tm.mlp_down += t4 - t3;
-    m->tm.mlp += t4 - t0;
+    mlp_times(m, t1 - t0, t2 - t1, t3 - t2, t4 - t3);
     return SRT_OK;
 }
 
