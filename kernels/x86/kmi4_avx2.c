@@ -45,17 +45,31 @@
 
 /* ---- kmi4r rows: each 32-byte half of a tile covers 8 blocks in its lanes ---------- */
 
-static inline __m256i kr_half(const uint8_t *w, const int8_t *a, const int32_t *sum) {
+/* A half tile's nibbles as unsigned bytes: lo[p], hi[p] for its four 64-byte-apart vectors. */
+static inline void kr_prep(const uint8_t *w, __m256i lo[4], __m256i hi[4]) {
     const __m256i m_lo = _mm256_set1_epi8(0x0f);
-    __m256i s16 = _mm256_setzero_si256();
     for (int p = 0; p < 4; p++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 64 * p));
-        const __m256i lo = _mm256_and_si256(v, m_lo), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m_lo);
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a + 64 * p))));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a + 256 + 64 * p))));
+        lo[p] = _mm256_and_si256(v, m_lo);
+        hi[p] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m_lo);
+    }
+}
+
+/* The half tile's eight block sums against activations a (minus 8 x their sums). */
+static inline __m256i kr_dot(const __m256i lo[4], const __m256i hi[4], const int8_t *a, const int32_t *sum) {
+    __m256i s16 = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[p], _mm256_loadu_si256((const __m256i *)(a + 64 * p))));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[p], _mm256_loadu_si256((const __m256i *)(a + 256 + 64 * p))));
     }
     const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
     return _mm256_sub_epi32(s32, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)sum), 3));
+}
+
+static inline __m256i kr_half(const uint8_t *w, const int8_t *a, const int32_t *sum) {
+    __m256i lo[4], hi[4];
+    kr_prep(w, lo, hi);
+    return kr_dot(lo, hi, a, sum);
 }
 
 static inline __m256 kr_fin(__m256 acc, __m256i s, const uint8_t *sc, const float *ad) {
@@ -123,6 +137,37 @@ static void kr_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
 #undef KR_ROW
 }
 
+/* Prefill: kr_avx2 for four inputs at once, each half tile's nibbles unpacked once for the four
+ * (the same arithmetic per input: the same bits); as kr_multi_avx512. */
+static void kr_multi_avx2(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec, int64_t i0,
+                          int64_t i1) {
+    const int64_t cp = j->cols, ntile = cp / SRT_KR_TILE, nl = j->row_bytes / 64;
+    for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
+        const srt_act *a[4];
+        for (int k = 0; k < 4; k++) a[k] = xq[v0 + k < nvec ? v0 + k : nvec - 1];
+        for (int64_t r = i0; r < i1; r++) {
+            const uint8_t *w = j->w + r * j->row_bytes;
+            const uint8_t *pf = v0 == 0 && r + KR_AHEAD < i1 ? w + KR_AHEAD * j->row_bytes : NULL;
+            __m256 acc[4];
+            for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
+            int64_t l = 0, due = 0;
+            for (int64_t T = 0; T < ntile; T++) {
+                for (const int64_t le = l + srt_pf_share(&due, nl, ntile); l < le; l++)
+                    if (pf) _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T0);
+                for (int h = 0; h < 2; h++) {
+                    const int64_t b = 16 * T + 8 * h;
+                    __m256i lo[4], hi[4];
+                    kr_prep(w + 256 * T + 32 * h, lo, hi);
+                    for (int k = 0; k < 4; k++)
+                        acc[k] = kr_fin(acc[k], kr_dot(lo, hi, a[k]->q + 512 * T + 32 * h, a[k]->sum + b),
+                                        w + cp / 2 + 2 * b, a[k]->d + b);
+                }
+            }
+            for (int k = 0; k < 4 && v0 + k < nvec; k++) y[v0 + k][r] = kr_hsum(acc[k]);
+        }
+    }
+}
+
 static uint64_t stream_avx2(const uint8_t *p, size_t n) {
     __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
     for (size_t i = 0; i + 128 <= n; i += 128) { /* prefetched 8 KB ahead into L2, as stream_avx512 */
@@ -143,4 +188,5 @@ void srt_avx2_kmi4_register(srt_kernels *k) {
     k->kmi4 = kd_avx2;
     k->kmi8 = k8_avx2;
     k->rows_kmi4r = kr_avx2;
+    k->rows_kmi4r_multi = kr_multi_avx2;
 }
