@@ -52,6 +52,19 @@ static inline int64_t srt_pf_share(int64_t *due, int64_t nl, int64_t nstep) {
     return n;
 }
 
+/* One step's share of the lines of the row at pf (NULL: none) into L1, as the multi-input row
+ * kernels prefetch the row KR_AHEAD ahead while their first group of inputs reads from memory. */
+static inline void srt_pf_l1_step(const uint8_t *pf, int64_t *l, int64_t *due, int64_t nl, int64_t nstep) {
+    for (const int64_t le = *l + srt_pf_share(due, nl, nstep); *l < le; (*l)++)
+        if (pf) __builtin_prefetch(pf + 64 * *l, 0, 3); /* prefetcht0 */
+}
+
+/* The multi-input row kernels take inputs four at a time: a[k] = xq[v0 + k], a short last group
+ * repeating its last input (whose copies are dropped). */
+static inline void srt_multi_group(const srt_act *const *xq, int64_t nvec, int64_t v0, const srt_act *a[4]) {
+    for (int k = 0; k < 4; k++) a[k] = xq[v0 + k < nvec ? v0 + k : nvec - 1];
+}
+
 /* e^x in the SIMD gate activation and attention kernels (every ISA the same rule): x clamped to
  * [SRT_EXP_MIN, SRT_EXP_MAX], x = n ln2 + r with n = round(x log2 e) and ln2 in two parts (|r| <=
  * ln2/2), e^r = 1 + r + r^2 (P0 + P1 r + ... + P5 r^5) (Cephes' expf coefficients, about 1 ulp), then

@@ -289,7 +289,7 @@ static void rows_q8_0_multi_avx512(const srt_rows_job *j, const srt_act *const *
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
         const srt_act *a[4];
-        for (int k = 0; k < 4; k++) a[k] = xq[v0 + k < nvec ? v0 + k : nvec - 1];
+        srt_multi_group(xq, nvec, v0, a);
         for (int64_t r = i0; r < i1; r++) {
             const uint8_t *row = j->w + r * rb;
             __m512 acc[4][4];

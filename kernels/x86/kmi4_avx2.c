@@ -144,7 +144,7 @@ static void kr_multi_avx2(const srt_rows_job *j, const srt_act *const *xq, float
     const int64_t cp = j->cols, ntile = cp / SRT_KR_TILE, nl = j->row_bytes / 64;
     for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
         const srt_act *a[4];
-        for (int k = 0; k < 4; k++) a[k] = xq[v0 + k < nvec ? v0 + k : nvec - 1];
+        srt_multi_group(xq, nvec, v0, a);
         for (int64_t r = i0; r < i1; r++) {
             const uint8_t *w = j->w + r * j->row_bytes;
             const uint8_t *pf = v0 == 0 && r + KR_AHEAD < i1 ? w + KR_AHEAD * j->row_bytes : NULL;
@@ -152,8 +152,7 @@ static void kr_multi_avx2(const srt_rows_job *j, const srt_act *const *xq, float
             for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
             int64_t l = 0, due = 0;
             for (int64_t T = 0; T < ntile; T++) {
-                for (const int64_t le = l + srt_pf_share(&due, nl, ntile); l < le; l++)
-                    if (pf) _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T0);
+                srt_pf_l1_step(pf, &l, &due, nl, ntile);
                 for (int h = 0; h < 2; h++) {
                     const int64_t b = 16 * T + 8 * h;
                     __m256i lo[4], hi[4];

@@ -130,7 +130,7 @@ static void kr_multi_avx512(const srt_rows_job *j, const srt_act *const *xq, flo
     const __m512i m_lo = _mm512_set1_epi8(0x0f), m_hi = _mm512_set1_epi8((char)0xf0);
     for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
         const srt_act *a[4];
-        for (int k = 0; k < 4; k++) a[k] = xq[v0 + k < nvec ? v0 + k : nvec - 1];
+        srt_multi_group(xq, nvec, v0, a);
         for (int64_t r = i0; r < i1; r++) {
             const uint8_t *w = j->w + r * j->row_bytes;
             const uint8_t *pf = v0 == 0 && r + KR_AHEAD < i1 ? w + KR_AHEAD * j->row_bytes : NULL;
@@ -138,8 +138,7 @@ static void kr_multi_avx512(const srt_rows_job *j, const srt_act *const *xq, flo
             for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
             int64_t l = 0, due = 0;
             for (int64_t T = 0; T < ntile; T++) {
-                for (const int64_t le = l + srt_pf_share(&due, nl, ntile); l < le; l++)
-                    if (pf) _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T0);
+                srt_pf_l1_step(pf, &l, &due, nl, ntile);
                 const uint8_t *wt = w + 256 * T;
                 __m512i lo[4], hi[4];
                 for (int p = 0; p < 4; p++) {
