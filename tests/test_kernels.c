@@ -605,15 +605,15 @@ static void test_batch(void) {
             }
             /* with live lists (row and column layouts): input 0 dense, then lists of density 0.5, 0.1,
              * one entry and none; each output as srt_gemv_sparse's on its list, the dead rows untouched */
-            if (nv == 5 && (t->sparse == SRT_SPARSE_ROWS || t->sparse == SRT_SPARSE_COLS)) {
+            if (t->sparse == SRT_SPARSE_ROWS || t->sparse == SRT_SPARSE_COLS) {
                 const int64_t lim = t->sparse == SRT_SPARSE_ROWS ? r : cols;
                 uint32_t *ix = malloc(sizeof(uint32_t) * (size_t)(nv * lim));
-                srt_live lv[5];
+                srt_live lv[70]; /* 70 inputs with lists: one single-input sparse GEMV each */
                 const double keep[5] = {1.0, 0.5, 0.1, -1.0, 0.0};
                 for (int64_t v = 0; v < nv; v++) {
                     int64_t n = 0;
                     for (int64_t i = 0; i < lim; i++)
-                        if (keep[v] < 0 ? i == lim / 3 : rnd_unit() < keep[v]) ix[v * lim + n++] = (uint32_t)i;
+                        if (keep[v % 5] < 0 ? i == lim / 3 : rnd_unit() < keep[v % 5]) ix[v * lim + n++] = (uint32_t)i;
                     lv[v] = (srt_live){v == 0 ? NULL : ix + v * lim, n, NULL};
                 }
                 for (int c = 0; c < nctx; c++) {
