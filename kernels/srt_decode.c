@@ -49,18 +49,24 @@ static srt_status input_for(srt_model *m, const srt_weight *w, const float *x, s
 /* Packed bytes a GEMV over w reads: all of them, or for the live list idx[0..n)
  * the live rows (row layouts), the live neurons' vectors and the scales of
  * every K-block they touch (kmi4), the live channels' share (zigzag). */
-static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
+/* The bytes of n live rows / columns in `blocks` K-blocks of 32 (kmi4 / kmi8: each touched K-block's
+ * scales too). */
+static double live_bytes(const srt_weight *w, int64_t n, int64_t blocks) {
     const srt_matrix *mm = &w->m;
-    if (!idx) return (double)mm->bytes;
     if (w->tr->sparse == SRT_SPARSE_ROWS) return (double)n * (double)(mm->bytes / (size_t)mm->rows);
     if (mm->layout == SRT_LAYOUT_KMI4 || mm->layout == SRT_LAYOUT_KMI8) { /* vectors of rp / 2 or rp bytes */
         const bool k8 = mm->layout == SRT_LAYOUT_KMI8;
         const int64_t rp = k8 ? srt_k8_rows_pad(mm->rows) : srt_kd_rows_pad(mm->rows);
-        int64_t blocks = 0;
-        for (int64_t i = 0; i < n; i++) blocks += i == 0 || idx[i] / 32 != idx[i - 1] / 32;
         return (double)n * (double)(k8 ? rp : rp / 2) + (double)blocks * (double)(2 * rp);
     }
     return (double)n * ((double)mm->bytes / (double)mm->cols);
+}
+
+static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
+    if (!idx) return (double)w->m.bytes;
+    int64_t blocks = 0;
+    for (int64_t i = 0; i < n; i++) blocks += i == 0 || idx[i] / 32 != idx[i - 1] / 32;
+    return live_bytes(w, n, blocks);
 }
 
 static srt_status mv(srt_model *m, const srt_weight *w, const float *x, float *y) {
@@ -543,20 +549,21 @@ static srt_status prefill_buffers(srt_model *m) {
 }
 
 /* y[t] = W x[t] for the chunk's n tokens, the inputs quantised as the layout wants; with live
- * lists (live[t].idx NULL: dense) each token's GEMV is srt_gemv_sparse's on its list. Counted:
- * each matrix once (a row layout: the rows any token reads), a column layout's GEMVs per token. */
+ * lists (live[t].idx NULL: dense) each token's GEMV is srt_gemv_sparse's on its list. Counted: the
+ * row layouts and kmi4 / kmi8 once for the chunk (srt_gemv_batch_sparse reads their blocks / K windows
+ * once for all inputs: the rows / neurons any token reads), the other column layouts per token. */
 static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, int64_t n, const srt_live *live,
                            float *const *y) {
     srt_input in[PF_CHUNK];
     srt_act act[PF_CHUNK];
     const int s = w->tr->input == SRT_IN_Q8_TILED ? 1 : 0;
     const bool rows = w->tr->sparse == SRT_SPARSE_ROWS;
+    const bool once = rows || w->m.layout == SRT_LAYOUT_KMI4 || w->m.layout == SRT_LAYOUT_KMI8;
     bool any_dense = !live;
     for (int64_t t = 0; t < n; t++) {
         const bool sp = live && live[t].idx;
         any_dense = any_dense || !sp;
-        if (!rows || !live) m->tm.weight_bytes += !rows ? bytes_read(w, sp ? live[t].idx : NULL, sp ? live[t].n : 0)
-                                                        : (t == 0 ? bytes_read(w, NULL, 0) : 0.0);
+        if (!once) m->tm.weight_bytes += bytes_read(w, sp ? live[t].idx : NULL, sp ? live[t].n : 0);
         in[t].f = x[t];
         in[t].q = NULL;
         if (w->tr->input == SRT_IN_F32) continue;
@@ -566,26 +573,30 @@ static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, i
         if (st != SRT_OK) return st;
         in[t].q = &act[t];
     }
-    if (rows && live) { /* the union of the live rows */
-        int64_t nu = w->m.rows;
-        if (!any_dense) {
-            uint8_t *mark = m->pf_mark;
-            memset(mark, 0, (size_t)w->m.rows);
-            nu = 0;
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t i = 0; i < live[t].n; i++) nu += !mark[live[t].idx[i]], mark[live[t].idx[i]] = 1;
+    if (once && any_dense) m->tm.weight_bytes += bytes_read(w, NULL, 0);
+    if (once && !any_dense) { /* the union of the live rows / neurons */
+        const int64_t lim = rows ? w->m.rows : w->m.cols;
+        uint8_t *mark = m->pf_mark;
+        memset(mark, 0, (size_t)lim);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < live[t].n; i++) mark[live[t].idx[i]] = 1;
+        int64_t nu = 0, blocks = 0; /* blocks: the K-blocks of 32 with a live entry (kmi4 / kmi8 read their scales) */
+        for (int64_t b0 = 0; b0 < lim; b0 += 32) {
+            int64_t k = 0;
+            for (int64_t i = b0; i < lim && i < b0 + 32; i++) k += mark[i];
+            nu += k, blocks += k > 0;
         }
-        m->tm.weight_bytes += (double)nu * (double)(w->m.bytes / (size_t)w->m.rows);
+        m->tm.weight_bytes += live_bytes(w, nu, blocks);
     }
     return srt_gemv_batch_sparse(m->ctx, &w->m, in, live, n, y);
 }
 
 /* The MLP of layer l for a chunk's n tokens under a neuron router, after the gate (U holds its
  * outputs, XN the block inputs, t0 when the block began): each token's live set as a step picks it,
- * then up for every token together - every row, so each token's live rows get the bits its sparse
- * call would give, and the others are dropped - and down together where the layout reads every
- * neuron anyway (the row layouts; h is zero off the live set), else token by token on the live
- * neurons. The result is the steps', bit for bit. */
+ * then up and down for all the tokens together (srt_gemv_batch_sparse: a block of rows or a K window
+ * of neurons read once for the chunk), each token on its live rows (up in a row layout) or live
+ * neurons (down in kmi4 / kmi8), and on every row where the layout cannot skip (h is zero off the
+ * live set; up's other rows are dropped). The result is the steps', bit for bit. */
 static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
     const srt_layer_w *L = &m->layers[l];
     const int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
@@ -690,6 +701,9 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
         return SRT_OK;
     }
     TRY(prefill_buffers(m));
+    /* room for the threads' partial outputs of a whole chunk's kmi4 / kmi8 down projection; without
+     * it the batch runs fewer tokens at a time (the same bits), so a failure here costs only speed */
+    (void)srt_ctx_reserve(m->ctx, PF_CHUNK * m->cfg.dim);
     m->logits_pos = -1;
     m->factor = 1.0f;
     for (int64_t t = 0; t < n; t += PF_CHUNK) {

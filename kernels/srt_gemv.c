@@ -241,6 +241,9 @@ static void batch_thread(void *arg, int tid, int nth) {
     }
 }
 
+static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live, int64_t nvec,
+                           float *const *y);
+
 srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                  int64_t nvec, float *const *y) {
     if (!ctx || !x || !y || nvec < 0) return SRT_EINVAL;
@@ -257,6 +260,7 @@ srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_in
         if (st != SRT_OK) return st;
         sparse = true;
     }
+    if (m->layout == SRT_LAYOUT_KMI4 || m->layout == SRT_LAYOUT_KMI8) return kd_batch(ctx, m, x, sparse ? live : NULL, nvec, y);
     if (t->sparse != SRT_SPARSE_ROWS || (sparse && nvec > BATCH_MAX)) { /* one GEMV per input */
         for (int64_t v = 0; v < nvec; v++) {
             srt_status st = live && live[v].idx ? t->gemv_sparse(ctx, m, &x[v], &live[v], y[v]) : t->gemv(ctx, m, &x[v], y[v]);
@@ -341,12 +345,93 @@ static srt_status kd_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
     const bool k8 = m->layout == SRT_LAYOUT_KMI8;
     kd_task t = {ctx, k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4,
                  {m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), m->cols / SRT_QK, x->q,
-                  idx, n},
+                  idx, n, NULL},
                  n, y};
     srt_ctx_run(ctx, kd_thread, &t);
     for (int tid = 1; tid < nth; tid++) {
         const float *p = srt_ctx_scratch(ctx, tid, m->rows);
         for (int64_t o = 0; o < m->rows; o++) y[o] += p[o];
+    }
+    return SRT_OK;
+}
+
+/* ---- kmi4 / kmi8 for several inputs (prefill's down projection): each thread takes, for every
+ * input, the slice of its list that kd_run gives that thread, but runs the slices K window by K window
+ * (KD_WINDOW bytes of K-blocks), every input's share of a window before the next window, so a window
+ * comes from memory once and from the core's L2 for the other inputs. Each window's call starts from
+ * the sums the earlier windows left (srt_kd_job.y0), in the order of one call over the slice, and the
+ * threads' partial outputs are added as kd_run adds them: each input's result is kd_run's, bit for bit. */
+
+#define KD_WINDOW (256 * 1024)
+
+typedef struct kdb_task {
+    const srt_ctx *ctx;
+    void (*fn)(const srt_kd_job *, int64_t, int64_t, float *);
+    srt_kd_job job; /* the matrix; h, idx, n_idx and y0 per call */
+    const srt_input *x;
+    const srt_live *live; /* per input (idx NULL: dense), or NULL: all dense */
+    float *const *y;
+    int64_t nvec, win; /* win: K-blocks per window */
+} kdb_task;
+
+static void kdb_thread(void *arg, int tid, int nth) {
+    const kdb_task *t = arg;
+    const int64_t rows = t->job.rows, cols = t->job.nblk * SRT_QK;
+    int64_t p[BATCH_MAX], e[BATCH_MAX], n[BATCH_MAX], kb = t->job.nblk;
+    const uint32_t *idx[BATCH_MAX];
+    float *out[BATCH_MAX];
+    bool started[BATCH_MAX];
+    for (int64_t v = 0; v < t->nvec; v++) {
+        idx[v] = t->live && t->live[v].idx ? t->live[v].idx : NULL;
+        n[v] = idx[v] ? t->live[v].n : cols;
+        split(n[v], tid, nth, &p[v], &e[v]);
+        p[v] = block_boundary(idx[v], 0, n[v], p[v]);
+        e[v] = block_boundary(idx[v], 0, n[v], e[v]);
+        out[v] = tid ? srt_ctx_scratch(t->ctx, tid, t->nvec * rows) + v * rows : t->y[v];
+        started[v] = false;
+        if (p[v] < e[v]) {
+            const int64_t k0 = (idx[v] ? (int64_t)idx[v][p[v]] : p[v]) / SRT_QK;
+            kb = k0 < kb ? k0 : kb;
+        }
+    }
+    for (; kb < t->job.nblk; kb += t->win) {
+        const int64_t ch1 = (kb + t->win) * SRT_QK; /* the window's end, a K-block boundary */
+        for (int64_t v = 0; v < t->nvec; v++) {
+            int64_t q = p[v];
+            if (idx[v])
+                while (q < e[v] && (int64_t)idx[v][q] < ch1) q++;
+            else
+                q = e[v] < ch1 ? e[v] : ch1 > q ? ch1 : q;
+            if (q == p[v]) continue;
+            srt_kd_job j = t->job;
+            j.h = t->x[v].q, j.idx = idx[v], j.n_idx = n[v], j.y0 = started[v] ? out[v] : NULL;
+            t->fn(&j, p[v], q, out[v]);
+            started[v] = true, p[v] = q;
+        }
+    }
+    for (int64_t v = 0; v < t->nvec; v++) /* an empty slice: zeros, as the kernel writes for one */
+        if (!started[v]) memset(out[v], 0, (size_t)rows * sizeof(float));
+}
+
+static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live, int64_t nvec,
+                           float *const *y) {
+    const int nth = srt_ctx_threads(ctx);
+    const bool k8 = m->layout == SRT_LAYOUT_KMI8;
+    const int64_t nblk = m->cols / SRT_QK, bb = (int64_t)(m->bytes / (size_t)nblk);
+    int64_t g = nvec < BATCH_MAX ? nvec : BATCH_MAX; /* inputs per run: the threads' partial outputs fit the scratch */
+    while (nth > 1 && g > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) g = (g + 1) / 2;
+    if (nth > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) return SRT_ESCRATCH;
+    kdb_task t = {ctx, k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4,
+                  {m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), nblk, NULL, NULL, 0, NULL},
+                  NULL, NULL, NULL, 0, KD_WINDOW / bb > 1 ? KD_WINDOW / bb : 1};
+    for (int64_t v0 = 0; v0 < nvec; v0 += g) {
+        t.x = x + v0, t.live = live ? live + v0 : NULL, t.y = y + v0, t.nvec = nvec - v0 < g ? nvec - v0 : g;
+        srt_ctx_run(ctx, kdb_thread, &t);
+        for (int tid = 1; tid < nth; tid++) {
+            const float *s = srt_ctx_scratch(ctx, tid, t.nvec * m->rows);
+            for (int64_t v = 0; v < t.nvec; v++)
+                for (int64_t o = 0; o < m->rows; o++) t.y[v][o] += s[v * m->rows + o];
+        }
     }
     return SRT_OK;
 }

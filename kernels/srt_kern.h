@@ -139,7 +139,19 @@ typedef struct srt_kd_job {
     const srt_act *h;
     const uint32_t *idx; /* NULL: dense */
     int64_t n_idx;
+    /* NULL: the outputs start from 0; else from y0[0..rows) (the sums of the earlier K-blocks, when a
+     * batch runs the list in K windows: each window's K-block terms are added to them in the same
+     * order as one call over the whole list, so the result is the same bits) */
+    const float *y0;
 } srt_kd_job;
+
+/* The float sums of outputs [o0, o0 + n) as a kmi4/kmi8 kernel starts them: y0's values (0 without
+ * y0) and 0 past the last output (the padding lanes of the last tile). */
+static inline void srt_kd_start(const srt_kd_job *j, float *fa, int64_t o0, int64_t n) {
+    const int64_t c = !j->y0 || o0 >= j->rows ? 0 : j->rows - o0 < n ? j->rows - o0 : n;
+    if (c > 0) memcpy(fa, j->y0 + o0, (size_t)c * sizeof(float));
+    if (n > c) memset(fa + c, 0, (size_t)(n - c) * sizeof(float));
+}
 
 /* The end of the K-block run that starts at list position p of a kmi4/kmi8 job: the positions
  * before p1 whose neurons share p's K-block (the list ascends), which the kernels sum as one

@@ -31,7 +31,7 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     float acc[KD_CHUNK * SRT_KD_TILE];
     for (int64_t c0 = t0; c0 < t1; c0 += KD_CHUNK) {
         const int64_t c1 = c0 + KD_CHUNK < t1 ? c0 + KD_CHUNK : t1;
-        memset(acc, 0, sizeof(float) * (size_t)((c1 - c0) * SRT_KD_TILE));
+        srt_kd_start(j, acc, c0 * SRT_KD_TILE, (c1 - c0) * SRT_KD_TILE);
         int64_t p = p0;
         while (p < n) {
             const int64_t kb = SRT_SFX(entry)(j, p) / SRT_QK, e = srt_kd_run_end(j, p, n);
@@ -204,7 +204,7 @@ static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     int32_t ia[K8_CHUNK * SRT_K8_TILE];
     for (int64_t c0 = 0; c0 < nt; c0 += K8_CHUNK) {
         const int64_t c1 = c0 + K8_CHUNK < nt ? c0 + K8_CHUNK : nt, nc = c1 - c0;
-        memset(fa, 0, sizeof(float) * (size_t)(nc * SRT_K8_TILE));
+        srt_kd_start(j, fa, c0 * SRT_K8_TILE, nc * SRT_K8_TILE);
         for (int64_t f = p0; f < p1 && f < p0 + K8_AHEAD; f++) { /* what the passes' look-ahead skips */
             const int64_t ch = SRT_SFX(entry)(j, f);
             const uint8_t *v = j->w + (ch / SRT_QK) * bb + 2 * rp + (ch % SRT_QK) * rp;

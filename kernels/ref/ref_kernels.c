@@ -200,7 +200,7 @@ static void ref_kd_any(const srt_kd_job *j, int64_t p0, int64_t p1, float *y, bo
     const int64_t rp = j->rows_pad, bb = K8 ? srt_k8_block_bytes(j->rows) : srt_kd_block_bytes(j->rows);
     const int64_t vb = K8 ? rp : rp / 2; /* a neuron's column */
     for (int64_t o = 0; o < j->rows; o++) {
-        float acc = 0.0f;
+        float acc = j->y0 ? j->y0[o] : 0.0f;
         int64_t p = p0;
         while (p < p1) {
             int64_t kb = (j->idx ? j->idx[p] : p) / SRT_QK;

@@ -158,7 +158,7 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     _Alignas(64) VI ia[KD_CHUNK * KD_NH * 8];
     for (int64_t c0 = 0; c0 < nt; c0 += KD_CHUNK) {
         const int64_t c1 = c0 + KD_CHUNK < nt ? c0 + KD_CHUNK : nt;
-        for (int64_t i = 0; i < (c1 - c0) * SRT_KD_TILE; i += KD_LANES) VF_STORE(fa + i, VF_SET1(0.0f));
+        srt_kd_start(j, fa, c0 * SRT_KD_TILE, (c1 - c0) * SRT_KD_TILE);
         const uint8_t *last_sc = NULL, *last_sc2 = NULL;
         for (int64_t f = p0; f < p1 && f < p0 + 4 * KD_AHEAD; f++) { /* what the passes' look-ahead skips */
             const int64_t ch = SRT_SFX(kd_entry)(j, f);

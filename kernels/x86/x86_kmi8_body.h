@@ -30,7 +30,7 @@ static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     _Alignas(64) VI ia[K8_CHUNK * KD_NH * 4];
     for (int64_t c0 = 0; c0 < nt; c0 += K8_CHUNK) {
         const int64_t c1 = c0 + K8_CHUNK < nt ? c0 + K8_CHUNK : nt, nc = c1 - c0;
-        for (int64_t i = 0; i < nc * SRT_K8_TILE; i += KD_LANES) VF_STORE(fa + i, VF_SET1(0.0f));
+        srt_kd_start(j, fa, c0 * SRT_K8_TILE, nc * SRT_K8_TILE);
         int64_t p = p0;
         while (p < p1) {
             const int64_t kb = SRT_SFX(kd_entry)(j, p) / SRT_QK, e = srt_kd_run_end(j, p, p1);
