@@ -27,7 +27,7 @@ const char *srt_status_str(srt_status st) {
 
 /* ---- ISAs ---------------------------------------------------------------- */
 
-static const char *isa_names[SRT_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "dotprod"};
+static const char *isa_names[SRT_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "dotprod", "i8mm"};
 
 const char *srt_isa_name(srt_isa isa) {
     if (isa == SRT_ISA_AUTO) return "auto";
@@ -66,6 +66,10 @@ bool srt_isa_available(srt_isa isa) {
 #if defined(__aarch64__)
     case SRT_ISA_NEON: return (f & SRT_CPU_NEON) != 0;
     case SRT_ISA_DOTPROD: return (f & (SRT_CPU_NEON | SRT_CPU_DOTPROD)) == (SRT_CPU_NEON | SRT_CPU_DOTPROD);
+    case SRT_ISA_I8MM: {
+        uint32_t need = SRT_CPU_NEON | SRT_CPU_DOTPROD | SRT_CPU_I8MM;
+        return (f & need) == need;
+    }
 #endif
     default: return false;
     }
@@ -166,16 +170,17 @@ static void build_tables(void) {
 #endif
 #if defined(__aarch64__)
     if (srt_isa_available(SRT_ISA_NEON)) {
-        for (int i = SRT_ISA_NEON; i <= SRT_ISA_DOTPROD; i++) {
+        for (int i = SRT_ISA_NEON; i <= SRT_ISA_I8MM; i++) {
             srt_neon_register(&tables[i]);
             srt_neon_kmi4_register(&tables[i]);
         }
         tables[SRT_ISA_NEON].isa = SRT_ISA_NEON;
     }
     if (srt_isa_available(SRT_ISA_DOTPROD)) {
-        srt_dotprod_register(&tables[SRT_ISA_DOTPROD]);
+        for (int i = SRT_ISA_DOTPROD; i <= SRT_ISA_I8MM; i++) srt_dotprod_register(&tables[i]);
         tables[SRT_ISA_DOTPROD].isa = SRT_ISA_DOTPROD;
     }
+    if (srt_isa_available(SRT_ISA_I8MM)) tables[SRT_ISA_I8MM].isa = SRT_ISA_I8MM; /* the dotprod table, for now */
 #endif
 }
 

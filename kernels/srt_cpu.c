@@ -48,11 +48,18 @@ static uint32_t detect(void) {
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef AT_HWCAP2
+#define AT_HWCAP2 26
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 static uint32_t detect(void) {
-    unsigned long hw = getauxval(AT_HWCAP);
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
     uint32_t f = 0;
     if (hw & HWCAP_ASIMD) f |= SRT_CPU_NEON;
     if (hw & HWCAP_ASIMDDP) f |= SRT_CPU_DOTPROD;
+    if (hw2 & HWCAP2_I8MM) f |= SRT_CPU_I8MM;
     return f;
 }
 #else
@@ -72,7 +79,7 @@ uint32_t srt_cpu_features(void) {
 
 const char *srt_cpu_feature_names(uint32_t mask, char *buf, int cap) {
     static const char *names[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni",
-                                  "avx512bf16", "avxvnni", "neon", "dotprod", "f16c"};
+                                  "avx512bf16", "avxvnni", "neon", "dotprod", "f16c", "i8mm"};
     int n = 0;
     if (cap > 0) buf[0] = '\0';
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Cross-compiles the runtime's kernels (libc, libm and pthreads only) and the
 # kernel tests for aarch64 with Debian's gcc-aarch64-linux-gnu, then runs the
-# tests under qemu-user twice: on qemu's default CPU (NEON + dotprod, so the
-# scalar, neon and dotprod tables are all exercised) and on a Cortex-A72
-# (NEON without dotprod, so detection must not offer dotprod). This checks
-# correctness only: qemu timings mean nothing.
+# tests under qemu-user on three CPUs: qemu's "max" (NEON, dotprod and i8mm, so
+# the scalar, neon, dotprod and i8mm tables are all exercised), a Cortex-A76
+# (dotprod without i8mm) and a Cortex-A72 (NEON without dotprod), and checks
+# that detection offers exactly the ISAs each CPU has. This checks correctness
+# only: qemu timings mean nothing.
 #   scripts/test_arm.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +39,19 @@ fail=0
 for t in tests/test_kernels.c tests/test_kernels_layouts.c; do
   name=$(basename "${t%.c}")
   "$CC" "${CFLAGS[@]}" "$t" "$OUT/testing.o" "${objs[@]}" -lm -lpthread -o "$OUT/$name"
-  for cpu in max cortex-a72; do
+  for cpu in max cortex-a76 cortex-a72; do
     echo "== $name (aarch64, qemu -cpu $cpu)"
-    if ! SRT_TEST_QUICK=1 "$QEMU" -cpu "$cpu" -L "$SYSROOT" "$OUT/$name"; then
+    if ! SRT_TEST_QUICK=1 "$QEMU" -cpu "$cpu" -L "$SYSROOT" "$OUT/$name" 2>&1 | tee "$OUT/$name.$cpu.log"; then
+      fail=1
+    fi
+    # test_kernels names the ISAs detection offers: exactly those of the CPU
+    case $cpu in
+      max) want="scalar neon dotprod i8mm" ;;
+      cortex-a76) want="scalar neon dotprod" ;;
+      *) want="scalar neon" ;;
+    esac
+    if [[ $name == test_kernels ]] && ! grep -qx "cpu: .*; ISAs: $want" "$OUT/$name.$cpu.log"; then
+      echo "test_arm: on $cpu detection should offer exactly: $want" >&2
       fail=1
     fi
   done

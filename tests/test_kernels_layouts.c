@@ -320,11 +320,15 @@ static void test_hostile(void) {
     srt_isa isa;
     CHECK(srt_isa_parse("avx512", &isa) == SRT_OK && isa == SRT_ISA_AVX512);
     CHECK(srt_isa_parse("sse9", &isa) == SRT_EISA);
+    CHECK(srt_isa_parse("i8mm", &isa) == SRT_OK && isa == SRT_ISA_I8MM && strcmp(srt_isa_name(isa), "i8mm") == 0);
     CHECK(srt_isa_available(SRT_ISA_SCALAR));
+    /* the i8mm table is dotprod's plus the smmla kernels: never offered without dotprod */
+    CHECK(!srt_isa_available(SRT_ISA_I8MM) || srt_isa_available(SRT_ISA_DOTPROD));
     srt_ctx *ctx;
     CHECK(srt_ctx_create(&ctx, SRT_ISA_SCALAR, 0) == SRT_EINVAL);
 #if defined(__x86_64__)
     CHECK(srt_ctx_create(&ctx, SRT_ISA_NEON, 1) == SRT_EISA);
+    CHECK(srt_ctx_create(&ctx, SRT_ISA_I8MM, 1) == SRT_EISA);
 #endif
     srt_free(p);
 }
