@@ -12,6 +12,7 @@
 #include <arm_neon.h>
 
 #include "../srt_kern.h"
+#include "arm_rows.h"
 
 #define KD_MAX_QUADS 8
 #define KD_CHUNK 16
@@ -265,30 +266,79 @@ static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
 }
 
 /* kmi4r rows: a 16-byte quarter of each of the tile's four vectors covers
- * four blocks (one per 32-bit lane). */
+ * four blocks (one per 32-bit lane). kr_prep unpacks quarter k of tile T of a
+ * row (the 16 bytes at 64p + 16k of each vector p: low and high nibbles),
+ * kr_dot dots them with one input's q (lane e: block 16T + 4k + e's sum, from
+ * the offset -8 sum), and srt_arm_kr_step adds it times the scales; the
+ * multi-input kernel unpacks once for four inputs. */
+static inline void SRT_SFX(kr_prep)(const uint8_t *wt, int k, int8x16_t lo[4], int8x16_t hi[4]) {
+    const uint8x16_t m_lo = vdupq_n_u8(0x0f);
+    for (int p = 0; p < 4; p++) {
+        const uint8x16_t v = vld1q_u8(wt + 64 * p + 16 * k);
+        lo[p] = vreinterpretq_s8_u8(vandq_u8(v, m_lo));
+        hi[p] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+    }
+}
+
+static inline int32x4_t SRT_SFX(kr_dot)(const int8x16_t lo[4], const int8x16_t hi[4], const srt_act *a, int64_t T,
+                                        int k) {
+    const int8_t *aq = a->q + 512 * T + 16 * k;
+    int32x4_t s = srt_arm_kr_off(a, 16 * T + 4 * k);
+    for (int p = 0; p < 4; p++) {
+        SRT_DOT(s, lo[p], vld1q_s8(aq + 64 * p));
+        SRT_DOT(s, hi[p], vld1q_s8(aq + 256 + 64 * p));
+    }
+    return s;
+}
+
 static void SRT_SFX(kr)(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t cp = j->cols, ntile = cp / SRT_KR_TILE;
     const srt_act *a = j->xq;
-    const uint8x16_t m_lo = vdupq_n_u8(0x0f);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
         const uint8_t *w = j->w + r * j->row_bytes, *sc = w + cp / 2;
         float32x4_t acc = vdupq_n_f32(0.0f);
         for (int64_t T = 0; T < ntile; T++)
             for (int k = 0; k < 4; k++) {
-                int32x4_t s = vdupq_n_s32(0);
-                for (int p = 0; p < 4; p++) {
-                    const uint8x16_t v = vld1q_u8(w + 256 * T + 64 * p + 16 * k);
-                    const int8_t *ap = a->q + 512 * T + 64 * p + 16 * k;
-                    SRT_DOT(s, vreinterpretq_s8_u8(vandq_u8(v, m_lo)), vld1q_s8(ap));
-                    SRT_DOT(s, vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vld1q_s8(ap + 256));
-                }
+                int8x16_t lo[4], hi[4];
+                SRT_SFX(kr_prep)(w + 256 * T, k, lo, hi);
                 const int64_t b = 16 * T + 4 * k;
-                s = vsubq_s32(s, vshlq_n_s32(vld1q_s32(a->sum + b), 3));
-                const float32x4_t d = vmulq_f32(SRT_SFX(half4)(sc + 2 * b), vld1q_f32(a->d + b));
-                acc = vfmaq_f32(acc, vcvtq_f32_s32(s), d);
+                acc = srt_arm_kr_step(acc, SRT_SFX(kr_dot)(lo, hi, a, T, k), a, b, srt_arm_half4(sc + 2 * b));
             }
         j->y[r] = vaddvq_f32(acc);
+    }
+}
+
+/* Prefill: kr for four inputs at once (each input's sums its own, in the same
+ * order: the same bits per input), so a quarter tile is loaded and unpacked
+ * once for four inputs; a short last group repeats its last input and drops
+ * the copies. The first group prefetches the row SRT_KR_AHEAD ahead into L1
+ * while it reads from memory (the x86 distance: not measured on ARM). */
+static void SRT_SFX(kr_multi)(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec,
+                              int64_t i0, int64_t i1) {
+    const int64_t cp = j->cols, ntile = cp / SRT_KR_TILE, nl = j->row_bytes / 64;
+    for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
+        const srt_act *a[4];
+        srt_multi_group(xq, nvec, v0, a);
+        for (int64_t r = i0; r < i1; r++) {
+            const uint8_t *w = j->w + r * j->row_bytes, *sc = w + cp / 2;
+            const uint8_t *pf = v0 == 0 && r + SRT_KR_AHEAD < i1 ? w + SRT_KR_AHEAD * j->row_bytes : NULL;
+            float32x4_t acc[4];
+            for (int q = 0; q < 4; q++) acc[q] = vdupq_n_f32(0.0f);
+            int64_t l = 0, due = 0;
+            for (int64_t T = 0; T < ntile; T++) {
+                srt_pf_l1_step(pf, &l, &due, nl, ntile);
+                for (int k = 0; k < 4; k++) {
+                    int8x16_t lo[4], hi[4];
+                    SRT_SFX(kr_prep)(w + 256 * T, k, lo, hi);
+                    const int64_t b = 16 * T + 4 * k;
+                    const float32x4_t dw = srt_arm_half4(sc + 2 * b);
+                    for (int q = 0; q < 4; q++)
+                        acc[q] = srt_arm_kr_step(acc[q], SRT_SFX(kr_dot)(lo, hi, a[q], T, k), a[q], b, dw);
+                }
+            }
+            for (int q = 0; q < 4 && v0 + q < nvec; q++) y[v0 + q][r] = vaddvq_f32(acc[q]);
+        }
     }
 }
 
@@ -316,6 +366,14 @@ static void SRT_SFX(rows_q4_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
     }
 }
 
+/* q8_0: block b's integer dot of one input's q with the block's two halves w0, w1. */
+static inline int32x4_t SRT_SFX(q8_dot)(int8x16_t w0, int8x16_t w1, const int8_t *q) {
+    int32x4_t s = vdupq_n_s32(0);
+    SRT_DOT(s, w0, vld1q_s8(q));
+    SRT_DOT(s, w1, vld1q_s8(q + 16));
+    return s;
+}
+
 static void SRT_SFX(rows_q8_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t nb = j->cols / SRT_QK;
     const srt_act *a = j->xq;
@@ -325,12 +383,37 @@ static void SRT_SFX(rows_q8_0)(const srt_rows_job *j, int64_t i0, int64_t i1) {
         float acc = 0.0f;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = row + b * SRT_Q8_BYTES;
-            int32x4_t s = vdupq_n_s32(0);
-            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + SRT_BLK_QS)), vld1q_s8(a->q + 32 * b));
-            SRT_DOT(s, vld1q_s8((const int8_t *)(blk + SRT_BLK_QS + 16)), vld1q_s8(a->q + 32 * b + 16));
-            acc += (srt_fp16_to_fp32(srt_rd16(blk)) * a->d[b]) * (float)vaddvq_s32(s);
+            const int32x4_t s = SRT_SFX(q8_dot)(vld1q_s8((const int8_t *)(blk + SRT_BLK_QS)),
+                                                vld1q_s8((const int8_t *)(blk + SRT_BLK_QS + 16)), a->q + 32 * b);
+            acc += (srt_arm_half1(blk) * a->d[b]) * (float)vaddvq_s32(s);
         }
         j->y[r] = acc;
     }
 }
 
+/* Prefill: rows_q8_0 for four inputs at once, a block loaded once for the
+ * four; their integer dots land in the four lanes of one vector (exact), and
+ * srt_arm_q8_step is rows_q8_0's float step lane by lane: the same bits per
+ * input. A short last group repeats its last input and drops the copies. */
+static void SRT_SFX(rows_q8_0_multi)(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec,
+                                     int64_t i0, int64_t i1) {
+    const int64_t nb = j->cols / SRT_QK;
+    for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
+        const srt_act *a[4];
+        srt_multi_group(xq, nvec, v0, a);
+        for (int64_t r = i0; r < i1; r++) {
+            const uint8_t *row = j->w + r * j->row_bytes;
+            float32x4_t acc = vdupq_n_f32(0.0f);
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * SRT_Q8_BYTES;
+                const int8x16_t w0 = vld1q_s8((const int8_t *)(blk + SRT_BLK_QS));
+                const int8x16_t w1 = vld1q_s8((const int8_t *)(blk + SRT_BLK_QS + 16));
+                int32x4_t s[4];
+                for (int q = 0; q < 4; q++) s[q] = SRT_SFX(q8_dot)(w0, w1, a[q]->q + 32 * b);
+                const int32x4_t S = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3])); /* lane q: input q */
+                acc = srt_arm_q8_step(acc, srt_arm_half1(blk), srt_arm_d4(a, b), S);
+            }
+            srt_arm_put4(y, v0, nvec, r, acc);
+        }
+    }
+}

@@ -1,4 +1,5 @@
-/* kmi4_neon.c - the integer-dot kernels (kmi4, kmi8, kmi4r, q4_0 and q8_0 rows) on
+/* kmi4_neon.c - the integer-dot kernels (kmi4, kmi8, kmi4r, q4_0 and q8_0 rows,
+ * and the multi-input kmi4r and q8_0 rows of prefill) on
  * plain Advanced SIMD: the 4-byte dot is two widening multiplies, a pairwise
  * add and a pairwise add-accumulate. */
 #define SRT_DOT(acc, w, a)                                                                 \
@@ -16,4 +17,6 @@ void srt_neon_kmi4_register(srt_kernels *k) {
     k->rows_kmi4r = kr_neon;
     k->rows_q4_0 = rows_q4_0_neon;
     k->rows_q8_0 = rows_q8_0_neon;
+    k->rows_q8_0_multi = rows_q8_0_multi_neon;
+    k->rows_kmi4r_multi = kr_multi_neon;
 }
