@@ -180,7 +180,10 @@ static void build_tables(void) {
         for (int i = SRT_ISA_DOTPROD; i <= SRT_ISA_I8MM; i++) srt_dotprod_register(&tables[i]);
         tables[SRT_ISA_DOTPROD].isa = SRT_ISA_DOTPROD;
     }
-    if (srt_isa_available(SRT_ISA_I8MM)) tables[SRT_ISA_I8MM].isa = SRT_ISA_I8MM; /* the dotprod table, for now */
+    if (srt_isa_available(SRT_ISA_I8MM)) { /* the dotprod table with the smmla multi-input row kernels */
+        srt_i8mm_register(&tables[SRT_ISA_I8MM]);
+        tables[SRT_ISA_I8MM].isa = SRT_ISA_I8MM;
+    }
 #endif
 }
 

@@ -234,6 +234,7 @@ void srt_avx512_kmi4_register(srt_kernels *k);
 void srt_neon_register(srt_kernels *k);
 void srt_neon_kmi4_register(srt_kernels *k);
 void srt_dotprod_register(srt_kernels *k);
+void srt_i8mm_register(srt_kernels *k); /* the multi-input row kernels only: on top of dotprod's */
 
 /* Shared scalar pieces of the reference, also used by SIMD files for tails. */
 void srt_q4_0_quantize_block(uint8_t out[SRT_Q4_BYTES], const float *x, int64_t stride);

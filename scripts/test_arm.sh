@@ -30,9 +30,10 @@ for src in "${RUNTIME[@]}"; do
   "$CC" "${CFLAGS[@]}" "${extra[@]}" -c "$src" -o "$obj"
   objs+=("$obj")
 done
-# the dotprod file alone gets the ISA flag
+# the dotprod and i8mm files alone get their ISA flags (as CMakeLists.txt sets them)
 "$CC" "${CFLAGS[@]}" -march=armv8.2-a+dotprod -c kernels/arm/kmi4_dotprod.c -o "$OUT/kmi4_dotprod.o"
-objs+=("$OUT/kmi4_dotprod.o")
+"$CC" "${CFLAGS[@]}" -march=armv8.2-a+dotprod+i8mm -c kernels/arm/rows_i8mm.c -o "$OUT/rows_i8mm.o"
+objs+=("$OUT/kmi4_dotprod.o" "$OUT/rows_i8mm.o")
 "$CC" "${CFLAGS[@]}" -c tests/support/testing.c -o "$OUT/testing.o"
 
 fail=0

@@ -569,13 +569,13 @@ static void test_attention(void) {
  * the sums of the one before), and 70 inputs take more than one run (two threads' partial outputs
  * for 64 inputs of 2100 outputs do not fit the context's scratch: it takes 16 at a time). */
 static void test_batch(void) {
-    /* 301 rows: odd row ranges for the multi-input kernels (blocks of 32 rows split between threads)
-     * at 1 and 2 threads */
+    /* 301 rows: the multi-input kernels' row ranges (blocks of 32 rows split between threads) end in
+     * short row tiles (i8mm: 4 rows for q8_0, pairs for kmi4r) at 1 and 2 threads */
     const int64_t rows = 301, cols = 1056;
     int bad = 0;
     for (int l = 0; l < SRT_LAYOUT_COUNT; l++)
-        /* 5, 6, 7 inputs: the multi-input kernels' last group of four holds 1, 2 or 3; 70: more than
-         * one multi-input kernel call takes */
+        /* 5, 6, 7 inputs: the multi-input kernels' last group of four holds 1, 2 or 3 (which i8mm takes
+         * in pairs); 70: more than one multi-input kernel call takes */
         for (int64_t nv = 5; nv <= 70; nv = nv < 7 ? nv + 1 : nv + 63) {
             if ((nv == 6 || nv == 7) && l != SRT_LAYOUT_Q8_0 && l != SRT_LAYOUT_KMI4R) continue;
             const bool kd = l == SRT_LAYOUT_KMI4 || l == SRT_LAYOUT_KMI8;

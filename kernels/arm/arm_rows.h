@@ -1,5 +1,5 @@
 /* arm_rows.h - the float side of the AArch64 q8_0 and kmi4r row kernels, shared by the single- and
- * multi-input kernels of every level (arm_dot_body.h for neon and dotprod).
+ * multi-input kernels of every level (arm_dot_body.h for neon and dotprod, rows_i8mm.c for i8mm).
  * The levels differ only in how they form the integer block sums, which are exact whatever the
  * instruction or order; every float operation on them is one of these, with its operands in the
  * same order, so a multi-input kernel's output for input v is bit for bit the single-input
