@@ -36,25 +36,39 @@ done
 objs+=("$OUT/kmi4_dotprod.o" "$OUT/rows_i8mm.o")
 "$CC" "${CFLAGS[@]}" -c tests/support/testing.c -o "$OUT/testing.o"
 
-fail=0
 for t in tests/test_kernels.c tests/test_kernels_layouts.c; do
-  name=$(basename "${t%.c}")
-  "$CC" "${CFLAGS[@]}" "$t" "$OUT/testing.o" "${objs[@]}" -lm -lpthread -o "$OUT/$name"
+  "$CC" "${CFLAGS[@]}" "$t" "$OUT/testing.o" "${objs[@]}" -lm -lpthread -o "$OUT/$(basename "${t%.c}")"
+done
+# every (test, CPU) run under qemu, one per core at a time (qemu-user runs each test's threads on the
+# host's; the runs are independent), then their outputs in order
+runs=()
+for name in test_kernels test_kernels_layouts; do
   for cpu in max cortex-a76 cortex-a72; do
-    echo "== $name (aarch64, qemu -cpu $cpu)"
-    if ! SRT_TEST_QUICK=1 "$QEMU" -cpu "$cpu" -L "$SYSROOT" "$OUT/$name" 2>&1 | tee "$OUT/$name.$cpu.log"; then
-      fail=1
-    fi
-    # test_kernels names the ISAs detection offers: exactly those of the CPU
-    case $cpu in
-      max) want="scalar neon dotprod i8mm" ;;
-      cortex-a76) want="scalar neon dotprod" ;;
-      *) want="scalar neon" ;;
-    esac
-    if [[ $name == test_kernels ]] && ! grep -qx "cpu: .*; ISAs: $want" "$OUT/$name.$cpu.log"; then
-      echo "test_arm: on $cpu detection should offer exactly: $want" >&2
-      fail=1
-    fi
+    runs+=("$name $cpu")
+    if SRT_TEST_QUICK=1 "$QEMU" -cpu "$cpu" -L "$SYSROOT" "$OUT/$name" >"$OUT/$name.$cpu.log" 2>&1; then
+      echo 0
+    else
+      echo 1
+    fi >"$OUT/$name.$cpu.rc" &
+    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
   done
+done
+wait
+fail=0
+for r in "${runs[@]}"; do
+  read -r name cpu <<<"$r"
+  echo "== $name (aarch64, qemu -cpu $cpu)"
+  cat "$OUT/$name.$cpu.log"
+  [ "$(cat "$OUT/$name.$cpu.rc")" = 0 ] || fail=1
+  # test_kernels names the ISAs detection offers: exactly those of the CPU
+  case $cpu in
+    max) want="scalar neon dotprod i8mm" ;;
+    cortex-a76) want="scalar neon dotprod" ;;
+    *) want="scalar neon" ;;
+  esac
+  if [[ $name == test_kernels ]] && ! grep -qx "cpu: .*; ISAs: $want" "$OUT/$name.$cpu.log"; then
+    echo "test_arm: on $cpu detection should offer exactly: $want" >&2
+    fail=1
+  fi
 done
 exit $fail

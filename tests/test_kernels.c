@@ -580,6 +580,7 @@ static void test_batch(void) {
             if ((nv == 6 || nv == 7) && l != SRT_LAYOUT_Q8_0 && l != SRT_LAYOUT_KMI4R) continue;
             const bool kd = l == SRT_LAYOUT_KMI4 || l == SRT_LAYOUT_KMI8;
             if (nv > 5 && l != SRT_LAYOUT_Q8_0 && l != SRT_LAYOUT_KMI4R && !kd) continue;
+            if (nv > 5 && kd && quick) continue; /* under qemu: the windows, not the runs of 16 */
             const srt_layout_traits *t = srt_layout_get((srt_layout)l);
             const int64_t g = l == SRT_LAYOUT_ZIGZAG || l == SRT_LAYOUT_STRIPE ? 64 : 0,
                           r = l == SRT_LAYOUT_Q4_0T ? 320 : kd ? 2100 : rows;
