@@ -27,19 +27,30 @@ OUT=fuzz-out
 mkdir -p "$OUT/crashes"
 rm -rf "$OUT/seeds"
 scripts/fuzz_seeds.sh build "$OUT/seeds"
-fail=0
-for t in "${TARGETS[@]}"; do
+# one fuzzer per core at a time (each is one single-threaded process): the smoke run in CI takes
+# SECS x targets / cores instead of SECS x targets
+fuzz_one() {
+  local t=$1
   mkdir -p "$OUT/corpus/$t"
-  echo "== fuzz_$t for ${SECS} s"
   # -max_len: the largest seed (a packed artifact or a GGUF with its vocabulary) must fit whole
   if ! build-fuzz/fuzz_"$t" -max_total_time="$SECS" -timeout=20 -rss_limit_mb=2560 -max_len=1500000 \
       -print_final_stats=1 -artifact_prefix="$OUT/crashes/$t-" "$OUT/corpus/$t" "$OUT/seeds/$t" \
       >"$OUT/fuzz_$t.log" 2>&1; then
     echo "fuzz_$t FAILED: see $OUT/fuzz_$t.log and $OUT/crashes/" >&2
     tail -30 "$OUT/fuzz_$t.log" >&2
-    fail=1
+    touch "$OUT/failed_$t"
   fi
-  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$OUT/fuzz_$t.log" | tr '\n' ' '
-  echo
+}
+rm -f "$OUT"/failed_*
+for t in "${TARGETS[@]}"; do
+  echo "== fuzz_$t for ${SECS} s"
+  fuzz_one "$t" &
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+done
+wait
+fail=0
+for t in "${TARGETS[@]}"; do
+  [ -e "$OUT/failed_$t" ] && fail=1
+  echo "fuzz_$t: $(grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$OUT/fuzz_$t.log" | tr '\n' ' ')"
 done
 exit $fail
