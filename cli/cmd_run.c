@@ -14,6 +14,30 @@
 #include "srt_model.h"
 
 /* Without a tokenizer (e.g. a synthetic model) the ids are printed. */
+/* Phase times per token (ms) as "<prefix>per_token_ms", and the weight bytes read per token and the
+ * rate achieved on them, of `steps` tokens that took `seconds`: the decode steps, or the prompt. */
+static void add_phase_times(cJSON *j, const char *prefix, const srt_model_timing *tm, double seconds, int64_t steps) {
+    char key[64];
+    const double ns = steps > 0 ? (double)steps : 1.0;
+    snprintf(key, sizeof key, "%sper_token_ms", prefix);
+    cJSON *pt = cJSON_AddObjectToObject(j, key);
+    cJSON_AddNumberToObject(pt, "attention", 1e3 * tm->attn / ns);
+    cJSON_AddNumberToObject(pt, "attention_proj", 1e3 * tm->attn_proj / ns);
+    cJSON_AddNumberToObject(pt, "attention_core", 1e3 * tm->attn_core / ns);
+    cJSON_AddNumberToObject(pt, "mlp", 1e3 * tm->mlp / ns);
+    cJSON_AddNumberToObject(pt, "mlp_gate", 1e3 * tm->mlp_gate / ns);
+    cJSON_AddNumberToObject(pt, "mlp_route", 1e3 * tm->mlp_route / ns);
+    cJSON_AddNumberToObject(pt, "mlp_up", 1e3 * tm->mlp_up / ns);
+    cJSON_AddNumberToObject(pt, "mlp_down", 1e3 * tm->mlp_down / ns);
+    cJSON_AddNumberToObject(pt, "rotate", 1e3 * tm->rotate / ns);
+    cJSON_AddNumberToObject(pt, "head", 1e3 * tm->head / ns);
+    cJSON_AddNumberToObject(pt, "other", 1e3 * (seconds - tm->attn - tm->mlp - tm->head) / ns);
+    snprintf(key, sizeof key, "%sweight_mb_per_token", prefix);
+    cJSON_AddNumberToObject(j, key, tm->weight_bytes / ns / 1e6);
+    snprintf(key, sizeof key, "%sweight_gb_per_s", prefix);
+    cJSON_AddNumberToObject(j, key, seconds > 0 ? tm->weight_bytes / seconds / 1e9 : 0.0);
+}
+
 static void emit(FILE *out, const sc_tokenizer *tok, int32_t prev, int32_t id, char **text, size_t *n, size_t *cap) {
     char buf[512];
     size_t k = tok ? sc_tokenizer_decode(tok, prev, id, buf, sizeof buf) : (size_t)snprintf(buf, sizeof buf, " %d", id);
@@ -328,24 +352,10 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "decode_steps", (double)tm.steps);
         cJSON_AddNumberToObject(j, "decode_seconds", t_decode);
         cJSON_AddNumberToObject(j, "tokens_per_second", tps);
-        double ns = tm.steps > 0 ? (double)tm.steps : 1.0;
-        cJSON *pt = cJSON_AddObjectToObject(j, "per_token_ms");
-        cJSON_AddNumberToObject(pt, "attention", 1e3 * tm.attn / ns);
-        cJSON_AddNumberToObject(pt, "attention_proj", 1e3 * tm.attn_proj / ns);
-        cJSON_AddNumberToObject(pt, "attention_core", 1e3 * tm.attn_core / ns);
-        cJSON_AddNumberToObject(pt, "mlp", 1e3 * tm.mlp / ns);
-        cJSON_AddNumberToObject(pt, "mlp_gate", 1e3 * tm.mlp_gate / ns);
-        cJSON_AddNumberToObject(pt, "mlp_route", 1e3 * tm.mlp_route / ns);
-        cJSON_AddNumberToObject(pt, "mlp_up", 1e3 * tm.mlp_up / ns);
-        cJSON_AddNumberToObject(pt, "mlp_down", 1e3 * tm.mlp_down / ns);
-        cJSON_AddNumberToObject(pt, "rotate", 1e3 * tm.rotate / ns);
-        cJSON_AddNumberToObject(pt, "head", 1e3 * tm.head / ns);
-        cJSON_AddNumberToObject(pt, "other", 1e3 * (t_decode - tm.attn - tm.mlp - tm.head) / ns);
-        /* weight bytes read per token and the rate the step achieved on them */
-        cJSON_AddNumberToObject(j, "weight_mb_per_token", tm.weight_bytes / ns / 1e6);
-        cJSON_AddNumberToObject(j, "weight_gb_per_s", t_decode > 0 ? tm.weight_bytes / t_decode / 1e9 : 0.0);
+        add_phase_times(j, "", &tm, t_decode, tm.steps);
+        /* the prompt's the same way, per prompt token (the weights read once per chunk of tokens) */
+        add_phase_times(j, "prompt_", &tm_prompt, t_prompt, n_prompt);
         cJSON_AddNumberToObject(j, "mlp_density", mlp_density);
-        (void)tm_prompt;
         cli_print_json(j);
     } else {
         fputc('\n', stdout);

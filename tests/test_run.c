@@ -457,7 +457,8 @@ int main(void) {
                  SC_CLI_PATH, sc_tmp_path("r_kmi4.spk"));
         CHECK(sc_run(cmd, out1, sizeof out1) == 0);
         CHECK(strstr(out1, "\"method\":\"claws\"") && strstr(out1, "\"live_neurons\":86") &&
-              strstr(out1, "\"tokens_per_second\"") && strstr(out1, "\"per_token_ms\""));
+              strstr(out1, "\"tokens_per_second\"") && strstr(out1, "\"per_token_ms\"") &&
+              strstr(out1, "\"prompt_per_token_ms\"") && strstr(out1, "\"prompt_weight_gb_per_s\""));
         snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --method claws 2>&1", SC_CLI_PATH, nocal);
         CHECK(sc_run(cmd, out1, sizeof out1) == 2 && strstr(out1, "claws_c"));
         /* griffin needs no routing data: the prompt runs dense, then each layer's 86 neurons chosen from it */
