@@ -46,9 +46,6 @@ static srt_status input_for(srt_model *m, const srt_weight *w, const float *x, s
     return SRT_OK;
 }
 
-/* Packed bytes a GEMV over w reads: all of them, or for the live list idx[0..n)
- * the live rows (row layouts), the live neurons' vectors and the scales of
- * every K-block they touch (kmi4), the live channels' share (zigzag). */
 /* The bytes of n live rows / columns in `blocks` K-blocks of 32 (kmi4 / kmi8: each touched K-block's
  * scales too). */
 static double live_bytes(const srt_weight *w, int64_t n, int64_t blocks) {
@@ -62,6 +59,9 @@ static double live_bytes(const srt_weight *w, int64_t n, int64_t blocks) {
     return (double)n * ((double)mm->bytes / (double)mm->cols);
 }
 
+/* Packed bytes a GEMV over w reads: all of them, or for the live list idx[0..n)
+ * the live rows (row layouts), the live neurons' vectors and the scales of
+ * every K-block they touch (kmi4), the live channels' share (zigzag). */
 static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
     if (!idx) return (double)w->m.bytes;
     int64_t blocks = 0;

@@ -329,12 +329,27 @@ typedef struct kd_task {
     float *y;
 } kd_task;
 
+/* Thread tid's slice [a, b) of a kmi4 / kmi8 list of n entries: an even share, moved to K-block
+ * boundaries (the single GEMV and the batch split the same way, so they sum the same terms). */
+static void kd_slice(const uint32_t *idx, int64_t n, int tid, int nth, int64_t *a, int64_t *b) {
+    split(n, tid, nth, a, b);
+    *a = block_boundary(idx, 0, n, *a);
+    *b = block_boundary(idx, 0, n, *b);
+}
+
+/* The kernel and the job (no input yet) of a kmi4 / kmi8 matrix. */
+static void kd_setup(const srt_ctx *ctx, const srt_matrix *m, void (**fn)(const srt_kd_job *, int64_t, int64_t, float *),
+                     srt_kd_job *job) {
+    const bool k8 = m->layout == SRT_LAYOUT_KMI8;
+    *fn = k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4;
+    *job = (srt_kd_job){m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), m->cols / SRT_QK,
+                        NULL, NULL, 0, NULL};
+}
+
 static void kd_thread(void *arg, int tid, int nth) {
     kd_task *t = arg;
     int64_t a, b;
-    split(t->n, tid, nth, &a, &b);
-    a = block_boundary(t->job.idx, 0, t->n, a);
-    b = block_boundary(t->job.idx, 0, t->n, b);
+    kd_slice(t->job.idx, t->n, tid, nth, &a, &b);
     t->fn(&t->job, a, b, tid ? srt_ctx_scratch(t->ctx, tid, t->job.rows) : t->y);
 }
 
@@ -342,11 +357,9 @@ static srt_status kd_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
                          float *y) {
     const int nth = srt_ctx_threads(ctx);
     if (nth > 1 && !srt_ctx_scratch(ctx, 1, m->rows)) return SRT_ESCRATCH;
-    const bool k8 = m->layout == SRT_LAYOUT_KMI8;
-    kd_task t = {ctx, k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4,
-                 {m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), m->cols / SRT_QK, x->q,
-                  idx, n, NULL},
-                 n, y};
+    kd_task t = {ctx, NULL, {0}, n, y};
+    kd_setup(ctx, m, &t.fn, &t.job);
+    t.job.h = x->q, t.job.idx = idx, t.job.n_idx = n;
     srt_ctx_run(ctx, kd_thread, &t);
     for (int tid = 1; tid < nth; tid++) {
         const float *p = srt_ctx_scratch(ctx, tid, m->rows);
@@ -384,9 +397,7 @@ static void kdb_thread(void *arg, int tid, int nth) {
     for (int64_t v = 0; v < t->nvec; v++) {
         idx[v] = t->live && t->live[v].idx ? t->live[v].idx : NULL;
         n[v] = idx[v] ? t->live[v].n : cols;
-        split(n[v], tid, nth, &p[v], &e[v]);
-        p[v] = block_boundary(idx[v], 0, n[v], p[v]);
-        e[v] = block_boundary(idx[v], 0, n[v], e[v]);
+        kd_slice(idx[v], n[v], tid, nth, &p[v], &e[v]);
         out[v] = tid ? srt_ctx_scratch(t->ctx, tid, t->nvec * rows) + v * rows : t->y[v];
         started[v] = false;
         if (p[v] < e[v]) {
@@ -416,14 +427,12 @@ static void kdb_thread(void *arg, int tid, int nth) {
 static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live, int64_t nvec,
                            float *const *y) {
     const int nth = srt_ctx_threads(ctx);
-    const bool k8 = m->layout == SRT_LAYOUT_KMI8;
     const int64_t nblk = m->cols / SRT_QK, bb = (int64_t)(m->bytes / (size_t)nblk);
     int64_t g = nvec < BATCH_MAX ? nvec : BATCH_MAX; /* inputs per run: the threads' partial outputs fit the scratch */
     while (nth > 1 && g > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) g = (g + 1) / 2;
     if (nth > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) return SRT_ESCRATCH;
-    kdb_task t = {ctx, k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4,
-                  {m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), nblk, NULL, NULL, 0, NULL},
-                  NULL, NULL, NULL, 0, KD_WINDOW / bb > 1 ? KD_WINDOW / bb : 1};
+    kdb_task t = {ctx, NULL, {0}, NULL, NULL, NULL, 0, KD_WINDOW / bb > 1 ? KD_WINDOW / bb : 1};
+    kd_setup(ctx, m, &t.fn, &t.job);
     for (int64_t v0 = 0; v0 < nvec; v0 += g) {
         t.x = x + v0, t.live = live ? live + v0 : NULL, t.y = y + v0, t.nvec = nvec - v0 < g ? nvec - v0 : g;
         srt_ctx_run(ctx, kdb_thread, &t);
