@@ -185,6 +185,11 @@ typedef struct srt_zz_job {
     int64_t g0, g1;
 } srt_zz_job;
 
+/* AVX-512 q8_0 rows (SRT_Q8_LANES, every x86 kernel of them: single-input, multi-input):
+ * block b's exact integer dot w_b . x_b goes to float lane b % 16 as
+ * lane = fma((float)dot, dw_b * dx_b, lane), blocks in order from +0; the row's value is the lanes
+ * added in pairs, lane l + lane l + 8 (l < 8), then l + l + 4, l + l + 2 and lane 0 + lane 1. */
+
 /* ---- the kernel table ---------------------------------------------------- */
 
 typedef struct srt_kernels {

@@ -87,11 +87,6 @@ static inline __m256i dot_q4(const uint8_t *blk, const int8_t *a, int32_t asum) 
     return _mm256_sub_epi32(s, _mm256_zextsi128_si256(_mm_cvtsi32_si128(8 * asum)));
 }
 
-static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
-    const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + SRT_BLK_QS)), x = _mm256_loadu_si256((const __m256i *)a);
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-}
-
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -202,55 +197,96 @@ static void rows_q4_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
 #undef Q4_ROW
 }
 
-/* Two q8_0 blocks (2 x 34 bytes) against 64 activation values: the weights with their sign bit
- * flipped are w + 128 as unsigned bytes, so vpdpbusd (unsigned x signed) started from off (-128 x
- * each block's activation sum, in lane 0 and lane 8) leaves the exact w . x of the first block in
- * lanes 0-7 and of the second in lanes 8-15. */
-static inline __m512i q8_dot2(const uint8_t *b0, const int8_t *a, __m512i off) {
-    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + SRT_BLK_QS))),
-                                         _mm256_loadu_si256((const __m256i *)(b0 + SRT_Q8_BYTES + SRT_BLK_QS)), 1);
-    return _mm512_dpbusd_epi32(off, _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80)), _mm512_loadu_si512(a));
+/* ---- q8_0 rows: one float order for every AVX-512 q8_0 row kernel (SRT_Q8_LANES in srt_kern.h:
+ * block b's exact integer dot to float lane b % 16, then the lanes summed 8 + 8, 4 + 4, 2 + 2, 1 + 1),
+ * so the single-input kernel, the multi-input one and the AMX tiles give the same bits ---- */
+
+typedef struct q8_consts {
+    __m512i t1a, t1b, t2a, t2b, t3a, t3b, sidx; /* the lane tree's vpermt2d indices; the scales' offsets */
+} q8_consts;
+
+static q8_consts q8_consts_make(void) {
+    _Alignas(64) int32_t t[6][16], s[16];
+    for (int l = 0; l < 16; l++) {
+        const int h = l / 8 * 16; /* from the second register */
+        t[0][l] = h + (l % 8) / 4 * 8 + l % 4, t[1][l] = t[0][l] + 4;  /* 8 lanes a block -> 4 */
+        t[2][l] = h + (l % 8) / 2 * 4 + l % 2, t[3][l] = t[2][l] + 2;  /* 4 -> 2 */
+        t[4][l] = 2 * l, t[5][l] = 2 * l + 1;                          /* 2 -> 1 */
+        s[l] = (int32_t)(l * SRT_Q8_BYTES);
+    }
+    q8_consts c;
+    c.t1a = _mm512_load_si512(t[0]), c.t1b = _mm512_load_si512(t[1]), c.t2a = _mm512_load_si512(t[2]);
+    c.t2b = _mm512_load_si512(t[3]), c.t3a = _mm512_load_si512(t[4]), c.t3b = _mm512_load_si512(t[5]);
+    c.sidx = _mm512_load_si512(s);
+    return c;
 }
 
-/* One q8_0 row: eight blocks per step (four pairs, one accumulator each); the eight scales dw * da
- * as one vector and the eight offsets, spread per pair with vpermd/vpermps; the last 1-7 blocks one
- * at a time. */
-static float q8_row_avx512(const uint8_t *row, const srt_act *a, int64_t nb, const __m512i *sidx, const uint8_t *pf0,
+static inline __m512i q8_fold(__m512i a, __m512i b, __m512i ia, __m512i ib) {
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ia, b), _mm512_permutex2var_epi32(a, ib, b));
+}
+
+/* The weights of a group of 16 blocks at p (nblk <= 16 of them present; the others read as 0), two
+ * blocks per register with their sign bit flipped: w + 128 as unsigned bytes. */
+static inline void q8_load16(__m512i w[8], const uint8_t *p, int64_t nblk) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int k = 0; k < 8; k++) {
+        const uint8_t *b0 = p + 2 * k * SRT_Q8_BYTES + SRT_BLK_QS, *b1 = b0 + SRT_Q8_BYTES;
+        __m256i lo, hi;
+        if (nblk >= 16) {
+            lo = _mm256_loadu_si256((const __m256i *)b0), hi = _mm256_loadu_si256((const __m256i *)b1);
+        } else {
+            lo = 2 * k < nblk ? _mm256_loadu_si256((const __m256i *)b0) : _mm256_setzero_si256();
+            hi = 2 * k + 1 < nblk ? _mm256_loadu_si256((const __m256i *)b1) : _mm256_setzero_si256();
+        }
+        w[k] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+    }
+}
+
+/* The 16 blocks' fp16 weight scales, as floats (lanes past nblk 0). */
+static inline __m512 q8_scales16(const uint8_t *p, int64_t nblk, const q8_consts *c) {
+    const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
+    const __m512i s = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, c->sidx, p, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(s));
+}
+
+/* acc[b % 16] += (w_b . x_b) * (dw_b * dx_b) for the group's blocks (16 g .. 16 g + nblk): vpdpbusd leaves
+ * per lane four products of one block (plus 128 x their activations), lanes 0-7 the first block of a
+ * register and 8-15 the second; three folds add a block's eight lanes into lane b % 16 and 128 x the
+ * block's activation sum comes off, exact in int32; then one fma per lane. */
+static inline __m512 q8_group(__m512 acc, const __m512i w[8], const srt_act *a, int64_t g, __m512 dw, int64_t nblk,
+                              const q8_consts *c) {
+    const int8_t *aq = a->q + 512 * g;
+    __m512i d[8];
+    for (int k = 0; k < 8; k++)
+        d[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(aq + 64 * k));
+    for (int k = 0; k < 4; k++) d[k] = q8_fold(d[2 * k], d[2 * k + 1], c->t1a, c->t1b);
+    for (int k = 0; k < 2; k++) d[k] = q8_fold(d[2 * k], d[2 * k + 1], c->t2a, c->t2b);
+    const __m512i dot = _mm512_sub_epi32(q8_fold(d[0], d[1], c->t3a, c->t3b),
+                                         _mm512_slli_epi32(_mm512_loadu_si512(a->sum + 16 * g), 7));
+    const __mmask16 m = nblk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nblk) - 1);
+    return _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, _mm512_loadu_ps(a->d + 16 * g)), acc, m);
+}
+
+/* The 16 lanes' sum: lane l + lane l + 8, then + 4, + 2, + 1 (SRT_Q8_LANES). */
+static inline float q8_lanes_sum(__m512 acc) {
+    return hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1))));
+}
+
+static float q8_row_avx512(const uint8_t *row, const srt_act *a, int64_t nb, const q8_consts *c, const uint8_t *pf0,
                            const uint8_t *pf1, int64_t nl) {
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-    const int64_t ng = nb / 8;
+    __m512 acc = _mm512_setzero_ps();
+    const int64_t ng = (nb + 15) / 16;
     int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
     for (int64_t g = 0; g < ng; g++) {
         pf_rows_step(pf0, pf1, &l, &due, nl, ng);
-        const uint8_t *p = row + 8 * SRT_Q8_BYTES * g;
-        const int8_t *aq = a->q + 256 * g;
-        const __m128i h = _mm_setr_epi16((short)srt_rd16(p), (short)srt_rd16(p + SRT_Q8_BYTES),
-                                         (short)srt_rd16(p + 2 * SRT_Q8_BYTES), (short)srt_rd16(p + 3 * SRT_Q8_BYTES),
-                                         (short)srt_rd16(p + 4 * SRT_Q8_BYTES), (short)srt_rd16(p + 5 * SRT_Q8_BYTES),
-                                         (short)srt_rd16(p + 6 * SRT_Q8_BYTES), (short)srt_rd16(p + 7 * SRT_Q8_BYTES));
-        const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(a->d + 8 * g)));
-        const __m512i o = _mm512_castsi256_si512(
-            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a->sum + 8 * g)), 7)));
-#define Q8_PAIR(acc, k)                                                                                             \
-    acc = _mm512_fmadd_ps(                                                                                          \
-        _mm512_cvtepi32_ps(q8_dot2(p + 2 * (k) * SRT_Q8_BYTES, aq + 64 * (k), _mm512_maskz_permutexvar_epi32(0x0101, sidx[k], o))), \
-        _mm512_permutexvar_ps(sidx[k], s), acc)
-        Q8_PAIR(acc0, 0);
-        Q8_PAIR(acc1, 1);
-        Q8_PAIR(acc2, 2);
-        Q8_PAIR(acc3, 3);
-#undef Q8_PAIR
+        const uint8_t *p = row + 16 * SRT_Q8_BYTES * g;
+        const int64_t n = nb - 16 * g;
+        __m512i w[8];
+        q8_load16(w, p, n);
+        acc = q8_group(acc, w, a, g, q8_scales16(p, n, c), n, c);
     }
-    float y = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
-    if (ng * 8 < nb) {
-        __m256 t = _mm256_setzero_ps();
-        for (int64_t b = ng * 8; b < nb; b++) {
-            const uint8_t *b0 = row + b * SRT_Q8_BYTES;
-            t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a->q + 32 * b)), _mm256_set1_ps(half(b0) * a->d[b]), t);
-        }
-        y += hsum256(t);
-    }
-    return y;
+    return q8_lanes_sum(acc);
 }
 
 #define Q8_AHEAD SRT_Q8_AHEAD /* q8_0 rows: prefetch distances in rows (srt_kern.h) */
@@ -258,84 +294,41 @@ static float q8_row_avx512(const uint8_t *row, const srt_act *a, int64_t nb, con
 
 static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t nb = j->cols / SRT_QK, rb = j->row_bytes, nl = (rb + 63) / 64;
-    __m512i sidx[4];
-    for (int q = 0; q < 4; q++)
-        sidx[q] = _mm512_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1,
-                                    2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1);
+    const q8_consts c = q8_consts_make();
     for (int64_t i = i0; i < i1 && i < i0 + Q8_AHEAD; i++) /* the first rows, before the loop's window reaches them */
         for (int64_t l = 0; l < nl; l++)
             _mm_prefetch((const char *)(j->w + (j->idx ? (int64_t)j->idx[i] : i) * rb + 64 * l), _MM_HINT_T0);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        /* the rows Q8_AHEAD list positions ahead into L1 and Q8_FAR ahead into L2, spread over this row's steps
-         * (rows under eight blocks: none) */
+        /* the rows Q8_AHEAD list positions ahead into L1 and Q8_FAR ahead into L2, spread over this row's steps */
         const uint8_t *pf0 = i + Q8_AHEAD < i1 ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_AHEAD] : i + Q8_AHEAD) * rb : NULL;
         const uint8_t *pf1 = i + Q8_FAR < i1 ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_FAR] : i + Q8_FAR) * rb : NULL;
-        j->y[r] = q8_row_avx512(j->w + r * rb, j->xq, nb, sidx, pf0, pf1, nl);
+        j->y[r] = q8_row_avx512(j->w + r * rb, j->xq, nb, &c, pf0, pf1, nl);
     }
 }
 
-/* Prefill: the same arithmetic as q8_row_avx512 for four inputs at once (each input's sums in its
- * own accumulators, in the same order: the same bits), so that a pair of blocks is loaded and
- * flipped once for four inputs instead of once per input; a short last group repeats its last input
- * and drops the copies. */
+/* Prefill: q8_row_avx512 for four inputs at once (the same steps per input: the same bits), a group's
+ * weights loaded, flipped and its scales gathered once for the four; a short last group repeats its
+ * last input and drops the copies. */
 static void rows_q8_0_multi_avx512(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec,
                                    int64_t i0, int64_t i1) {
-    const int64_t nb = j->cols / SRT_QK, ng = nb / 8, rb = j->row_bytes;
-    __m512i sidx[4];
-    for (int q = 0; q < 4; q++)
-        sidx[q] = _mm512_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1,
-                                    2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const int64_t nb = j->cols / SRT_QK, ng = (nb + 15) / 16, rb = j->row_bytes;
+    const q8_consts c = q8_consts_make();
     for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
         const srt_act *a[4];
         srt_multi_group(xq, nvec, v0, a);
         for (int64_t r = i0; r < i1; r++) {
             const uint8_t *row = j->w + r * rb;
-            __m512 acc[4][4];
-            for (int k = 0; k < 4; k++)
-                for (int q = 0; q < 4; q++) acc[k][q] = _mm512_setzero_ps();
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
             for (int64_t g = 0; g < ng; g++) {
-                const uint8_t *p = row + 8 * SRT_Q8_BYTES * g;
-                const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(
-                    (short)srt_rd16(p), (short)srt_rd16(p + SRT_Q8_BYTES), (short)srt_rd16(p + 2 * SRT_Q8_BYTES),
-                    (short)srt_rd16(p + 3 * SRT_Q8_BYTES), (short)srt_rd16(p + 4 * SRT_Q8_BYTES),
-                    (short)srt_rd16(p + 5 * SRT_Q8_BYTES), (short)srt_rd16(p + 6 * SRT_Q8_BYTES),
-                    (short)srt_rd16(p + 7 * SRT_Q8_BYTES)));
-                __m512 s[4];
-                __m512i o[4];
-                for (int k = 0; k < 4; k++) {
-                    s[k] = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(a[k]->d + 8 * g)));
-                    o[k] = _mm512_castsi256_si512(_mm256_sub_epi32(
-                        _mm256_setzero_si256(), _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(a[k]->sum + 8 * g)), 7)));
-                }
-                for (int q = 0; q < 4; q++) {
-                    const uint8_t *b0 = p + 2 * q * SRT_Q8_BYTES;
-                    const __m512i w = _mm512_xor_si512(
-                        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + SRT_BLK_QS))),
-                                           _mm256_loadu_si256((const __m256i *)(b0 + SRT_Q8_BYTES + SRT_BLK_QS)), 1),
-                        flip);
-                    for (int k = 0; k < 4; k++) {
-                        const __m512i d = _mm512_dpbusd_epi32(_mm512_maskz_permutexvar_epi32(0x0101, sidx[q], o[k]), w,
-                                                              _mm512_loadu_si512(a[k]->q + 256 * g + 64 * q));
-                        acc[k][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(sidx[q], s[k]), acc[k][q]);
-                    }
-                }
+                const uint8_t *p = row + 16 * SRT_Q8_BYTES * g;
+                const int64_t n = nb - 16 * g;
+                __m512i w[8];
+                q8_load16(w, p, n);
+                const __m512 dw = q8_scales16(p, n, &c);
+                for (int k = 0; k < 4; k++) acc[k] = q8_group(acc[k], w, a[k], g, dw, n, &c);
             }
-            for (int k = 0; k < 4 && v0 + k < nvec; k++) {
-                float yv = _mm512_reduce_add_ps(
-                    _mm512_add_ps(_mm512_add_ps(acc[k][0], acc[k][1]), _mm512_add_ps(acc[k][2], acc[k][3])));
-                if (ng * 8 < nb) { /* the last 1-7 blocks, as q8_row_avx512 */
-                    __m256 t = _mm256_setzero_ps();
-                    for (int64_t b = ng * 8; b < nb; b++) {
-                        const uint8_t *b0 = row + b * SRT_Q8_BYTES;
-                        t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_q8(b0, a[k]->q + 32 * b)),
-                                            _mm256_set1_ps(half(b0) * a[k]->d[b]), t);
-                    }
-                    yv += hsum256(t);
-                }
-                y[v0 + k][r] = yv;
-            }
+            for (int k = 0; k < 4 && v0 + k < nvec; k++) y[v0 + k][r] = q8_lanes_sum(acc[k]);
         }
     }
 }
