@@ -769,7 +769,7 @@ int cmd_bench(int argc, char **argv) {
         {"warmup", 0, SC_ARG_INT, &warm, "N", "warm-up passes (default 5)", 0, 1000},
         {"passes", 0, SC_ARG_INT, &passes, "N", "timed passes (default 50)", 1, 100000},
         {"runs", 0, SC_ARG_INT, &runs, "N", "repeats of the whole measurement; medians of runs (default 3)", 1, 15},
-        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, neon, dotprod, i8mm (default auto: "
+        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, amx, neon, dotprod, i8mm (default auto: "
             "the best here)", 0, 0},
         {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
         {"huge-pages", 0, SC_ARG_FLAG, &huge_pages, NULL, "weights in 2 MB-aligned memory advised for transparent huge pages (as run --no-mmap)", 0, 0},

@@ -123,7 +123,7 @@ int cmd_run(int argc, char **argv) {
         {"fallback-dense", 0, SC_ARG_FLAG, &fallback, NULL, "time the router against dense on the first decode steps (4 each, alternating) and keep the faster; reported", 0, 0},
         {"no-mmap", 0, SC_ARG_FLAG, &no_mmap, NULL, "copy the weights into memory (huge pages where possible) instead of reading the file mapping: faster, costs the artifact's size in RAM", 0, 0},
         {"ignore-eos", 0, SC_ARG_FLAG, &ignore_eos, NULL, "keep generating after BOS/EOS (fixed-length benchmarks, as llama-bench)", 0, 0},
-        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, neon, dotprod, i8mm (default: the best here)", 0, 0},
+        {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "kernels: scalar, avx2, avx512, amx, neon, dotprod, i8mm (default: the best here)", 0, 0},
         CLI_THREADS_OPT(threads),
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object (text, tokens, per-phase timings) instead of streaming", 0, 0},
         SC_OPTS_END("  sparsecal run -m m.spk -p 'Once upon a time' -n 64 --temp 0\n"
@@ -149,7 +149,7 @@ int cmd_run(int argc, char **argv) {
     if (sc_density_check(density, "--density", &err)) return cli_fail("run", SC_EARG, &err);
     srt_isa isa = SRT_ISA_AUTO;
     if (isa_name && srt_isa_parse(isa_name, &isa) != SRT_OK) {
-        sc_errf(&err, SC_EARG, "unknown ISA '%s' (scalar, avx2, avx512, neon, dotprod, i8mm)", isa_name);
+        sc_errf(&err, SC_EARG, "unknown ISA '%s' (scalar, avx2, avx512, amx, neon, dotprod, i8mm)", isa_name);
         return cli_fail("run", SC_EARG, &err);
     }
     if (cli_threads_setup(threads, &err)) return cli_fail("run", SC_EARG, &err);

@@ -29,7 +29,8 @@ typedef enum srt_cpu_feature {
     SRT_CPU_NEON = 1u << 8,
     SRT_CPU_DOTPROD = 1u << 9,
     SRT_CPU_F16C = 1u << 10,
-    SRT_CPU_I8MM = 1u << 11 /* AArch64 int8 matrix multiply (smmla) */
+    SRT_CPU_I8MM = 1u << 11, /* AArch64 int8 matrix multiply (smmla) */
+    SRT_CPU_AMX = 1u << 12   /* x86 AMX tiles with int8 (AMX-TILE + AMX-INT8; the OS's permission granted) */
 } srt_cpu_feature;
 
 /* Features of this CPU that the OS also enables (XSAVE state checked), read
@@ -63,11 +64,12 @@ typedef enum srt_isa {
     SRT_ISA_NEON,    /* AArch64 Advanced SIMD */
     SRT_ISA_DOTPROD, /* NEON + the sdot/udot instructions */
     SRT_ISA_I8MM,    /* dotprod + the smmla instruction (Armv8.6 I8MM) */
+    SRT_ISA_AMX,     /* avx512 + AMX int8 tiles (tdpbssd) for prefill's q8_0 rows */
     SRT_ISA_COUNT
 } srt_isa;
 
 const char *srt_isa_name(srt_isa isa);
-/* Parses "scalar", "avx2", "avx512", "neon", "dotprod", "i8mm". */
+/* Parses "scalar", "avx2", "avx512", "neon", "dotprod", "i8mm", "amx". */
 srt_status srt_isa_parse(const char *name, srt_isa *out);
 bool srt_isa_available(srt_isa isa);
 /* The best ISA this CPU runs. */

@@ -27,7 +27,7 @@ const char *srt_status_str(srt_status st) {
 
 /* ---- ISAs ---------------------------------------------------------------- */
 
-static const char *isa_names[SRT_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "dotprod", "i8mm"};
+static const char *isa_names[SRT_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "dotprod", "i8mm", "amx"};
 
 const char *srt_isa_name(srt_isa isa) {
     if (isa == SRT_ISA_AUTO) return "auto";
@@ -62,6 +62,7 @@ bool srt_isa_available(srt_isa isa) {
                         SRT_CPU_AVX512VL | SRT_CPU_AVX512VNNI;
         return (f & need) == need;
     }
+    case SRT_ISA_AMX: return srt_isa_available(SRT_ISA_AVX512) && (f & SRT_CPU_AMX);
 #endif
 #if defined(__aarch64__)
     case SRT_ISA_NEON: return (f & SRT_CPU_NEON) != 0;
@@ -155,17 +156,22 @@ static void build_tables(void) {
         tables[i].isa = SRT_ISA_SCALAR;
     }
 #if defined(__x86_64__)
-    if (srt_isa_available(SRT_ISA_AVX2)) {
-        for (int i = SRT_ISA_AVX2; i <= SRT_ISA_AVX512; i++) {
-            srt_avx2_register(&tables[i]);
-            srt_avx2_kmi4_register(&tables[i]);
+    /* each x86 table builds on the one before: avx2's, avx512's on top, then the AMX row tiles */
+    static const srt_isa x86[] = {SRT_ISA_AVX2, SRT_ISA_AVX512, SRT_ISA_AMX};
+    for (int k = 0; k < 3 && srt_isa_available(x86[k]); k++) {
+        for (int i = k; i < 3; i++) {
+            srt_kernels *t = &tables[x86[i]];
+            if (k == 0) {
+                srt_avx2_register(t);
+                srt_avx2_kmi4_register(t);
+            } else if (k == 1) {
+                srt_avx512_register(t);
+                srt_avx512_kmi4_register(t);
+            } else {
+                srt_amx_register(t);
+            }
         }
-        tables[SRT_ISA_AVX2].isa = SRT_ISA_AVX2;
-    }
-    if (srt_isa_available(SRT_ISA_AVX512)) {
-        srt_avx512_register(&tables[SRT_ISA_AVX512]);
-        srt_avx512_kmi4_register(&tables[SRT_ISA_AVX512]);
-        tables[SRT_ISA_AVX512].isa = SRT_ISA_AVX512;
+        tables[x86[k]].isa = x86[k];
     }
 #endif
 #if defined(__aarch64__)

@@ -1,5 +1,6 @@
 /* srt_cpu.c - CPU feature detection. Compiled without ISA flags, so the
  * detector itself runs on any CPU of the architecture. */
+#define _DEFAULT_SOURCE /* syscall */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,6 +8,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static uint64_t xgetbv0(void) {
     uint32_t lo, hi;
@@ -32,6 +37,15 @@ static uint32_t detect(void) {
         if ((b >> 30) & 1) f |= SRT_CPU_AVX512BW;
         if ((b >> 31) & 1) f |= SRT_CPU_AVX512VL;
         if ((c >> 11) & 1) f |= SRT_CPU_AVX512VNNI;
+    }
+    /* AMX: the tiles and their int8 product (CPUID 7.0 EDX bits 24, 25), the OS saving the tile state
+     * (XCR0 bits 17, 18), and Linux's permission to use it, asked for once per process
+     * (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; without it the first tile instruction faults) */
+    if (((d >> 24) & 3) == 3 && ((xcr0 >> 17) & 3) == 3) {
+#if defined(__linux__) && defined(__x86_64__)
+        if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0)
+            f |= SRT_CPU_AMX;
+#endif
     }
     unsigned a1, b1, c1, d1;
     if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) {
@@ -79,7 +93,7 @@ uint32_t srt_cpu_features(void) {
 
 const char *srt_cpu_feature_names(uint32_t mask, char *buf, int cap) {
     static const char *names[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni",
-                                  "avx512bf16", "avxvnni", "neon", "dotprod", "f16c", "i8mm"};
+                                  "avx512bf16", "avxvnni", "neon", "dotprod", "f16c", "i8mm", "amx"};
     int n = 0;
     if (cap > 0) buf[0] = '\0';
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {

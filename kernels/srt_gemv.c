@@ -191,7 +191,27 @@ typedef struct batch_task {
     float *const *y;
     int64_t nvec;
     void (*multi)(const srt_rows_job *, const srt_act *const *, float *const *, int64_t, int64_t, int64_t);
+    /* q8_0 with AMX: the inputs packed (nvec <= SRT_TILE_INPUTS) and the tile kernel, or NULL */
+    const srt_q8_tiles *tiles;
+    void (*tiles_fn)(const srt_rows_job *, const srt_q8_tiles *, float *const *, int64_t, int64_t);
 } batch_task;
+
+/* Inputs x[0..nv) into t's AMX B tiles (srt_q8_tiles; inputs nv..15 zero). */
+static void tiles_pack(srt_q8_tiles *t, const srt_input *x, int64_t nv) {
+    for (int64_t b = 0; b < t->nblk; b++) {
+        int8_t *q = t->q + 512 * b;
+        float *d = t->d + SRT_TILE_INPUTS * b;
+        for (int64_t v = 0; v < SRT_TILE_INPUTS; v++) {
+            const int8_t *src = v < nv ? x[v].q->q + SRT_QK * b : NULL;
+            for (int k = 0; k < SRT_QK / 4; k++) {
+                if (src) memcpy(q + 64 * k + 4 * v, src + 4 * k, 4);
+                else memset(q + 64 * k + 4 * v, 0, 4);
+            }
+            d[v] = v < nv ? x[v].q->d[b] : 0.0f;
+        }
+    }
+    t->nvec = nv;
+}
 
 /* The first position of the ascending list idx[0..n) whose row is >= r. */
 static int64_t list_from(const uint32_t *idx, int64_t n, int64_t r) {
@@ -212,6 +232,11 @@ static void batch_thread(void *arg, int tid, int nth) {
         const srt_act *xq[BATCH_MAX];
         float *ys[BATCH_MAX];
         for (int64_t v = 0; v < b->nvec; v++) xq[v] = b->x[v].q, ys[v] = b->y[v];
+        if (b->tiles) { /* whole tiles of 16 rows with AMX, the last rows with the multi-input kernel */
+            const int64_t a16 = a + (e - a) / 16 * 16;
+            if (a16 > a) b->tiles_fn(&b->t.job, b->tiles, ys, a, a16);
+            a = a16;
+        }
         for (int64_t r = a; r < e; r += BATCH_ROWS)
             b->multi(&b->t.job, xq, ys, b->nvec, r, r + BATCH_ROWS < e ? r + BATCH_ROWS : e);
         return;
@@ -268,14 +293,27 @@ srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_in
         }
         return SRT_OK;
     }
-    batch_task b = {{0}, x, sparse ? live : NULL, y, nvec, NULL};
+    batch_task b = {{0}, x, sparse ? live : NULL, y, nvec, NULL, NULL, srt_ctx_kernels(ctx)->rows_q8_0_tiles};
     srt_status st = rows_setup(ctx, m, &x[0], NULL, m->rows, y[0], &b.t);
     if (st != SRT_OK) return st;
     if (!sparse && nvec <= BATCH_MAX) {
         if (m->layout == SRT_LAYOUT_Q8_0) b.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi;
         if (m->layout == SRT_LAYOUT_KMI4R) b.multi = srt_ctx_kernels(ctx)->rows_kmi4r_multi;
     }
-    srt_ctx_run(ctx, batch_thread, &b);
+    srt_q8_tiles tiles = {0, m->cols / SRT_QK, NULL, NULL};
+    if (b.multi && m->layout == SRT_LAYOUT_Q8_0 && b.tiles_fn && nvec > 1)
+        tiles.q = srt_alloc((size_t)tiles.nblk * (512 + 16 * sizeof(float)));
+    if (!tiles.q) { /* no AMX (or no memory for the packed inputs): the multi-input kernel */
+        srt_ctx_run(ctx, batch_thread, &b);
+        return SRT_OK;
+    }
+    tiles.d = (float *)(void *)(tiles.q + 512 * tiles.nblk);
+    for (int64_t v0 = 0; v0 < nvec; v0 += SRT_TILE_INPUTS) { /* 16 inputs per run */
+        tiles_pack(&tiles, x + v0, nvec - v0 < SRT_TILE_INPUTS ? nvec - v0 : SRT_TILE_INPUTS);
+        b.x = x + v0, b.y = y + v0, b.nvec = tiles.nvec, b.tiles = &tiles;
+        srt_ctx_run(ctx, batch_thread, &b);
+    }
+    srt_free(tiles.q);
     return SRT_OK;
 }
 

@@ -185,7 +185,17 @@ typedef struct srt_zz_job {
     int64_t g0, g1;
 } srt_zz_job;
 
-/* AVX-512 q8_0 rows (SRT_Q8_LANES, every x86 kernel of them: single-input, multi-input):
+/* The inputs of a q8_0 row batch as AMX B tiles (srt_q8_tiles_pack): per block b, q[512 b ..] holds
+ * its 32 values of the 16 inputs as 8 rows of 64 bytes (row k / 4: input v's values k .. k + 3 at
+ * bytes 4 v ..), d[16 b + v] input v's scale; inputs past nvec are zeros. */
+#define SRT_TILE_INPUTS 16
+typedef struct srt_q8_tiles {
+    int64_t nvec, nblk;
+    int8_t *q; /* nblk x 512 */
+    float *d;  /* nblk x 16 */
+} srt_q8_tiles;
+
+/* AVX-512 q8_0 rows (SRT_Q8_LANES, every x86 kernel of them: single-input, multi-input, AMX tiles):
  * block b's exact integer dot w_b . x_b goes to float lane b % 16 as
  * lane = fma((float)dot, dw_b * dx_b, lane), blocks in order from +0; the row's value is the lanes
  * added in pairs, lane l + lane l + 8 (l < 8), then l + l + 4, l + l + 2 and lane 0 + lane 1. */
@@ -204,6 +214,9 @@ typedef struct srt_kernels {
      * rows_q8_0 with input xq[v]; NULL where the ISA has none (then rows_q8_0 per input) */
     void (*rows_q8_0_multi)(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec, int64_t i0,
                             int64_t i1);
+    /* rows [i0, i1) (a multiple of 16 of them) for t's inputs with AMX tiles: y[v][r] bit for bit
+     * rows_q8_0 with input v; NULL where the ISA has none */
+    void (*rows_q8_0_tiles)(const srt_rows_job *j, const srt_q8_tiles *t, float *const *y, int64_t i0, int64_t i1);
     void (*rows_q4_0)(const srt_rows_job *j, int64_t i0, int64_t i1);
     void (*rows_kmi4r)(const srt_rows_job *j, int64_t i0, int64_t i1);
     /* the same for kmi4r (j->cols the padded count): bit for bit rows_kmi4r per input; NULL where none */
@@ -236,6 +249,7 @@ void srt_avx2_register(srt_kernels *k);
 void srt_avx2_kmi4_register(srt_kernels *k);
 void srt_avx512_register(srt_kernels *k);
 void srt_avx512_kmi4_register(srt_kernels *k);
+void srt_amx_register(srt_kernels *k); /* the q8_0 row tiles only: on top of avx512's */
 void srt_neon_register(srt_kernels *k);
 void srt_neon_kmi4_register(srt_kernels *k);
 void srt_dotprod_register(srt_kernels *k);

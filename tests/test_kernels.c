@@ -651,6 +651,53 @@ static void test_batch(void) {
     CHECK_MSG(bad == 0, "%d batched GEMVs differ from single ones", bad);
 }
 
+/* q8_0 batches at the edges of the x86 row kernels' shapes (SRT_Q8_LANES): 1, 10, 16 and 17 blocks
+ * (lanes no block reaches, a group of 16 cut short), 16 and 47 rows (whole AMX row tiles and not),
+ * 2 to 17 inputs (one tile's worth, and one more): every output the single-input kernel's bits. */
+static void test_batch_q8_shapes(void) {
+    const srt_layout_traits *t = srt_layout_get(SRT_LAYOUT_Q8_0);
+    const int64_t colss[] = {32, 320, 512, 544}, rowss[] = {16, 47}, nvs[] = {2, 16, 17};
+    int bad = 0, cases = 0;
+    for (size_t ci = 0; ci < 4; ci++)
+        for (size_t ri = 0; ri < 2; ri++)
+            for (size_t vi = 0; vi < 3; vi++) {
+                const int64_t cols = colss[ci], r = rowss[ri], nv = nvs[vi];
+                size_t bytes;
+                CHECK(t->size(&bytes, r, cols, 0) == SRT_OK);
+                float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * nv * cols);
+                float *y = malloc(sizeof(float) * nv * r), *yb = malloc(sizeof(float) * nv * r);
+                fill(w, r * cols, 0.05f);
+                fill(x, nv * cols, 1.0f);
+                void *mem = srt_alloc(bytes);
+                srt_matrix m;
+                CHECK(t->pack(&m, mem, bytes, w, r, cols, 0) == SRT_OK);
+                act_buf ab[17];
+                srt_input in[17];
+                float *yp[17];
+                for (int64_t v = 0; v < nv; v++) {
+                    act_make(&ab[v], cols, SRT_ACT_NATURAL);
+                    in[v].f = x + v * cols;
+                    CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
+                    in[v].q = &ab[v].a;
+                    yp[v] = yb + v * r;
+                }
+                for (int c = 0; c < nctx; c++) {
+                    for (int64_t v = 0; v < nv; v++) CHECK(t->gemv(ctxs[c], &m, &in[v], y + v * r) == SRT_OK);
+                    for (int64_t i = 0; i < nv * r; i++) yb[i] = -7.0f;
+                    CHECK(srt_gemv_batch(ctxs[c], &m, in, nv, yp) == SRT_OK);
+                    bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
+                    cases++;
+                }
+                for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
+                srt_free(mem);
+                free(w);
+                free(x);
+                free(y);
+                free(yb);
+            }
+    CHECK_MSG(bad == 0, "%d of %d q8_0 batches differ from single GEMVs", bad, cases);
+}
+
 /* ---- the pool ---------------------------------------------------------------------------- */
 
 typedef struct pool_arg {
@@ -682,6 +729,7 @@ int main(void) {
     test_act_fn();
     test_attention();
     test_batch();
+    test_batch_q8_shapes();
     test_gemv();
     for (int c = 0; c < nctx; c++) srt_ctx_free(ctxs[c]);
     srt_ctx_free(ctx_ref);

@@ -321,14 +321,19 @@ static void test_hostile(void) {
     CHECK(srt_isa_parse("avx512", &isa) == SRT_OK && isa == SRT_ISA_AVX512);
     CHECK(srt_isa_parse("sse9", &isa) == SRT_EISA);
     CHECK(srt_isa_parse("i8mm", &isa) == SRT_OK && isa == SRT_ISA_I8MM && strcmp(srt_isa_name(isa), "i8mm") == 0);
+    CHECK(srt_isa_parse("amx", &isa) == SRT_OK && isa == SRT_ISA_AMX && strcmp(srt_isa_name(isa), "amx") == 0);
     CHECK(srt_isa_available(SRT_ISA_SCALAR));
-    /* the i8mm table is dotprod's plus the smmla kernels: never offered without dotprod */
+    /* the i8mm table is dotprod's plus the smmla kernels: never offered without dotprod; amx likewise
+     * avx512's plus the tiles */
     CHECK(!srt_isa_available(SRT_ISA_I8MM) || srt_isa_available(SRT_ISA_DOTPROD));
+    CHECK(!srt_isa_available(SRT_ISA_AMX) || srt_isa_available(SRT_ISA_AVX512));
     srt_ctx *ctx;
     CHECK(srt_ctx_create(&ctx, SRT_ISA_SCALAR, 0) == SRT_EINVAL);
 #if defined(__x86_64__)
     CHECK(srt_ctx_create(&ctx, SRT_ISA_NEON, 1) == SRT_EISA);
     CHECK(srt_ctx_create(&ctx, SRT_ISA_I8MM, 1) == SRT_EISA);
+#else
+    CHECK(srt_ctx_create(&ctx, SRT_ISA_AMX, 1) == SRT_EISA);
 #endif
     srt_free(p);
 }

@@ -25,7 +25,7 @@ class Model:
     Model(path, threads=1, max_ctx=0, isa=None): `threads` kernel threads (the column-sparse kernels sum
     per-thread partial outputs, so ids equal `sparsecal run`'s for the same thread count: run's --json
     prints it); `max_ctx` the positions the key/value cache may grow to (0: the model's context); `isa`
-    "scalar", "avx2", "avx512", "neon", "dotprod" or "i8mm" (None: SPARSECAL_ISA, else the best here).
+    "scalar", "avx2", "avx512", "amx", "neon", "dotprod" or "i8mm" (None: SPARSECAL_ISA, else the best here).
     The router is the artifact's (pack --method/--density) until set_method. `config` is the manifest's
     model configuration (a dict), `manifest` the whole manifest."""
 
@@ -39,7 +39,7 @@ class Model:
         self.config = self.manifest["config"]
         isa_id = ctypes.c_int(_ISA_AUTO)
         if isa is not None and L.srt_isa_parse(cstr(isa), ctypes.byref(isa_id)) != 0:
-            raise SparsecalError(f"unknown ISA '{isa}' (scalar, avx2, avx512, neon, dotprod, i8mm)")
+            raise SparsecalError(f"unknown ISA '{isa}' (scalar, avx2, avx512, amx, neon, dotprod, i8mm)")
         if not 1 <= int(threads) <= 1024:
             raise SparsecalError(f"threads {threads}: must be 1..1024")
         ctx = ctypes.c_void_p()

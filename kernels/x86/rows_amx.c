@@ -1,0 +1,112 @@
+/* rows_amx.c - prefill's q8_0 rows with AMX int8 tiles: 16 weight rows x 16 inputs per tdpbssd.
+ *
+ * Per block b of a tile of 16 rows: A = the rows' 32 values of block b (16 rows x 32 bytes, read in
+ * place at the row stride), B = the inputs' values of the block (srt_q8_tiles: 8 rows x 64 bytes),
+ * C = A B: the 16 x 16 exact integer dots w_b . x_b. Each is then scaled and added in the float order
+ * every AVX-512 q8_0 row kernel keeps (SRT_Q8_LANES in srt_kern.h): lane b % 16 of the row's sum for
+ * that input, so a row here is the single-input kernel's, bit for bit. The lanes live in acc[lane][row]
+ * as vectors over the 16 inputs; at the tile's end they are added in the single kernel's pairs. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "../srt_kern.h"
+
+/* the tiles (numbers, not enumerators: the intrinsics paste them into the instruction) */
+#define T_C0 0
+#define T_C1 1
+#define T_A0 2
+#define T_A1 3
+#define T_B0 4
+#define T_B1 5
+
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+static void tiles_configure(void) {
+    _Alignas(64) tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = T_C0; t <= T_C1; t++) c.rows[t] = 16, c.colsb[t] = 64; /* 16 rows x 16 int32 */
+    for (int t = T_A0; t <= T_A1; t++) c.rows[t] = 16, c.colsb[t] = 32; /* 16 rows x one block */
+    for (int t = T_B0; t <= T_B1; t++) c.rows[t] = 8, c.colsb[t] = 64;  /* 32 values x 16 inputs */
+    _tile_loadconfig(&c);
+}
+
+/* acc[b % 16][r] (vectors over the inputs) += C[r] * (dw[r] * d_b) for the 16 rows; the first block of
+ * a lane starts it from +0, as the single kernel's zeroed accumulator. */
+static inline void scale_add(float (*acc)[16][16], const int32_t (*cb)[16], const uint8_t *blk, const __m512i rowoff,
+                             const float *d, int64_t b) {
+    _Alignas(64) float dw[16];
+    _mm512_store_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(rowoff, blk, 1))));
+    const __m512 dx = _mm512_loadu_ps(d + 16 * b);
+    float(*a)[16] = acc[b % 16];
+    for (int r = 0; r < 16; r++) {
+        const __m512 s = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx);
+        const __m512 prev = b < 16 ? _mm512_setzero_ps() : _mm512_load_ps(a[r]);
+        _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb[r])), s, prev));
+    }
+}
+
+#define TILE_STEP(C, A, B, blk, bq, out)                                                                    \
+    do {                                                                                                    \
+        _tile_loadd(A, (blk) + SRT_BLK_QS, rb);                                                             \
+        _tile_loadd(B, (bq), 64);                                                                           \
+        _tile_zero(C);                                                                                      \
+        _tile_dpbssd(C, A, B);                                                                              \
+        _tile_stored(C, (out), 64);                                                                         \
+    } while (0)
+
+/* Software prefetch distance in blocks: the tile reads 16 rows at once, sixteen streams the hardware
+ * prefetchers leave waiting on memory without it. */
+#define AMX_AHEAD 24
+
+static void rows_q8_0_tiles_amx(const srt_rows_job *j, const srt_q8_tiles *t, float *const *y, int64_t i0,
+                                int64_t i1) {
+    const int64_t nb = t->nblk, rb = j->row_bytes;
+    _Alignas(64) float acc[16][16][16]; /* [lane][row][input] */
+    _Alignas(64) int32_t cb[4][16][16]; /* block b's dots in cb[b % 4] */
+    tiles_configure();
+    _Alignas(64) int32_t off[16];
+    for (int r = 0; r < 16; r++) off[r] = (int32_t)(r * rb);
+    const __m512i rowoff = _mm512_load_si512(off);
+    for (int64_t r0 = i0; r0 + 16 <= i1; r0 += 16) {
+        const uint8_t *w = j->w + r0 * rb;
+        for (int64_t l = nb; l < 16; l++) memset(acc[l], 0, sizeof acc[l]); /* lanes no block reaches */
+        /* block b + 2's tiles go out before block b is scaled, so the tile unit and the vector units
+         * overlap (C0 takes the even blocks, C1 the odd) */
+#define ISSUE(b)                                                                                          \
+    do {                                                                                                  \
+        if ((b) & 1) TILE_STEP(T_C1, T_A1, T_B1, w + (b) * SRT_Q8_BYTES, t->q + 512 * (b), cb[(b) % 4]);   \
+        else TILE_STEP(T_C0, T_A0, T_B0, w + (b) * SRT_Q8_BYTES, t->q + 512 * (b), cb[(b) % 4]);           \
+    } while (0)
+        ISSUE(0);
+        if (nb > 1) ISSUE(1);
+        for (int64_t b = 0; b < nb; b++) {
+            /* the 16 rows AMX_AHEAD blocks on, running on into the next tile's rows */
+            const int64_t ahead = b + AMX_AHEAD;
+            const uint8_t *pf = ahead < nb ? w + ahead * SRT_Q8_BYTES
+                                : r0 + 32 <= i1 ? w + 16 * rb + (ahead - nb) * SRT_Q8_BYTES : NULL;
+            if (pf)
+                for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(pf + r * rb), _MM_HINT_T0);
+            if (b + 2 < nb) ISSUE(b + 2);
+            scale_add(acc, (const int32_t(*)[16])cb[b % 4], w + b * SRT_Q8_BYTES, rowoff, t->d, b);
+        }
+#undef ISSUE
+        /* the lanes added in the single kernel's pairs: l + l + 8, + 4, + 2, + 1 */
+        for (int r = 0; r < 16; r++) {
+            __m512 s8[8], s4[4], s2[2];
+            for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(_mm512_load_ps(acc[l][r]), _mm512_load_ps(acc[l + 8][r]));
+            for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+            for (int l = 0; l < 2; l++) s2[l] = _mm512_add_ps(s4[l], s4[l + 2]);
+            _Alignas(64) float out[16];
+            _mm512_store_ps(out, _mm512_add_ps(s2[0], s2[1]));
+            for (int64_t v = 0; v < t->nvec; v++) y[v][r0 + r] = out[v];
+        }
+    }
+    _tile_release();
+}
+
+void srt_amx_register(srt_kernels *k) { k->rows_q8_0_tiles = rows_q8_0_tiles_amx; }
