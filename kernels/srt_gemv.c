@@ -269,6 +269,45 @@ static void batch_thread(void *arg, int tid, int nth) {
 static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live, int64_t nvec,
                            float *const *y);
 
+/* q8_0 with AMX: every row for every input, 16 inputs per run, the inputs packed once per run into
+ * tiles. With live lists the rows go to scratch outputs and only each input's live rows are copied
+ * out (a row's value does not depend on which others are computed, so they are its sparse GEMV's);
+ * that pays while the lists hold at least a quarter of all (input, row) pairs (the tiles' dense
+ * work costs about a third of the single-input kernels' per pair). Returns false, having done
+ * nothing, where it does not pay or memory is short. */
+static bool tiles_run(srt_ctx *ctx, batch_task *b, const srt_matrix *m, bool sparse) {
+    const int64_t nvec = b->nvec, rows = m->rows;
+    int64_t pairs = 0;
+    for (int64_t v = 0; sparse && v < nvec; v++) pairs += b->live[v].idx ? b->live[v].n : rows;
+    if ((sparse && pairs * 4 < nvec * rows) || !srt_ctx_kernels(ctx)->rows_q8_0_multi) return false;
+    srt_q8_tiles tiles = {0, m->cols / SRT_QK, NULL, NULL};
+    tiles.q = srt_alloc((size_t)tiles.nblk * (512 + SRT_TILE_INPUTS * sizeof(float)));
+    float *tmp = sparse ? srt_alloc(sizeof(float) * (size_t)(nvec * rows)) : NULL;
+    if (!tiles.q || (sparse && !tmp)) {
+        srt_free(tiles.q);
+        srt_free(tmp);
+        return false;
+    }
+    tiles.d = (float *)(void *)(tiles.q + 512 * tiles.nblk);
+    float *yt[BATCH_MAX];
+    for (int64_t v = 0; v < nvec; v++) yt[v] = sparse ? tmp + v * rows : b->y[v];
+    batch_task t = *b;
+    t.live = NULL, t.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi, t.tiles = &tiles;
+    for (int64_t v0 = 0; v0 < nvec; v0 += SRT_TILE_INPUTS) {
+        tiles_pack(&tiles, b->x + v0, nvec - v0 < SRT_TILE_INPUTS ? nvec - v0 : SRT_TILE_INPUTS);
+        t.x = b->x + v0, t.y = yt + v0, t.nvec = tiles.nvec;
+        srt_ctx_run(ctx, batch_thread, &t);
+    }
+    for (int64_t v = 0; sparse && v < nvec; v++) {
+        const srt_live *l = &b->live[v];
+        if (!l->idx) memcpy(b->y[v], yt[v], sizeof(float) * (size_t)rows);
+        for (int64_t i = 0; l->idx && i < l->n; i++) b->y[v][l->idx[i]] = yt[v][l->idx[i]];
+    }
+    srt_free(tiles.q);
+    srt_free(tmp);
+    return true;
+}
+
 srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                  int64_t nvec, float *const *y) {
     if (!ctx || !x || !y || nvec < 0) return SRT_EINVAL;
@@ -300,20 +339,9 @@ srt_status srt_gemv_batch_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_in
         if (m->layout == SRT_LAYOUT_Q8_0) b.multi = srt_ctx_kernels(ctx)->rows_q8_0_multi;
         if (m->layout == SRT_LAYOUT_KMI4R) b.multi = srt_ctx_kernels(ctx)->rows_kmi4r_multi;
     }
-    srt_q8_tiles tiles = {0, m->cols / SRT_QK, NULL, NULL};
-    if (b.multi && m->layout == SRT_LAYOUT_Q8_0 && b.tiles_fn && nvec > 1)
-        tiles.q = srt_alloc((size_t)tiles.nblk * (512 + 16 * sizeof(float)));
-    if (!tiles.q) { /* no AMX (or no memory for the packed inputs): the multi-input kernel */
-        srt_ctx_run(ctx, batch_thread, &b);
+    if (m->layout == SRT_LAYOUT_Q8_0 && b.tiles_fn && nvec > 1 && nvec <= BATCH_MAX && tiles_run(ctx, &b, m, sparse))
         return SRT_OK;
-    }
-    tiles.d = (float *)(void *)(tiles.q + 512 * tiles.nblk);
-    for (int64_t v0 = 0; v0 < nvec; v0 += SRT_TILE_INPUTS) { /* 16 inputs per run */
-        tiles_pack(&tiles, x + v0, nvec - v0 < SRT_TILE_INPUTS ? nvec - v0 : SRT_TILE_INPUTS);
-        b.x = x + v0, b.y = y + v0, b.nvec = tiles.nvec, b.tiles = &tiles;
-        srt_ctx_run(ctx, batch_thread, &b);
-    }
-    srt_free(tiles.q);
+    srt_ctx_run(ctx, batch_thread, &b); /* no AMX (or no memory for it): the multi-input kernel, or one per input */
     return SRT_OK;
 }
 
