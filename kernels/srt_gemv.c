@@ -490,6 +490,90 @@ static void kdb_thread(void *arg, int tid, int nth) {
         if (!started[v]) memset(out[v], 0, (size_t)rows * sizeof(float));
 }
 
+/* ---- kmi8 with AMX (prefill's down projection): 16 inputs per run and every K-block read once for
+ * all of them; each thread takes, per input, the K-blocks of the slice kd_run gives that thread, and
+ * the partial outputs are added as kd_run adds them: each input's result is kd_run's, bit for bit ---- */
+
+typedef struct kdt_task {
+    const srt_ctx *ctx;
+    srt_kd_job job;
+    const srt_kd_tiles *tiles;
+    const srt_live *live; /* per input (idx NULL: dense), or NULL: all dense */
+    float *const *y;
+} kdt_task;
+
+static void kdt_thread(void *arg, int tid, int nth) {
+    const kdt_task *t = arg;
+    const int64_t rows = t->job.rows, cols = t->job.nblk * SRT_QK;
+    int64_t kb0[SRT_TILE_INPUTS], kb1[SRT_TILE_INPUTS];
+    float *out[SRT_TILE_INPUTS];
+    for (int64_t v = 0; v < t->tiles->nvec; v++) {
+        const uint32_t *idx = t->live && t->live[v].idx ? t->live[v].idx : NULL;
+        int64_t p, e;
+        kd_slice(idx, idx ? t->live[v].n : cols, tid, nth, &p, &e);
+        kb0[v] = kb1[v] = 0;
+        if (p < e) kb0[v] = (idx ? idx[p] : p) / SRT_QK, kb1[v] = (idx ? idx[e - 1] : e - 1) / SRT_QK + 1;
+        out[v] = tid ? srt_ctx_scratch(t->ctx, tid, t->tiles->nvec * rows) + v * rows : t->y[v];
+    }
+    srt_ctx_kernels(t->ctx)->kmi8_tiles(&t->job, t->tiles, kb0, kb1, out);
+    for (int64_t v = 0; v < t->tiles->nvec; v++) /* an empty slice: zeros, as the kernel writes for one */
+        if (kb0[v] == kb1[v]) memset(out[v], 0, (size_t)rows * sizeof(float));
+}
+
+/* Inputs x[0..nv) (live lists or NULL) into t's A tiles (srt_kd_tiles). */
+static void kd_tiles_pack(srt_kd_tiles *t, int64_t nblk, const srt_input *x, const srt_live *live, int64_t nv) {
+    memset(t->q, 0, (size_t)(512 * nblk));
+    memset(t->live, 0, (size_t)(SRT_TILE_INPUTS * nblk));
+    for (int64_t v = 0; v < nv; v++) {
+        const srt_act *h = x[v].q;
+        const uint32_t *idx = live && live[v].idx ? live[v].idx : NULL;
+        for (int64_t kb = 0; kb < nblk; kb++) t->d[SRT_TILE_INPUTS * kb + v] = h->d[kb];
+        if (!idx) {
+            for (int64_t kb = 0; kb < nblk; kb++) {
+                memcpy(t->q + 512 * kb + SRT_QK * v, h->q + SRT_QK * kb, SRT_QK);
+                t->live[SRT_TILE_INPUTS * kb + v] = 1;
+            }
+            continue;
+        }
+        for (int64_t i = 0; i < live[v].n; i++) {
+            const int64_t ch = idx[i], kb = ch / SRT_QK;
+            t->q[512 * kb + SRT_QK * v + ch % SRT_QK] = h->q[ch];
+            t->live[SRT_TILE_INPUTS * kb + v] = 1;
+        }
+    }
+    for (int64_t v = nv; v < SRT_TILE_INPUTS; v++)
+        for (int64_t kb = 0; kb < nblk; kb++) t->d[SRT_TILE_INPUTS * kb + v] = 0.0f;
+    t->nvec = nv;
+}
+
+/* kd_batch's run with AMX tiles; false (nothing done) without the memory for the packed inputs. */
+static bool kd_tiles_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live, int64_t nvec,
+                         float *const *y, int64_t g) {
+    const int nth = srt_ctx_threads(ctx);
+    const int64_t nblk = m->cols / SRT_QK;
+    srt_kd_tiles tiles = {0, srt_alloc((size_t)nblk * (512 + SRT_TILE_INPUTS * (sizeof(float) + 1))), NULL, NULL};
+    if (!tiles.q) return false;
+    tiles.d = (float *)(void *)(tiles.q + 512 * nblk);
+    tiles.live = (uint8_t *)(tiles.d + SRT_TILE_INPUTS * nblk);
+    kdt_task t = {ctx, {0}, &tiles, NULL, NULL};
+    void (*fn)(const srt_kd_job *, int64_t, int64_t, float *);
+    kd_setup(ctx, m, &fn, &t.job);
+    if (g > SRT_TILE_INPUTS) g = SRT_TILE_INPUTS;
+    for (int64_t v0 = 0; v0 < nvec; v0 += g) {
+        const int64_t nv = nvec - v0 < g ? nvec - v0 : g;
+        kd_tiles_pack(&tiles, nblk, x + v0, live ? live + v0 : NULL, nv);
+        t.live = live ? live + v0 : NULL, t.y = y + v0;
+        srt_ctx_run(ctx, kdt_thread, &t);
+        for (int tid = 1; tid < nth; tid++) {
+            const float *s = srt_ctx_scratch(ctx, tid, nv * m->rows);
+            for (int64_t v = 0; v < nv; v++)
+                for (int64_t o = 0; o < m->rows; o++) t.y[v][o] += s[v * m->rows + o];
+        }
+    }
+    srt_free(tiles.q);
+    return true;
+}
+
 static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live, int64_t nvec,
                            float *const *y) {
     const int nth = srt_ctx_threads(ctx);
@@ -497,6 +581,9 @@ static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x
     int64_t g = nvec < BATCH_MAX ? nvec : BATCH_MAX; /* inputs per run: the threads' partial outputs fit the scratch */
     while (nth > 1 && g > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) g = (g + 1) / 2;
     if (nth > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) return SRT_ESCRATCH;
+    if (m->layout == SRT_LAYOUT_KMI8 && srt_ctx_kernels(ctx)->kmi8_tiles && nvec > 1 &&
+        kd_tiles_run(ctx, m, x, live, nvec, y, g))
+        return SRT_OK;
     kdb_task t = {ctx, NULL, {0}, NULL, NULL, NULL, 0, KD_WINDOW / bb > 1 ? KD_WINDOW / bb : 1};
     kd_setup(ctx, m, &t.fn, &t.job);
     for (int64_t v0 = 0; v0 < nvec; v0 += g) {

@@ -195,6 +195,16 @@ typedef struct srt_q8_tiles {
     float *d;  /* nblk x 16 */
 } srt_q8_tiles;
 
+/* A kmi8 batch's inputs as AMX A tiles (prefill's down projection, up to 16 inputs): per K-block kb,
+ * q[512 kb + 32 v ..] input v's 32 values (its dead neurons' 0), d[16 kb + v] its scale and
+ * live[16 kb + v] 1 when the block holds a live neuron of input v. */
+typedef struct srt_kd_tiles {
+    int64_t nvec;
+    int8_t *q;
+    float *d;
+    uint8_t *live;
+} srt_kd_tiles;
+
 /* AVX-512 q8_0 rows (SRT_Q8_LANES, every x86 kernel of them: single-input, multi-input, AMX tiles):
  * block b's exact integer dot w_b . x_b goes to float lane b % 16 as
  * lane = fma((float)dot, dw_b * dx_b, lane), blocks in order from +0; the row's value is the lanes
@@ -225,6 +235,11 @@ typedef struct srt_kernels {
     void (*axpy_q4_0t)(const srt_axpy_job *j, int64_t b0, int64_t b1);
     void (*kmi4)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y);
     void (*kmi8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y); /* the same job, kmi8 bytes */
+    /* kmi8 for t's inputs with AMX tiles: input v's K-blocks [kb0[v], kb1[v]) that hold a live neuron of it,
+     * added into out[v][0..rows) from +0 as the kmi8 kernel adds them, so out[v] is that kernel's over the
+     * list positions of those blocks, bit for bit (untouched when there are none); NULL where none */
+    void (*kmi8_tiles)(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
+                       float *const *out);
     void (*zigzag)(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y_rb);
     /* |x[i]| > t (t_vec NULL) or > t_vec[i]; returns the count */
     int64_t (*compact)(uint32_t *idx, const float *x, const float *t_vec, float t, int64_t n);
@@ -249,7 +264,7 @@ void srt_avx2_register(srt_kernels *k);
 void srt_avx2_kmi4_register(srt_kernels *k);
 void srt_avx512_register(srt_kernels *k);
 void srt_avx512_kmi4_register(srt_kernels *k);
-void srt_amx_register(srt_kernels *k); /* the q8_0 row tiles only: on top of avx512's */
+void srt_amx_register(srt_kernels *k); /* the q8_0 row and kmi8 tiles only: on top of avx512's */
 void srt_neon_register(srt_kernels *k);
 void srt_neon_kmi4_register(srt_kernels *k);
 void srt_dotprod_register(srt_kernels *k);

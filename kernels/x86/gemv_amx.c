@@ -1,6 +1,7 @@
-/* rows_amx.c - prefill's q8_0 rows with AMX int8 tiles: 16 weight rows x 16 inputs per tdpbssd.
+/* gemv_amx.c - prefill with AMX int8 tiles: the q8_0 rows (16 weight rows x 16 inputs per tdpbssd)
+ * and the kmi8 down projection (16 inputs x 16 outputs).
  *
- * Per block b of a tile of 16 rows: A = the rows' 32 values of block b (16 rows x 32 bytes, read in
+ * q8_0 rows. Per block b of a tile of 16 rows: A = the rows' 32 values of block b (16 rows x 32 bytes, read in
  * place at the row stride), B = the inputs' values of the block (srt_q8_tiles: 8 rows x 64 bytes),
  * C = A B: the 16 x 16 exact integer dots w_b . x_b. Each is then scaled and added in the float order
  * every AVX-512 q8_0 row kernel keeps (SRT_Q8_LANES in srt_kern.h): lane b % 16 of the row's sum for
@@ -109,4 +110,104 @@ static void rows_q8_0_tiles_amx(const srt_rows_job *j, const srt_q8_tiles *t, fl
     _tile_release();
 }
 
-void srt_amx_register(srt_kernels *k) { k->rows_q8_0_tiles = rows_q8_0_tiles_amx; }
+/* ---- kmi8: A = the inputs' 32 values of a K-block (16 inputs x 32 bytes, the dead neurons' zeroed),
+ * B = the block's weights of 16 outputs in the tile's layout (8 rows of 16 x 4 bytes: row g has the
+ * quad 4g .. 4g + 3's weights of each output), built per 64 outputs from the block's four-column
+ * quads with the kmi8 kernel's byte and word unpacks (the layout stores a tile's outputs so that
+ * these leave them in order: docs/LAYOUTS.md); C = A B, the exact integer dots of 16 inputs x 16
+ * outputs, scaled and added per output as the kmi8 kernel adds a K-block: out = fma(dot, s_o * d_v, out). ---- */
+
+#define K_C0 0
+#define K_C1 1
+#define K_C2 2
+#define K_C3 3
+#define K_A 4
+#define K_B0 5
+#define K_B1 6
+
+static void kd_tiles_configure(void) {
+    _Alignas(64) tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = K_C0; t <= K_C3; t++) c.rows[t] = 16, c.colsb[t] = 64; /* 16 inputs x 16 outputs */
+    c.rows[K_A] = 16, c.colsb[K_A] = 32;                                  /* 16 inputs x 32 values */
+    for (int t = K_B0; t <= K_B1; t++) c.rows[t] = 8, c.colsb[t] = 64;  /* 32 values x 16 outputs */
+    _tile_loadconfig(&c);
+}
+
+/* The B tiles of outputs 64 s .. 64 s + 63 of the K-block whose columns start at col (stride rp). */
+static inline void k8_b_tiles(int8_t (*bt)[512], const uint8_t *col, int64_t rp, int64_t s) {
+    for (int g = 0; g < 8; g++) {
+        const uint8_t *c = col + 4 * g * rp + 64 * s;
+        const __m512i a = _mm512_loadu_si512(c), b = _mm512_loadu_si512(c + rp), cc = _mm512_loadu_si512(c + 2 * rp),
+                      d = _mm512_loadu_si512(c + 3 * rp);
+        const __m512i u0 = _mm512_unpacklo_epi8(a, b), u1 = _mm512_unpackhi_epi8(a, b);
+        const __m512i u2 = _mm512_unpacklo_epi8(cc, d), u3 = _mm512_unpackhi_epi8(cc, d);
+        /* the tile's bytes are stored so that q_m's 32-bit lane l holds output 16 m + l's four bytes */
+        _mm512_store_si512(bt[0] + 64 * g, _mm512_unpacklo_epi16(u0, u2));
+        _mm512_store_si512(bt[1] + 64 * g, _mm512_unpackhi_epi16(u0, u2));
+        _mm512_store_si512(bt[2] + 64 * g, _mm512_unpacklo_epi16(u1, u3));
+        _mm512_store_si512(bt[3] + 64 * g, _mm512_unpackhi_epi16(u1, u3));
+    }
+}
+
+static void kmi8_tiles_amx(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
+                           float *const *out) {
+    const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows), ns = rp / 64;
+    int64_t lo = j->nblk, hi = 0;
+    for (int64_t v = 0; v < t->nvec; v++)
+        if (kb0[v] < kb1[v]) lo = kb0[v] < lo ? kb0[v] : lo, hi = kb1[v] > hi ? kb1[v] : hi;
+    bool started[SRT_TILE_INPUTS] = {false};
+    _Alignas(64) int8_t bt[4][512];
+    _Alignas(64) int32_t cb[4][16][16];
+    kd_tiles_configure();
+    for (int64_t kb = lo; kb < hi; kb++) {
+        uint32_t on = 0; /* the inputs that add this K-block */
+        for (int64_t v = 0; v < t->nvec; v++)
+            if (kb >= kb0[v] && kb < kb1[v] && t->live[SRT_TILE_INPUTS * kb + v]) on |= 1u << v;
+        if (!on) continue;
+        const uint8_t *blk = j->w + kb * bb, *col = blk + 2 * rp;
+        _tile_loadd(K_A, t->q + 512 * kb, 32);
+        for (int64_t s = 0; s < ns; s++) {
+            if (s + 2 < ns) /* the columns' lines two steps on */
+                for (int k = 0; k < 32; k++) _mm_prefetch((const char *)(col + k * rp + 64 * (s + 2)), _MM_HINT_T0);
+            k8_b_tiles(bt, col, rp, s);
+            _tile_loadd(K_B0, bt[0], 64);
+            _tile_loadd(K_B1, bt[1], 64);
+            _tile_zero(K_C0);
+            _tile_zero(K_C1);
+            _tile_dpbssd(K_C0, K_A, K_B0);
+            _tile_dpbssd(K_C1, K_A, K_B1);
+            _tile_loadd(K_B0, bt[2], 64);
+            _tile_loadd(K_B1, bt[3], 64);
+            _tile_zero(K_C2);
+            _tile_zero(K_C3);
+            _tile_dpbssd(K_C2, K_A, K_B0);
+            _tile_dpbssd(K_C3, K_A, K_B1);
+            _tile_stored(K_C0, cb[0], 64);
+            _tile_stored(K_C1, cb[1], 64);
+            _tile_stored(K_C2, cb[2], 64);
+            _tile_stored(K_C3, cb[3], 64);
+            for (int n = 0; n < 4; n++) {
+                const int64_t o = 64 * s + 16 * n;
+                if (o >= j->rows) break;
+                const __mmask16 m = j->rows - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (j->rows - o)) - 1);
+                const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2 * o)));
+                for (int64_t v = 0; v < t->nvec; v++) {
+                    if (!(on >> v & 1)) continue;
+                    const __m512 prev = started[v] ? _mm512_maskz_loadu_ps(m, out[v] + o) : _mm512_setzero_ps();
+                    const __m512 sv = _mm512_mul_ps(sc, _mm512_set1_ps(t->d[SRT_TILE_INPUTS * kb + v]));
+                    _mm512_mask_storeu_ps(out[v] + o, m,
+                                          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb[n][v])), sv, prev));
+                }
+            }
+        }
+        for (int64_t v = 0; v < t->nvec; v++) started[v] |= on >> v & 1;
+    }
+    _tile_release();
+}
+
+void srt_amx_register(srt_kernels *k) {
+    k->rows_q8_0_tiles = rows_q8_0_tiles_amx;
+    k->kmi8_tiles = kmi8_tiles_amx;
+}
