@@ -490,12 +490,13 @@ static void kdb_thread(void *arg, int tid, int nth) {
         if (!started[v]) memset(out[v], 0, (size_t)rows * sizeof(float));
 }
 
-/* ---- kmi8 with AMX (prefill's down projection): 16 inputs per run and every K-block read once for
+/* ---- kmi4 / kmi8 with AMX (prefill's down projection): 16 inputs per run and every K-block read once for
  * all of them; each thread takes, per input, the K-blocks of the slice kd_run gives that thread, and
  * the partial outputs are added as kd_run adds them: each input's result is kd_run's, bit for bit ---- */
 
 typedef struct kdt_task {
     const srt_ctx *ctx;
+    void (*fn)(const srt_kd_job *, const srt_kd_tiles *, const int64_t *, const int64_t *, float *const *);
     srt_kd_job job;
     const srt_kd_tiles *tiles;
     const srt_live *live; /* per input (idx NULL: dense), or NULL: all dense */
@@ -515,7 +516,7 @@ static void kdt_thread(void *arg, int tid, int nth) {
         if (p < e) kb0[v] = (idx ? idx[p] : p) / SRT_QK, kb1[v] = (idx ? idx[e - 1] : e - 1) / SRT_QK + 1;
         out[v] = tid ? srt_ctx_scratch(t->ctx, tid, t->tiles->nvec * rows) + v * rows : t->y[v];
     }
-    srt_ctx_kernels(t->ctx)->kmi8_tiles(&t->job, t->tiles, kb0, kb1, out);
+    t->fn(&t->job, t->tiles, kb0, kb1, out);
     for (int64_t v = 0; v < t->tiles->nvec; v++) /* an empty slice: zeros, as the kernel writes for one */
         if (kb0[v] == kb1[v]) memset(out[v], 0, (size_t)rows * sizeof(float));
 }
@@ -546,16 +547,20 @@ static void kd_tiles_pack(srt_kd_tiles *t, int64_t nblk, const srt_input *x, con
     t->nvec = nv;
 }
 
-/* kd_batch's run with AMX tiles; false (nothing done) without the memory for the packed inputs. */
+/* kd_batch's run with AMX tiles; false (nothing done) without them or the memory for the packed inputs. */
 static bool kd_tiles_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live, int64_t nvec,
                          float *const *y, int64_t g) {
+    const srt_kernels *k = srt_ctx_kernels(ctx);
+    void (*tiles_fn)(const srt_kd_job *, const srt_kd_tiles *, const int64_t *, const int64_t *, float *const *) =
+        m->layout == SRT_LAYOUT_KMI8 ? k->kmi8_tiles : k->kmi4_tiles;
+    if (!tiles_fn || nvec < 2) return false;
     const int nth = srt_ctx_threads(ctx);
     const int64_t nblk = m->cols / SRT_QK;
     srt_kd_tiles tiles = {0, srt_alloc((size_t)nblk * (512 + SRT_TILE_INPUTS * (sizeof(float) + 1))), NULL, NULL};
     if (!tiles.q) return false;
     tiles.d = (float *)(void *)(tiles.q + 512 * nblk);
     tiles.live = (uint8_t *)(tiles.d + SRT_TILE_INPUTS * nblk);
-    kdt_task t = {ctx, {0}, &tiles, NULL, NULL};
+    kdt_task t = {ctx, tiles_fn, {0}, &tiles, NULL, NULL};
     void (*fn)(const srt_kd_job *, int64_t, int64_t, float *);
     kd_setup(ctx, m, &fn, &t.job);
     if (g > SRT_TILE_INPUTS) g = SRT_TILE_INPUTS;
@@ -581,9 +586,7 @@ static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x
     int64_t g = nvec < BATCH_MAX ? nvec : BATCH_MAX; /* inputs per run: the threads' partial outputs fit the scratch */
     while (nth > 1 && g > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) g = (g + 1) / 2;
     if (nth > 1 && !srt_ctx_scratch(ctx, 1, g * m->rows)) return SRT_ESCRATCH;
-    if (m->layout == SRT_LAYOUT_KMI8 && srt_ctx_kernels(ctx)->kmi8_tiles && nvec > 1 &&
-        kd_tiles_run(ctx, m, x, live, nvec, y, g))
-        return SRT_OK;
+    if (kd_tiles_run(ctx, m, x, live, nvec, y, g)) return SRT_OK;
     kdb_task t = {ctx, NULL, {0}, NULL, NULL, NULL, 0, KD_WINDOW / bb > 1 ? KD_WINDOW / bb : 1};
     kd_setup(ctx, m, &t.fn, &t.job);
     for (int64_t v0 = 0; v0 < nvec; v0 += g) {

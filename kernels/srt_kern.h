@@ -195,7 +195,7 @@ typedef struct srt_q8_tiles {
     float *d;  /* nblk x 16 */
 } srt_q8_tiles;
 
-/* A kmi8 batch's inputs as AMX A tiles (prefill's down projection, up to 16 inputs): per K-block kb,
+/* A kmi4 / kmi8 batch's inputs as AMX A tiles (prefill's down projection, up to 16 inputs): per K-block kb,
  * q[512 kb + 32 v ..] input v's 32 values (its dead neurons' 0), d[16 kb + v] its scale and
  * live[16 kb + v] 1 when the block holds a live neuron of input v. */
 typedef struct srt_kd_tiles {
@@ -235,9 +235,11 @@ typedef struct srt_kernels {
     void (*axpy_q4_0t)(const srt_axpy_job *j, int64_t b0, int64_t b1);
     void (*kmi4)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y);
     void (*kmi8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y); /* the same job, kmi8 bytes */
-    /* kmi8 for t's inputs with AMX tiles: input v's K-blocks [kb0[v], kb1[v]) that hold a live neuron of it,
-     * added into out[v][0..rows) from +0 as the kmi8 kernel adds them, so out[v] is that kernel's over the
-     * list positions of those blocks, bit for bit (untouched when there are none); NULL where none */
+    /* kmi4 / kmi8 for t's inputs with AMX tiles: input v's K-blocks [kb0[v], kb1[v]) that hold a live neuron of it,
+     * added into out[v][0..rows) from +0 as the kmi4 / kmi8 kernel adds them, so out[v] is that kernel's over
+     * the list positions of those blocks, bit for bit (untouched when there are none); NULL where none */
+    void (*kmi4_tiles)(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
+                       float *const *out);
     void (*kmi8_tiles)(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
                        float *const *out);
     void (*zigzag)(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y_rb);
@@ -264,7 +266,7 @@ void srt_avx2_register(srt_kernels *k);
 void srt_avx2_kmi4_register(srt_kernels *k);
 void srt_avx512_register(srt_kernels *k);
 void srt_avx512_kmi4_register(srt_kernels *k);
-void srt_amx_register(srt_kernels *k); /* the q8_0 row and kmi8 tiles only: on top of avx512's */
+void srt_amx_register(srt_kernels *k); /* the q8_0 row and kmi4 / kmi8 tiles only: on top of avx512's */
 void srt_neon_register(srt_kernels *k);
 void srt_neon_kmi4_register(srt_kernels *k);
 void srt_dotprod_register(srt_kernels *k);

@@ -110,12 +110,14 @@ static void rows_q8_0_tiles_amx(const srt_rows_job *j, const srt_q8_tiles *t, fl
     _tile_release();
 }
 
-/* ---- kmi8: A = the inputs' 32 values of a K-block (16 inputs x 32 bytes, the dead neurons' zeroed),
- * B = the block's weights of 16 outputs in the tile's layout (8 rows of 16 x 4 bytes: row g has the
- * quad 4g .. 4g + 3's weights of each output), built per 64 outputs from the block's four-column
- * quads with the kmi8 kernel's byte and word unpacks (the layout stores a tile's outputs so that
- * these leave them in order: docs/LAYOUTS.md); C = A B, the exact integer dots of 16 inputs x 16
- * outputs, scaled and added per output as the kmi8 kernel adds a K-block: out = fma(dot, s_o * d_v, out). ---- */
+/* ---- kmi4 / kmi8 (the down projection): A = the inputs' 32 values of a K-block (16 inputs x 32 bytes,
+ * the dead neurons' zeroed), B = the block's weights of 16 outputs in the tile's layout (8 rows of
+ * 16 x 4 bytes: row g has the quad 4g .. 4g + 3's weights of each output), built from the block's
+ * four-vector quads with the kmi4 / kmi8 kernels' own byte and word unpacks (the layouts store a
+ * tile's outputs so that these leave them in order: docs/LAYOUTS.md; kmi4's nibbles minus 8 as
+ * signed bytes); C = A B, the exact integer dots of 16 inputs x 16 outputs, scaled and added per
+ * output as those kernels add a K-block: out = fma(dot, s_o * d_v, out) (kmi4's high-nibble outputs
+ * as its AVX-512 kernel has them: fma(16 dot, s_o * (d_v / 16), out), the same bits). ---- */
 
 #define K_C0 0
 #define K_C1 1
@@ -135,30 +137,41 @@ static void kd_tiles_configure(void) {
     _tile_loadconfig(&c);
 }
 
-/* The B tiles of outputs 64 s .. 64 s + 63 of the K-block whose columns start at col (stride rp). */
-static inline void k8_b_tiles(int8_t (*bt)[512], const uint8_t *col, int64_t rp, int64_t s) {
+/* The B tiles of one 64-byte vector tile (at offset off) of the K-block's 32 vectors from v0 (stride
+ * vs): kmi8, 64 outputs in bt[0..3]; kmi4, 128 outputs, the low nibbles' 64 in bt[0..3], the high
+ * nibbles' in bt[4..7]. */
+static inline void kd_b_tiles(int8_t (*bt)[512], const uint8_t *v0, int64_t vs, int64_t off, bool k4) {
+    const __m512i nib = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
     for (int g = 0; g < 8; g++) {
-        const uint8_t *c = col + 4 * g * rp + 64 * s;
-        const __m512i a = _mm512_loadu_si512(c), b = _mm512_loadu_si512(c + rp), cc = _mm512_loadu_si512(c + 2 * rp),
-                      d = _mm512_loadu_si512(c + 3 * rp);
+        const uint8_t *c = v0 + 4 * g * vs + off;
+        const __m512i a = _mm512_loadu_si512(c), b = _mm512_loadu_si512(c + vs), cc = _mm512_loadu_si512(c + 2 * vs),
+                      d = _mm512_loadu_si512(c + 3 * vs);
         const __m512i u0 = _mm512_unpacklo_epi8(a, b), u1 = _mm512_unpackhi_epi8(a, b);
         const __m512i u2 = _mm512_unpacklo_epi8(cc, d), u3 = _mm512_unpackhi_epi8(cc, d);
-        /* the tile's bytes are stored so that q_m's 32-bit lane l holds output 16 m + l's four bytes */
-        _mm512_store_si512(bt[0] + 64 * g, _mm512_unpacklo_epi16(u0, u2));
-        _mm512_store_si512(bt[1] + 64 * g, _mm512_unpackhi_epi16(u0, u2));
-        _mm512_store_si512(bt[2] + 64 * g, _mm512_unpacklo_epi16(u1, u3));
-        _mm512_store_si512(bt[3] + 64 * g, _mm512_unpackhi_epi16(u1, u3));
+        /* q_m's 32-bit lane l: output 16 m + l's four bytes (kmi4: and output 64 + 16 m + l's in the high nibbles) */
+        const __m512i q[4] = {_mm512_unpacklo_epi16(u0, u2), _mm512_unpackhi_epi16(u0, u2),
+                              _mm512_unpacklo_epi16(u1, u3), _mm512_unpackhi_epi16(u1, u3)};
+        for (int m = 0; m < 4; m++) {
+            if (!k4) {
+                _mm512_store_si512(bt[m] + 64 * g, q[m]);
+                continue;
+            }
+            _mm512_store_si512(bt[m] + 64 * g, _mm512_sub_epi8(_mm512_and_si512(q[m], nib), eight));
+            _mm512_store_si512(bt[4 + m] + 64 * g,
+                               _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q[m], 4), nib), eight));
+        }
     }
 }
 
-static void kmi8_tiles_amx(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
-                           float *const *out) {
-    const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows), ns = rp / 64;
+static inline void kd_tiles_body(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
+                                 float *const *out, bool k4) {
+    const int64_t rp = j->rows_pad, seg = k4 ? SRT_KD_TILE : SRT_K8_TILE, ns = rp / seg;
+    const int64_t bb = k4 ? srt_kd_block_bytes(j->rows) : srt_k8_block_bytes(j->rows), vs = k4 ? rp / 2 : rp;
     int64_t lo = j->nblk, hi = 0;
     for (int64_t v = 0; v < t->nvec; v++)
         if (kb0[v] < kb1[v]) lo = kb0[v] < lo ? kb0[v] : lo, hi = kb1[v] > hi ? kb1[v] : hi;
     bool started[SRT_TILE_INPUTS] = {false};
-    _Alignas(64) int8_t bt[4][512];
+    _Alignas(64) int8_t bt[8][512];
     _Alignas(64) int32_t cb[4][16][16];
     kd_tiles_configure();
     for (int64_t kb = lo; kb < hi; kb++) {
@@ -166,39 +179,43 @@ static void kmi8_tiles_amx(const srt_kd_job *j, const srt_kd_tiles *t, const int
         for (int64_t v = 0; v < t->nvec; v++)
             if (kb >= kb0[v] && kb < kb1[v] && t->live[SRT_TILE_INPUTS * kb + v]) on |= 1u << v;
         if (!on) continue;
-        const uint8_t *blk = j->w + kb * bb, *col = blk + 2 * rp;
+        const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
         _tile_loadd(K_A, t->q + 512 * kb, 32);
         for (int64_t s = 0; s < ns; s++) {
-            if (s + 2 < ns) /* the columns' lines two steps on */
-                for (int k = 0; k < 32; k++) _mm_prefetch((const char *)(col + k * rp + 64 * (s + 2)), _MM_HINT_T0);
-            k8_b_tiles(bt, col, rp, s);
-            _tile_loadd(K_B0, bt[0], 64);
-            _tile_loadd(K_B1, bt[1], 64);
-            _tile_zero(K_C0);
-            _tile_zero(K_C1);
-            _tile_dpbssd(K_C0, K_A, K_B0);
-            _tile_dpbssd(K_C1, K_A, K_B1);
-            _tile_loadd(K_B0, bt[2], 64);
-            _tile_loadd(K_B1, bt[3], 64);
-            _tile_zero(K_C2);
-            _tile_zero(K_C3);
-            _tile_dpbssd(K_C2, K_A, K_B0);
-            _tile_dpbssd(K_C3, K_A, K_B1);
-            _tile_stored(K_C0, cb[0], 64);
-            _tile_stored(K_C1, cb[1], 64);
-            _tile_stored(K_C2, cb[2], 64);
-            _tile_stored(K_C3, cb[3], 64);
-            for (int n = 0; n < 4; n++) {
-                const int64_t o = 64 * s + 16 * n;
-                if (o >= j->rows) break;
-                const __mmask16 m = j->rows - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (j->rows - o)) - 1);
-                const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2 * o)));
-                for (int64_t v = 0; v < t->nvec; v++) {
-                    if (!(on >> v & 1)) continue;
-                    const __m512 prev = started[v] ? _mm512_maskz_loadu_ps(m, out[v] + o) : _mm512_setzero_ps();
-                    const __m512 sv = _mm512_mul_ps(sc, _mm512_set1_ps(t->d[SRT_TILE_INPUTS * kb + v]));
-                    _mm512_mask_storeu_ps(out[v] + o, m,
-                                          _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb[n][v])), sv, prev));
+            if (s + 2 < ns) /* the vectors' lines two steps on */
+                for (int k = 0; k < 32; k++) _mm_prefetch((const char *)(vec0 + k * vs + 64 * (s + 2)), _MM_HINT_T0);
+            kd_b_tiles(bt, vec0, vs, 64 * s, k4);
+            for (int half = 0; half < (k4 ? 2 : 1); half++) {
+                _tile_loadd(K_B0, bt[4 * half], 64);
+                _tile_loadd(K_B1, bt[4 * half + 1], 64);
+                _tile_zero(K_C0);
+                _tile_zero(K_C1);
+                _tile_dpbssd(K_C0, K_A, K_B0);
+                _tile_dpbssd(K_C1, K_A, K_B1);
+                _tile_loadd(K_B0, bt[4 * half + 2], 64);
+                _tile_loadd(K_B1, bt[4 * half + 3], 64);
+                _tile_zero(K_C2);
+                _tile_zero(K_C3);
+                _tile_dpbssd(K_C2, K_A, K_B0);
+                _tile_dpbssd(K_C3, K_A, K_B1);
+                _tile_stored(K_C0, cb[0], 64);
+                _tile_stored(K_C1, cb[1], 64);
+                _tile_stored(K_C2, cb[2], 64);
+                _tile_stored(K_C3, cb[3], 64);
+                for (int n = 0; n < 4; n++) {
+                    const int64_t o = seg * s + 64 * half + 16 * n;
+                    if (o >= j->rows) break;
+                    const __mmask16 m = j->rows - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (j->rows - o)) - 1);
+                    const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2 * o)));
+                    for (int64_t v = 0; v < t->nvec; v++) {
+                        if (!(on >> v & 1)) continue;
+                        const float dv = t->d[SRT_TILE_INPUTS * kb + v];
+                        __m512i dot = _mm512_load_si512(cb[n][v]);
+                        if (half) dot = _mm512_slli_epi32(dot, 4);
+                        const __m512 sv = _mm512_mul_ps(sc, _mm512_set1_ps(half ? dv / 16 : dv));
+                        const __m512 prev = started[v] ? _mm512_maskz_loadu_ps(m, out[v] + o) : _mm512_setzero_ps();
+                        _mm512_mask_storeu_ps(out[v] + o, m, _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sv, prev));
+                    }
                 }
             }
         }
@@ -207,7 +224,18 @@ static void kmi8_tiles_amx(const srt_kd_job *j, const srt_kd_tiles *t, const int
     _tile_release();
 }
 
+static void kmi4_tiles_amx(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
+                           float *const *out) {
+    kd_tiles_body(j, t, kb0, kb1, out, true);
+}
+
+static void kmi8_tiles_amx(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
+                           float *const *out) {
+    kd_tiles_body(j, t, kb0, kb1, out, false);
+}
+
 void srt_amx_register(srt_kernels *k) {
     k->rows_q8_0_tiles = rows_q8_0_tiles_amx;
+    k->kmi4_tiles = kmi4_tiles_amx;
     k->kmi8_tiles = kmi8_tiles_amx;
 }
