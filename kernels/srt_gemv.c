@@ -554,6 +554,13 @@ static bool kd_tiles_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
     void (*tiles_fn)(const srt_kd_job *, const srt_kd_tiles *, const int64_t *, const int64_t *, float *const *) =
         m->layout == SRT_LAYOUT_KMI8 ? k->kmi8_tiles : k->kmi4_tiles;
     if (!tiles_fn || nvec < 2) return false;
+    /* The tiles cost about the same at any density (the K-blocks any token needs, for every token), the
+     * single-token kernels about in proportion to it: the tiles pay from about 60% of the (token, neuron)
+     * pairs live for kmi4 and 20% for kmi8 (prefill at the TinyLlama shape: kmi4's down 3.8 ms a token
+     * either way at 0.5, kmi8's 3.5 against 3.5 at 0.1 and 4.7 against 7.6 at 0.5) */
+    int64_t pairs = 0;
+    for (int64_t v = 0; v < nvec; v++) pairs += live && live[v].idx ? live[v].n : m->cols;
+    if (pairs * 5 < nvec * m->cols * (m->layout == SRT_LAYOUT_KMI8 ? 1 : 3)) return false; /* fifths */
     const int nth = srt_ctx_threads(ctx);
     const int64_t nblk = m->cols / SRT_QK;
     srt_kd_tiles tiles = {0, srt_alloc((size_t)nblk * (512 + SRT_TILE_INPUTS * (sizeof(float) + 1))), NULL, NULL};
