@@ -651,104 +651,77 @@ static void test_batch(void) {
     CHECK_MSG(bad == 0, "%d batched GEMVs differ from single ones", bad);
 }
 
+/* srt_gemv_batch (lists false) or srt_gemv_batch_sparse against one GEMV per input on every context,
+ * layout l, r x cols, nv <= 17 inputs; the lists hold 90% of the neurons (input 1's skipping K-block 7,
+ * input 2's a single entry). Returns the contexts whose outputs differ; counts the cases. */
+static int batch_vs_single(srt_layout l, int64_t r, int64_t cols, int64_t nv, bool lists, int *cases) {
+    const srt_layout_traits *t = srt_layout_get(l);
+    size_t bytes;
+    CHECK(t->size(&bytes, r, cols, 0) == SRT_OK);
+    float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * nv * cols);
+    float *y = malloc(sizeof(float) * nv * r), *yb = malloc(sizeof(float) * nv * r);
+    uint32_t *ix = malloc(sizeof(uint32_t) * (size_t)(nv * cols));
+    fill(w, r * cols, 0.05f);
+    fill(x, nv * cols, 1.0f);
+    void *mem = srt_alloc(bytes);
+    srt_matrix m;
+    CHECK(t->pack(&m, mem, bytes, w, r, cols, 0) == SRT_OK);
+    act_buf ab[17];
+    srt_input in[17];
+    srt_live lv[17];
+    float *yp[17];
+    for (int64_t v = 0; v < nv; v++) {
+        act_make(&ab[v], cols, SRT_ACT_NATURAL);
+        in[v].f = x + v * cols;
+        CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
+        in[v].q = &ab[v].a;
+        yp[v] = yb + v * r;
+        int64_t n = 0;
+        for (int64_t i = 0; lists && i < cols; i++) {
+            const bool keep = v == 2 ? i == 500 : v == 1 ? i / 32 != 7 && rnd_unit() < 0.9 : rnd_unit() < 0.9;
+            if (keep) ix[v * cols + n++] = (uint32_t)i;
+        }
+        lv[v] = (srt_live){ix + v * cols, n, NULL};
+    }
+    int bad = 0;
+    for (int c = 0; c < nctx; c++) {
+        for (int64_t i = 0; i < nv * r; i++) y[i] = yb[i] = -7.0f;
+        for (int64_t v = 0; v < nv; v++)
+            CHECK((lists ? t->gemv_sparse(ctxs[c], &m, &in[v], &lv[v], y + v * r) : t->gemv(ctxs[c], &m, &in[v], y + v * r)) ==
+                  SRT_OK);
+        CHECK((lists ? srt_gemv_batch_sparse(ctxs[c], &m, in, lv, nv, yp) : srt_gemv_batch(ctxs[c], &m, in, nv, yp)) == SRT_OK);
+        bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
+        (*cases)++;
+    }
+    for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
+    srt_free(mem);
+    free(w);
+    free(x);
+    free(y);
+    free(yb);
+    free(ix);
+    return bad;
+}
+
 /* q8_0 batches at the edges of the x86 row kernels' shapes (SRT_Q8_LANES): 1, 10, 16 and 17 blocks
  * (lanes no block reaches, a group of 16 cut short), 16 and 47 rows (whole AMX row tiles and not),
  * 2 to 17 inputs (one tile's worth, and one more): every output the single-input kernel's bits. */
 static void test_batch_q8_shapes(void) {
-    const srt_layout_traits *t = srt_layout_get(SRT_LAYOUT_Q8_0);
     const int64_t colss[] = {32, 320, 512, 544}, rowss[] = {16, 47}, nvs[] = {2, 16, 17};
     int bad = 0, cases = 0;
     for (size_t ci = 0; ci < 4; ci++)
         for (size_t ri = 0; ri < 2; ri++)
-            for (size_t vi = 0; vi < 3; vi++) {
-                const int64_t cols = colss[ci], r = rowss[ri], nv = nvs[vi];
-                size_t bytes;
-                CHECK(t->size(&bytes, r, cols, 0) == SRT_OK);
-                float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * nv * cols);
-                float *y = malloc(sizeof(float) * nv * r), *yb = malloc(sizeof(float) * nv * r);
-                fill(w, r * cols, 0.05f);
-                fill(x, nv * cols, 1.0f);
-                void *mem = srt_alloc(bytes);
-                srt_matrix m;
-                CHECK(t->pack(&m, mem, bytes, w, r, cols, 0) == SRT_OK);
-                act_buf ab[17];
-                srt_input in[17];
-                float *yp[17];
-                for (int64_t v = 0; v < nv; v++) {
-                    act_make(&ab[v], cols, SRT_ACT_NATURAL);
-                    in[v].f = x + v * cols;
-                    CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
-                    in[v].q = &ab[v].a;
-                    yp[v] = yb + v * r;
-                }
-                for (int c = 0; c < nctx; c++) {
-                    for (int64_t v = 0; v < nv; v++) CHECK(t->gemv(ctxs[c], &m, &in[v], y + v * r) == SRT_OK);
-                    for (int64_t i = 0; i < nv * r; i++) yb[i] = -7.0f;
-                    CHECK(srt_gemv_batch(ctxs[c], &m, in, nv, yp) == SRT_OK);
-                    bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * r)) != 0;
-                    cases++;
-                }
-                for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
-                srt_free(mem);
-                free(w);
-                free(x);
-                free(y);
-                free(yb);
-            }
+            for (size_t vi = 0; vi < 3; vi++) bad += batch_vs_single(SRT_LAYOUT_Q8_0, rowss[ri], colss[ci], nvs[vi], false, &cases);
     CHECK_MSG(bad == 0, "%d of %d q8_0 batches differ from single GEMVs", bad, cases);
 }
 
-/* kmi4 / kmi8 batches with dense live lists (90% of the neurons, one input's list skipping a whole
- * K-block, another's holding one entry): on AMX these take the tiles (they pay from 60% / 20% of the
- * pairs live), each output the single-input sparse GEMV's bits, at 5 and 17 inputs (two runs of 16). */
+/* kmi4 / kmi8 batches with dense live lists: on AMX these take the tiles (they pay from 60% / 20% of
+ * the pairs live), each output the single-input sparse GEMV's bits, at 5 and 17 inputs (two runs of 16). */
 static void test_batch_kd_lists(void) {
-    const int64_t rows = 300, cols = 1056;
     int bad = 0, cases = 0;
-    for (int l = SRT_LAYOUT_KMI4; l <= SRT_LAYOUT_KMI8; l += SRT_LAYOUT_KMI8 - SRT_LAYOUT_KMI4) {
-        const srt_layout_traits *t = srt_layout_get((srt_layout)l);
-        for (int64_t nv = 5; nv <= 17; nv += 12) {
-            size_t bytes;
-            CHECK(t->size(&bytes, rows, cols, 0) == SRT_OK);
-            float *w = malloc(sizeof(float) * rows * cols), *x = malloc(sizeof(float) * nv * cols);
-            float *y = malloc(sizeof(float) * nv * rows), *yb = malloc(sizeof(float) * nv * rows);
-            uint32_t *ix = malloc(sizeof(uint32_t) * (size_t)(nv * cols));
-            fill(w, rows * cols, 0.05f);
-            fill(x, nv * cols, 1.0f);
-            void *mem = srt_alloc(bytes);
-            srt_matrix m;
-            CHECK(t->pack(&m, mem, bytes, w, rows, cols, 0) == SRT_OK);
-            act_buf ab[17];
-            srt_input in[17];
-            srt_live lv[17];
-            float *yp[17];
-            for (int64_t v = 0; v < nv; v++) {
-                act_make(&ab[v], cols, SRT_ACT_NATURAL);
-                in[v].f = x + v * cols;
-                CHECK(srt_act_quantize(ctx_ref, &ab[v].a, in[v].f) == SRT_OK);
-                in[v].q = &ab[v].a;
-                yp[v] = yb + v * rows;
-                int64_t n = 0;
-                for (int64_t i = 0; i < cols; i++) {
-                    const bool keep = v == 2 ? i == 500 : v == 1 ? i / 32 != 7 && rnd_unit() < 0.9 : rnd_unit() < 0.9;
-                    if (keep) ix[v * cols + n++] = (uint32_t)i;
-                }
-                lv[v] = (srt_live){ix + v * cols, n, NULL};
-            }
-            for (int c = 0; c < nctx; c++) {
-                for (int64_t i = 0; i < nv * rows; i++) y[i] = yb[i] = -7.0f;
-                for (int64_t v = 0; v < nv; v++) CHECK(t->gemv_sparse(ctxs[c], &m, &in[v], &lv[v], y + v * rows) == SRT_OK);
-                CHECK(srt_gemv_batch_sparse(ctxs[c], &m, in, lv, nv, yp) == SRT_OK);
-                bad += memcmp(y, yb, sizeof(float) * (size_t)(nv * rows)) != 0;
-                cases++;
-            }
-            for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
-            srt_free(mem);
-            free(w);
-            free(x);
-            free(y);
-            free(yb);
-            free(ix);
-        }
+    for (int64_t nv = 5; nv <= 17; nv += 12) {
+        bad += batch_vs_single(SRT_LAYOUT_KMI4, 300, 1056, nv, true, &cases);
+        bad += batch_vs_single(SRT_LAYOUT_KMI8, 300, 1056, nv, true, &cases);
     }
     CHECK_MSG(bad == 0, "%d of %d kmi4/kmi8 list batches differ from single sparse GEMVs", bad, cases);
 }
