@@ -1,5 +1,5 @@
 /* gemv_amx.c - prefill with AMX int8 tiles: the q8_0 rows (16 weight rows x 16 inputs per tdpbssd)
- * and the kmi8 down projection (16 inputs x 16 outputs).
+ * and the kmi4 / kmi8 down projection (16 inputs x 16 outputs).
  *
  * q8_0 rows. Per block b of a tile of 16 rows: A = the rows' 32 values of block b (16 rows x 32 bytes, read in
  * place at the row stride), B = the inputs' values of the block (srt_q8_tiles: 8 rows x 64 bytes),
