@@ -419,6 +419,16 @@ static void kd_thread(void *arg, int tid, int nth) {
     t->fn(&t->job, a, b, tid ? srt_ctx_scratch(t->ctx, tid, t->job.rows) : t->y);
 }
 
+/* y[v] += each other thread's partial outputs (its scratch, nv x rows), threads in order: how kd_run and
+ * its batches finish, so they add the same terms in the same order. */
+static void kd_add_partials(const srt_ctx *ctx, float *const *y, int64_t nv, int64_t rows) {
+    for (int tid = 1; tid < srt_ctx_threads(ctx); tid++) {
+        const float *s = srt_ctx_scratch(ctx, tid, nv * rows);
+        for (int64_t v = 0; v < nv; v++)
+            for (int64_t o = 0; o < rows; o++) y[v][o] += s[v * rows + o];
+    }
+}
+
 static srt_status kd_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
                          float *y) {
     const int nth = srt_ctx_threads(ctx);
@@ -427,10 +437,7 @@ static srt_status kd_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
     kd_setup(ctx, m, &t.fn, &t.job);
     t.job.h = x->q, t.job.idx = idx, t.job.n_idx = n;
     srt_ctx_run(ctx, kd_thread, &t);
-    for (int tid = 1; tid < nth; tid++) {
-        const float *p = srt_ctx_scratch(ctx, tid, m->rows);
-        for (int64_t o = 0; o < m->rows; o++) y[o] += p[o];
-    }
+    kd_add_partials(ctx, &y, 1, m->rows);
     return SRT_OK;
 }
 
@@ -561,7 +568,6 @@ static bool kd_tiles_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
     int64_t pairs = 0;
     for (int64_t v = 0; v < nvec; v++) pairs += live && live[v].idx ? live[v].n : m->cols;
     if (pairs * 5 < nvec * m->cols * (m->layout == SRT_LAYOUT_KMI8 ? 1 : 3)) return false; /* fifths */
-    const int nth = srt_ctx_threads(ctx);
     const int64_t nblk = m->cols / SRT_QK;
     srt_kd_tiles tiles = {0, srt_alloc((size_t)nblk * (512 + SRT_TILE_INPUTS * (sizeof(float) + 1))), NULL, NULL};
     if (!tiles.q) return false;
@@ -576,11 +582,7 @@ static bool kd_tiles_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, 
         kd_tiles_pack(&tiles, nblk, x + v0, live ? live + v0 : NULL, nv);
         t.live = live ? live + v0 : NULL, t.y = y + v0;
         srt_ctx_run(ctx, kdt_thread, &t);
-        for (int tid = 1; tid < nth; tid++) {
-            const float *s = srt_ctx_scratch(ctx, tid, nv * m->rows);
-            for (int64_t v = 0; v < nv; v++)
-                for (int64_t o = 0; o < m->rows; o++) t.y[v][o] += s[v * m->rows + o];
-        }
+        kd_add_partials(ctx, t.y, nv, m->rows);
     }
     srt_free(tiles.q);
     return true;
@@ -599,11 +601,7 @@ static srt_status kd_batch(srt_ctx *ctx, const srt_matrix *m, const srt_input *x
     for (int64_t v0 = 0; v0 < nvec; v0 += g) {
         t.x = x + v0, t.live = live ? live + v0 : NULL, t.y = y + v0, t.nvec = nvec - v0 < g ? nvec - v0 : g;
         srt_ctx_run(ctx, kdb_thread, &t);
-        for (int tid = 1; tid < nth; tid++) {
-            const float *s = srt_ctx_scratch(ctx, tid, t.nvec * m->rows);
-            for (int64_t v = 0; v < t.nvec; v++)
-                for (int64_t o = 0; o < m->rows; o++) t.y[v][o] += s[v * m->rows + o];
-        }
+        kd_add_partials(ctx, t.y, t.nvec, m->rows);
     }
     return SRT_OK;
 }
