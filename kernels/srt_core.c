@@ -167,6 +167,7 @@ static void build_tables(void) {
             } else if (k == 1) {
                 srt_avx512_register(t);
                 srt_avx512_kmi4_register(t);
+                srt_avx512_select_register(t);
             } else {
                 srt_amx_register(t);
             }

@@ -103,7 +103,7 @@ static srt_status mv_in(srt_model *m, const srt_weight *w, const float *x, int64
  * ascending, go to m->idx. */
 static srt_status keep_topk(srt_model *m, float *v, int64_t n, int64_t k) {
     srt_score_gate(m->score, v, NULL, n);
-    TRY(srt_select_topk_ws(m->idx, m->score, n, k, 0, m->sel_ws));
+    TRY(srt_select_topk_kt(srt_ctx_kernels(m->ctx), m->idx, m->score, n, k, 0, m->sel_ws));
     srt_zero_dead(v, n, m->idx, k);
     return SRT_OK;
 }
@@ -376,7 +376,7 @@ static srt_status route_neurons(srt_model *m, int64_t l, const float *a, uint32_
         *K = *dense ? F : m->K;
         if (!*dense) {
             srt_score_gate(m->score, a, m->router == SRT_ROUTER_CLAWS ? L->claws_c : NULL, F);
-            TRY(srt_select_topk_ws(idx, m->score, F, *K, 0, m->sel_ws));
+            TRY(srt_select_topk_kt(srt_ctx_kernels(m->ctx), idx, m->score, F, *K, 0, m->sel_ws));
         }
     }
     if (!*dense) memcpy(m->live_all + l * F, idx, (size_t)*K * sizeof(uint32_t));

@@ -245,6 +245,10 @@ typedef struct srt_kernels {
     void (*zigzag)(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y_rb);
     /* |x[i]| > t (t_vec NULL) or > t_vec[i]; returns the count */
     int64_t (*compact)(uint32_t *idx, const float *x, const float *t_vec, float t, int64_t n);
+    /* the top k of score (srt_select_topk: ascending indices, ties to the lower index, NaN lowest; |score|
+     * with SRT_SELECT_ABS) for 0 < k < n <= UINT32_MAX, with a workspace of 2n + 1 entries: every ISA's
+     * selection is exact, so all return the same list */
+    void (*select_topk)(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags, uint32_t *ws);
     /* a[i] = phi(u[i]): SiLU u / (1 + e^-u), or GELU-tanh */
     void (*act)(float *a, const float *u, int64_t n, bool gelu);
     /* one attention head over positions 0..n-1: s[t] = scale q.K_t, p = softmax(s) (s is overwritten by
@@ -259,6 +263,21 @@ const srt_kernels *srt_kernels_get(srt_isa isa);
 const srt_kernels *srt_ctx_kernels(const srt_ctx *ctx);
 float *srt_ctx_scratch(const srt_ctx *ctx, int tid, int64_t floats);
 
+/* The reference selection (kernels/srt_select.c: radix selection on the keys' bits), select_topk's
+ * contract; ws NULL recomputes the keys on every pass instead. */
+void srt_select_radix(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags, uint32_t *ws);
+/* srt_select_topk_ws with kt's selection (decode: its context's ISA). */
+srt_status srt_select_topk_kt(const srt_kernels *kt, uint32_t *idx, const float *score, int64_t n, int64_t k,
+                              unsigned flags, uint32_t *ws);
+/* The order-preserving key of a float for the selection (NaN lowest). */
+static inline uint32_t srt_select_key(float v, unsigned flags) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if (flags & SRT_SELECT_ABS) u &= 0x7fffffffu;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
 /* Reference kernels (kernels/ref): the specification. */
 void srt_ref_register(srt_kernels *k);
 /* Overrides per ISA file. */
@@ -266,6 +285,7 @@ void srt_avx2_register(srt_kernels *k);
 void srt_avx2_kmi4_register(srt_kernels *k);
 void srt_avx512_register(srt_kernels *k);
 void srt_avx512_kmi4_register(srt_kernels *k);
+void srt_avx512_select_register(srt_kernels *k);
 void srt_amx_register(srt_kernels *k); /* the q8_0 row and kmi4 / kmi8 tiles only: on top of avx512's */
 void srt_neon_register(srt_kernels *k);
 void srt_neon_kmi4_register(srt_kernels *k);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "srt_kern.h"
 #include "srt_model_internal.h"
 #include "srt_ops.h"
 
@@ -721,7 +722,7 @@ srt_status srt_model_end_prompt(srt_model *m) {
     /* s_j = sqrt(sum over the prompt of h_j^2 / ||h||^2) (the GRIFFIN paper): the top-K per layer */
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         for (int64_t j = 0; j < F; j++) m->score[j] = (float)sqrt(m->g_sum[l * F + j]);
-        srt_status st = K > 0 ? srt_select_topk_ws(m->g_set + l * K, m->score, F, K, 0, m->sel_ws) : SRT_OK;
+        srt_status st = K > 0 ? srt_select_topk_kt(srt_ctx_kernels(m->ctx), m->g_set + l * K, m->score, F, K, 0, m->sel_ws) : SRT_OK;
         if (st != SRT_OK) return st;
     }
     m->g_k = K;

@@ -1,12 +1,12 @@
-/* srt_select.c - exact top-K selection in O(n) by radix selection on the
- * float bits, no sort. The keys are computed once (up to 8192 of them on
- * the stack, more in the caller's workspace); pass 1 histograms their top
- * 11 bits (over two interleaved histograms, so runs of equal buckets do not
- * serialise on one counter); pass 2 keeps the keys of the threshold bucket
- * as candidates (a bounded stack buffer, or n entries of the workspace; if
- * the bounded one overflows, the refinement scans all keys instead); two
- * more histogram passes over the candidates (11 and 10 bits) find the exact
- * k-th key; a last pass collects the winners in ascending index order. */
+/* srt_select.c - exact top-K selection. srt_select_topk dispatches to the kernel table's selection
+ * (kernels/x86/select_avx512.c: bisection of the key range with vector counts and compression); the
+ * reference here is a radix selection on the float bits, no sort. Its keys are computed once (up to
+ * 8192 of them on the stack, more in the caller's workspace); pass 1 histograms their top 11 bits (over
+ * two interleaved histograms, so runs of equal buckets do not serialise on one counter); pass 2 keeps the
+ * keys of the threshold bucket as candidates (a bounded stack buffer, or n entries of the workspace; if the
+ * bounded one overflows, the refinement scans all keys instead); two more histogram passes over the
+ * candidates (11 and 10 bits) find the exact k-th key; a last pass collects the winners in ascending index
+ * order. */
 #include <string.h>
 
 #include "srt_kern.h"
@@ -14,18 +14,9 @@
 #define CAND_MAX 2048
 #define KEYS_MAX 8192 /* up to this n the keys are computed once, on the stack */
 
-/* Order-preserving map of a float to uint32; NaN maps to 0 (lowest). */
-static inline uint32_t key_of(float v, unsigned flags) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    if (flags & SRT_SELECT_ABS) u &= 0x7fffffffu;
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 /* Key i: from the precomputed array when there is one. */
 static inline uint32_t key_at(const uint32_t *keys, const float *score, int64_t i, unsigned flags) {
-    return keys ? keys[i] : key_of(score[i], flags);
+    return keys ? keys[i] : srt_select_key(score[i], flags);
 }
 
 /* Picks the digit whose bucket holds the need-th largest key; updates need
@@ -48,7 +39,7 @@ static void select_keys(uint32_t *idx, const float *score, int64_t n, int64_t k,
     uint32_t h2[2][2048], hist[2048], sink;
     const uint32_t *keys = NULL;
     if (kbuf) {
-        for (int64_t i = 0; i < n; i++) kbuf[i] = key_of(score[i], flags);
+        for (int64_t i = 0; i < n; i++) kbuf[i] = srt_select_key(score[i], flags);
         keys = kbuf;
     }
     memset(h2, 0, sizeof h2);
@@ -108,23 +99,42 @@ static void select_keys(uint32_t *idx, const float *score, int64_t n, int64_t k,
     }
 }
 
-srt_status srt_select_topk_ws(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags, uint32_t *ws) {
+void srt_select_radix(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags, uint32_t *ws) {
+    if (ws) { /* keys once, and candidates that cannot overflow (3x faster at n = 14336) */
+        select_keys(idx, score, n, k, flags, ws, ws + n, n);
+        return;
+    }
+    uint32_t cand[CAND_MAX + 1];
+    if (n <= KEYS_MAX) { /* keys and candidates on the stack */
+        uint32_t kbuf[KEYS_MAX];
+        select_keys(idx, score, n, k, flags, kbuf, cand, CAND_MAX);
+    } else { /* keys recomputed on each pass; an overflowing bucket rescans all of them */
+        select_keys(idx, score, n, k, flags, NULL, cand, CAND_MAX);
+    }
+}
+
+srt_status srt_select_topk_kt(const srt_kernels *kt, uint32_t *idx, const float *score, int64_t n, int64_t k,
+                              unsigned flags, uint32_t *ws) {
     if (n < 0 || k < 0 || n > UINT32_MAX || (n > 0 && !score) || (k > 0 && !idx)) return SRT_EINVAL;
     if (k == 0) return SRT_OK;
     if (k >= n) {
         for (int64_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
         return SRT_OK;
     }
-    uint32_t cand[CAND_MAX + 1];
-    if (n <= KEYS_MAX) { /* keys and candidates on the stack */
-        uint32_t kbuf[KEYS_MAX];
-        select_keys(idx, score, n, k, flags, kbuf, cand, CAND_MAX);
-    } else if (ws) { /* keys once, and candidates that cannot overflow (3x faster at n = 14336) */
-        select_keys(idx, score, n, k, flags, ws, ws + n, n);
-    } else { /* keys recomputed on each pass; an overflowing bucket rescans all of them */
-        select_keys(idx, score, n, k, flags, NULL, cand, CAND_MAX);
+    if (ws) {
+        kt->select_topk(idx, score, n, k, flags, ws);
+    } else if (n <= KEYS_MAX) {
+        uint32_t w[2 * KEYS_MAX + 1];
+        kt->select_topk(idx, score, n, k, flags, w);
+    } else {
+        srt_select_radix(idx, score, n, k, flags, NULL);
     }
     return SRT_OK;
+}
+
+srt_status srt_select_topk_ws(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags, uint32_t *ws) {
+    /* the best kernel for this CPU (the dispatch is frozen once; every ISA's selection is exact) */
+    return srt_select_topk_kt(srt_kernels_get(srt_isa_best()), idx, score, n, k, flags, ws);
 }
 
 srt_status srt_select_topk(uint32_t *idx, const float *score, int64_t n, int64_t k, unsigned flags) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "srt.h"
+#include "srt_kern.h"
 #include "testing.h"
 
 #if defined(__x86_64__)
@@ -363,23 +364,45 @@ static int by_index(const void *a, const void *b) {
     return (i > j) - (i < j);
 }
 
+/* The sort's top k of v (ascending indices) into want. */
+static void topk_by_sort(uint32_t *want, const float *v, int64_t n, int64_t k, unsigned flags) {
+    for (int64_t i = 0; i < n; i++) want[i] = (uint32_t)i;
+    sort_keys = v;
+    sort_flags = flags;
+    qsort(want, (size_t)n, 4, by_rank);
+    qsort(want, (size_t)k, 4, by_index);
+}
+
+/* Scores that stress a selection: Gaussian; few distinct values (ties); NaN and -0 among Gaussians; a
+ * narrow range (keys that differ in the low mantissa bits only, so the vector bisection runs its most
+ * steps); any bits (infinities, subnormals, NaN payloads); all equal. */
+static float topk_score(int kind) {
+    uint32_t u;
+    float f;
+    switch (kind) {
+    case 1: return (float)(rnd_u32() % 7) - 3.0f;
+    case 2: return rnd_u32() % 50 == 0 ? ((rnd_u32() & 1) ? NAN : -0.0f) : rnd_gauss();
+    case 3: u = 0x3f800000u + rnd_u32() % 4096; memcpy(&f, &u, 4); return (rnd_u32() & 1) ? f : -f;
+    case 4: u = rnd_u32(); memcpy(&f, &u, 4); return f;
+    case 5: return 0.5f;
+    default: return rnd_gauss();
+    }
+}
+
 static void test_topk(void) {
-    const int64_t sizes[] = {1, 2, 7, 100, 6144, 14336};
+    const int64_t sizes[] = {1, 2, 7, 15, 16, 17, 33, 100, 5632, 6144, 14336};
     int bad = 0, runs = 0;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int64_t n = sizes[s];
         float *v = malloc(sizeof(float) * n);
         uint32_t *got = malloc(4 * n), *want = malloc(4 * n);
         for (int trial = 0; trial < 12; trial++) {
-            for (int64_t i = 0; i < n; i++) {
-                v[i] = rnd_gauss();
-                if (trial % 3 == 1) v[i] = (float)(rnd_u32() % 7) - 3.0f; /* many ties */
-                if (trial % 3 == 2 && rnd_u32() % 50 == 0) v[i] = (rnd_u32() & 1) ? NAN : -0.0f;
-            }
-            unsigned flags = (trial & 4) ? SRT_SELECT_ABS : 0;
+            for (int64_t i = 0; i < n; i++) v[i] = topk_score(trial % 6);
+            unsigned flags = (trial / 6) ? SRT_SELECT_ABS : 0;
             int64_t ks[] = {0, 1, n / 2, n - 1, n, (int64_t)(rnd_u32() % (uint32_t)n)};
             for (size_t q = 0; q < 6; q++) {
                 int64_t k = ks[q];
+                topk_by_sort(want, v, n, k, flags);
                 /* exactly k entries, so that a write past them is an ASan error */
                 uint32_t *gk = malloc(4 * (size_t)(k ? k : 1));
                 if (srt_select_topk(gk, v, n, k, flags) != SRT_OK) {
@@ -388,17 +411,20 @@ static void test_topk(void) {
                     continue;
                 }
                 memcpy(got, gk, 4 * (size_t)k);
-                /* with a workspace of exactly 2n + 1 entries (used above n = 8192): the same list */
+                bad += memcmp(got, want, 4 * (size_t)k) != 0;
+                /* with a workspace of exactly 2n + 1 entries: the same list */
                 uint32_t *ws = malloc(4 * (size_t)(2 * n + 1));
                 bad += srt_select_topk_ws(gk, v, n, k, flags, ws) != SRT_OK || memcmp(got, gk, 4 * (size_t)k) != 0;
+                /* every ISA's kernel (0 < k < n) against the sort */
+                for (int isa = 0; isa < SRT_ISA_COUNT && k > 0 && k < n; isa++) {
+                    if (!srt_isa_available((srt_isa)isa)) continue;
+                    memset(gk, 0xff, 4 * (size_t)k);
+                    srt_kernels_get((srt_isa)isa)->select_topk(gk, v, n, k, flags, ws);
+                    bad += memcmp(gk, want, 4 * (size_t)k) != 0;
+                    runs++;
+                }
                 free(ws);
                 free(gk);
-                for (int64_t i = 0; i < n; i++) want[i] = (uint32_t)i;
-                sort_keys = v;
-                sort_flags = flags;
-                qsort(want, (size_t)n, 4, by_rank);
-                qsort(want, (size_t)k, 4, by_index);
-                bad += memcmp(got, want, 4 * (size_t)k) != 0;
                 runs++;
             }
         }

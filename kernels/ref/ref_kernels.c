@@ -323,6 +323,7 @@ void srt_ref_register(srt_kernels *k) {
     k->kmi8 = ref_kmi8;
     k->zigzag = ref_zigzag;
     k->compact = ref_compact;
+    k->select_topk = srt_select_radix;
     k->act = ref_act;
     k->attn_head = ref_attn_head;
 }

@@ -1,6 +1,6 @@
 /* gemv_avx512.c - AVX-512 (F/BW/VL + VNNI) kernels for the activation
  * quantiser, the GGML-format rows (f32, q8_0, q4_0), the PowerInfer-style
- * q4_0t axpy scatter, zigzag/stripe column-sparse GEMV and compaction. */
+ * q4_0t axpy scatter and the zigzag/stripe column-sparse GEMV (compaction: select_avx512.c). */
 #include <immintrin.h>
 #include <math.h>
 
@@ -654,25 +654,6 @@ static void zigzag_avx512(const srt_zz_job *j, const uint32_t *idx, int64_t firs
     }
 }
 
-/* ---- compaction: vpcompressd ------------------------------------------------------------ */
-
-static int64_t compact_avx512(uint32_t *idx, const float *x, const float *tv, float t, int64_t n) {
-    const __m512 tb = _mm512_set1_ps(t);
-    __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i step = _mm512_set1_epi32(16);
-    int64_t m = 0;
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 ld = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 ax = _mm512_abs_ps(_mm512_maskz_loadu_ps(ld, x + i));
-        const __m512 th = tv ? _mm512_maskz_loadu_ps(ld, tv + i) : tb;
-        const __mmask16 k = _mm512_mask_cmp_ps_mask(ld, ax, th, _CMP_GT_OQ);
-        _mm512_mask_compressstoreu_epi32(idx + m, k, iota);
-        m += __builtin_popcount(k);
-        iota = _mm512_add_epi32(iota, step);
-    }
-    return m;
-}
-
 /* ---- activation and attention -------------------------------------------------------------- */
 
 /* e^x by the rule of srt_kern.h (SRT_EXP_*), scaled by 2^n with vscalefps (overflow to inf, underflow to
@@ -769,7 +750,6 @@ void srt_avx512_register(srt_kernels *k) {
     k->rows_q4_0 = rows_q4_0_avx512;
     k->axpy_q4_0t = axpy_q4_0t_avx512;
     k->zigzag = zigzag_avx512;
-    k->compact = compact_avx512;
     k->act = act_avx512;
     k->attn_head = attn_head_avx512;
 }
