@@ -389,6 +389,29 @@ static float topk_score(int kind) {
     }
 }
 
+/* Every ISA's selection against the reference on short lists whose low keys recur at one lane position
+ * (a period of 1-16): the bisection's range comes from reductions across lanes, and a reduction that
+ * misses a lane shows up here (test_topk's random scores rarely put the extremes in one lane). */
+static void test_topk_lanes(void) {
+    uint32_t want[216], got[216], ws[2 * 216 + 1];
+    float v[216];
+    int bad = 0, runs = 0;
+    for (int t = 0; t < 3000; t++) {
+        const int64_t n = 17 + (int64_t)(rnd_u32() % 200), k = 1 + (int64_t)(rnd_u32() % (uint32_t)(n - 1));
+        const uint32_t per = 1 + rnd_u32() % 16, ph = rnd_u32() % 16, spread = 1 + (uint32_t)t % 4;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = ((uint32_t)i + ph) % per == 0 ? 1.0f + (float)(rnd_u32() % 3) : 10.0f + (float)(rnd_u32() % spread);
+        srt_select_radix(want, v, n, k, 0, ws);
+        for (int isa = 1; isa < SRT_ISA_COUNT; isa++) {
+            if (!srt_isa_available((srt_isa)isa)) continue;
+            srt_kernels_get((srt_isa)isa)->select_topk(got, v, n, k, 0, ws);
+            bad += memcmp(got, want, 4 * (size_t)k) != 0;
+            runs++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %d lane-patterned top-k selections differ from the reference", bad, runs);
+}
+
 static void test_topk(void) {
     const int64_t sizes[] = {1, 2, 7, 15, 16, 17, 33, 100, 5632, 6144, 14336};
     int bad = 0, runs = 0;
@@ -446,5 +469,6 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_roundtrip(shapes[i][0], shapes[i][1]);
     test_hostile();
     test_topk();
+    test_topk_lanes();
     return sc_test_finish();
 }
