@@ -164,7 +164,6 @@ static void build_tables(void) {
             if (k == 0) {
                 srt_avx2_register(t);
                 srt_avx2_kmi4_register(t);
-                srt_avx2_select_register(t);
             } else if (k == 1) {
                 srt_avx512_register(t);
                 srt_avx512_kmi4_register(t);

@@ -283,7 +283,6 @@ void srt_ref_register(srt_kernels *k);
 /* Overrides per ISA file. */
 void srt_avx2_register(srt_kernels *k);
 void srt_avx2_kmi4_register(srt_kernels *k);
-void srt_avx2_select_register(srt_kernels *k);
 void srt_avx512_register(srt_kernels *k);
 void srt_avx512_kmi4_register(srt_kernels *k);
 void srt_avx512_select_register(srt_kernels *k);
