@@ -3,6 +3,7 @@
  * (rows, output tiles, or a slice of the live list whose partial outputs are
  * reduced once), and run the context's kernels on the slices. Also the
  * activation quantiser and the compaction front ends. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "srt_gemv.h"
@@ -114,13 +115,6 @@ typedef struct rows_task {
     int64_t n;
 } rows_task;
 
-static void rows_thread(void *arg, int tid, int nth) {
-    rows_task *t = arg;
-    int64_t a, b;
-    split(t->n, tid, nth, &a, &b);
-    if (b > a) t->fn(&t->job, a, b);
-}
-
 static srt_status rows_setup(const srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx,
                              int64_t n, float *y, rows_task *out) {
     const srt_kernels *k = srt_ctx_kernels(ctx);
@@ -156,12 +150,72 @@ static srt_status rows_setup(const srt_ctx *ctx, const srt_matrix *m, const srt_
     return SRT_OK;
 }
 
+/* One GEMV's rows: each thread owns an even share and works through it from the front in pieces of
+ROWS_PIECE; a thread done with its own takes the back half of what another has left (at least
+ROWS_STEAL rows), so one that started late or whose reads were served slower does not leave the others
+waiting at the end. The kernels prefetch on past a piece to the end of the owner's share (pf_end), so
+the pieces read as one stream. Rows are independent: the split does not change a bit of the result. */
+#define ROWS_PIECE 64
+#define ROWS_STEAL 32
+#define ROWS_MAX_THREADS 64
+
+typedef struct rows_shared {
+    rows_task t;
+    int nth;
+    /* per thread: the front (low 32 bits) and end (high 32) of what is left of its share */
+    _Atomic uint64_t left[ROWS_MAX_THREADS];
+} rows_shared;
+
+static inline uint64_t rows_pack(int64_t f, int64_t e) { return (uint64_t)f | (uint64_t)e << 32; }
+
+/* Takes up to want rows from the front (own) or the back (steal) of share v: [*a, *b), or false. */
+static bool rows_take(rows_shared *d, int v, bool own, int64_t *a, int64_t *b) {
+    uint64_t cur = atomic_load_explicit(&d->left[v], memory_order_relaxed);
+    for (;;) {
+        const int64_t f = (int64_t)(cur & 0xffffffffu), e = (int64_t)(cur >> 32), n = e - f;
+        if (n <= 0 || (!own && n < 2 * ROWS_STEAL)) return false;
+        const int64_t c = own ? (n < ROWS_PIECE ? n : ROWS_PIECE) : n / 2;
+        const uint64_t nxt = own ? rows_pack(f + c, e) : rows_pack(f, e - c);
+        if (atomic_compare_exchange_weak_explicit(&d->left[v], &cur, nxt, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *a = own ? f : e - c, *b = own ? f + c : e;
+            return true;
+        }
+    }
+}
+
+static void rows_shared_thread(void *arg, int tid, int nth) {
+    rows_shared *d = arg;
+    srt_rows_job job = d->t.job;
+    int64_t a, b, s0, s1;
+    split(d->t.n, tid, nth, &s0, &s1);
+    if (nth == 1 || d->nth != nth) { /* one thread (or more than the shares hold): the even split */
+        if (s1 > s0) d->t.fn(&job, s0, s1);
+        return;
+    }
+    job.pf_end = s1;
+    while (rows_take(d, tid, true, &a, &b)) d->t.fn(&job, a, b);
+    for (int k = 1; k < nth; k++) { /* then the others' backs, nearest first */
+        const int v = (tid + k) % nth;
+        job.pf_end = 0;
+        while (rows_take(d, v, false, &a, &b)) d->t.fn(&job, a, b);
+    }
+}
+
 static srt_status rows_run(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const uint32_t *idx, int64_t n,
                            float *y) {
-    rows_task t;
-    srt_status st = rows_setup(ctx, m, x, idx, n, y, &t);
-    if (st == SRT_OK) srt_ctx_run(ctx, rows_thread, &t);
-    return st;
+    rows_shared d;
+    srt_status st = rows_setup(ctx, m, x, idx, n, y, &d.t);
+    if (st != SRT_OK) return st;
+    const int nth = srt_ctx_threads(ctx);
+    d.nth = nth <= ROWS_MAX_THREADS && n <= INT32_MAX ? nth : 0;
+    for (int t = 0; t < d.nth; t++) {
+        int64_t s0, s1;
+        split(n, t, nth, &s0, &s1);
+        atomic_init(&d.left[t], rows_pack(s0, s1));
+    }
+    srt_ctx_run(ctx, rows_shared_thread, &d);
+    return SRT_OK;
 }
 
 srt_status srt_gemv_rows(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, float *y) {

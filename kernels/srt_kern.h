@@ -126,7 +126,13 @@ typedef struct srt_rows_job {
     const float *xf;   /* f32 rows */
     const srt_act *xq; /* quantised rows */
     const uint32_t *idx;
+    /* list positions up to which a call for [i0, i1) may prefetch (0: i1): the rows the next calls take,
+     * when a GEMV's rows are handed out in pieces, so the software prefetch runs on across them */
+    int64_t pf_end;
 } srt_rows_job;
+
+/* The end of the list positions a row kernel's call for [i0, i1) prefetches up to. */
+static inline int64_t srt_rows_pf_end(const srt_rows_job *j, int64_t i1) { return j->pf_end > i1 ? j->pf_end : i1; }
 
 /* kmi4 (down projection): y[0..rows) = sum over the live entries in list
  * positions [p0, p1) (channel idx[p], or p when dense) of W[:, j] h_j, with

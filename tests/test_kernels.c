@@ -728,6 +728,66 @@ static void test_batch_kd_lists(void) {
     CHECK_MSG(bad == 0, "%d of %d kmi4/kmi8 list batches differ from single sparse GEMVs", bad, cases);
 }
 
+/* Row GEMVs whose shares are taken in pieces and stolen (srt_gemv.c rows_run): at 2 and 3 threads (3 on
+ * a 2-core machine is oversubscribed, so threads fall behind and others take their backs) every row is
+ * the 1-thread run's, bit for bit (same kernel, same inputs, independent rows), and rows off the list
+ * stay untouched. */
+static void test_rows_shared(void) {
+    const srt_layout ls[] = {SRT_LAYOUT_KMI4R, SRT_LAYOUT_Q8_0, SRT_LAYOUT_F32};
+    const int64_t r = quick ? 1001 : 3001, cols = 512;
+    const int reps = quick ? 8 : 40;
+    float *w = malloc(sizeof(float) * r * cols), *x = malloc(sizeof(float) * cols);
+    float *y1 = malloc(sizeof(float) * r), *y = malloc(sizeof(float) * r);
+    uint32_t *ix = malloc(sizeof(uint32_t) * r);
+    fill(w, r * cols, 0.05f);
+    fill(x, cols, 1.0f);
+    int64_t n = 0;
+    for (int64_t i = 0; i < r; i++)
+        if (rnd_unit() < 0.6) ix[n++] = (uint32_t)i;
+    const srt_live live = {ix, n, NULL};
+    int bad = 0, cases = 0;
+    for (size_t li = 0; li < sizeof ls / sizeof ls[0]; li++) {
+        const srt_layout_traits *t = srt_layout_get(ls[li]);
+        act_buf ab;
+        act_make(&ab, cols, t->input == SRT_IN_Q8_TILED ? SRT_ACT_TILED : SRT_ACT_NATURAL);
+        CHECK(srt_act_quantize(ctx_ref, &ab.a, x) == SRT_OK);
+        const srt_input in = {x, &ab.a};
+        size_t bytes;
+        CHECK(t->size(&bytes, r, cols, 0) == SRT_OK);
+        void *mem = srt_alloc(bytes);
+        srt_matrix m;
+        CHECK(t->pack(&m, mem, bytes, w, r, cols, 0) == SRT_OK);
+        for (int isa = 0; isa < SRT_ISA_COUNT; isa++) {
+            if (!srt_isa_available((srt_isa)isa)) continue;
+            srt_ctx *c1, *cn[2];
+            CHECK(srt_ctx_create(&c1, (srt_isa)isa, 1) == SRT_OK && srt_ctx_create(&cn[0], (srt_isa)isa, 2) == SRT_OK &&
+                  srt_ctx_create(&cn[1], (srt_isa)isa, 3) == SRT_OK);
+            for (int sparse = 0; sparse < 2; sparse++) {
+                for (int64_t i = 0; i < r; i++) y1[i] = -7.0f;
+                CHECK((sparse ? t->gemv_sparse(c1, &m, &in, &live, y1) : t->gemv(c1, &m, &in, y1)) == SRT_OK);
+                for (int rep = 0; rep < reps; rep++) {
+                    for (int64_t i = 0; i < r; i++) y[i] = -7.0f;
+                    srt_ctx *c = cn[rep & 1];
+                    CHECK((sparse ? t->gemv_sparse(c, &m, &in, &live, y) : t->gemv(c, &m, &in, y)) == SRT_OK);
+                    bad += memcmp(y, y1, sizeof(float) * (size_t)r) != 0;
+                    cases++;
+                }
+            }
+            srt_ctx_free(c1);
+            srt_ctx_free(cn[0]);
+            srt_ctx_free(cn[1]);
+        }
+        srt_free(mem);
+        srt_free(ab.mem);
+    }
+    free(w);
+    free(x);
+    free(y1);
+    free(y);
+    free(ix);
+    CHECK_MSG(bad == 0, "%d of %d row GEMVs at 2-3 threads differ from 1 thread", bad, cases);
+}
+
 /* ---- the pool ---------------------------------------------------------------------------- */
 
 typedef struct pool_arg {
@@ -761,6 +821,7 @@ int main(void) {
     test_batch();
     test_batch_q8_shapes();
     test_batch_kd_lists();
+    test_rows_shared();
     test_gemv();
     for (int c = 0; c < nctx; c++) srt_ctx_free(ctxs[c]);
     srt_ctx_free(ctx_ref);

@@ -107,10 +107,11 @@ static inline __attribute__((always_inline)) void rows_blocks_avx2(const srt_row
 #define BL_DOT(blk, b) (Q4 ? dot_q4(blk, a->q + 32 * (b), a->sum[b]) : dot_q8(blk, a->q + 32 * (b)))
     for (int64_t i = i0; i < i1 && i < i0 + ahead; i++) /* the first rows, before the window reaches them */
         for (int64_t l = 0; l < nl; l++) _mm_prefetch((const char *)(BL_ROW(i) + 64 * l), _MM_HINT_T0);
+    const int64_t pe = srt_rows_pf_end(j, i1);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
         const uint8_t *row = j->w + r * rb;
-        const uint8_t *pf0 = i + ahead < i1 ? BL_ROW(i + ahead) : NULL, *pf1 = i + far < i1 ? BL_ROW(i + far) : NULL;
+        const uint8_t *pf0 = i + ahead < pe ? BL_ROW(i + ahead) : NULL, *pf1 = i + far < pe ? BL_ROW(i + far) : NULL;
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
         int64_t l = 0, due = 0; /* lines of the rows ahead prefetched */
         for (int64_t g = 0; g < ng; g++) {

@@ -188,10 +188,11 @@ static void rows_q4_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
 #define Q4_ROW(k) (j->w + (j->idx ? (int64_t)j->idx[k] : (k)) * rb)
     for (int64_t i = i0; i < i1 && i < i0 + SRT_KR_AHEAD; i++) /* the first rows, before the loop's window reaches them */
         for (int64_t l = 0; l < nl; l++) _mm_prefetch((const char *)(Q4_ROW(i) + 64 * l), _MM_HINT_T0);
+    const int64_t pe = srt_rows_pf_end(j, i1);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        const uint8_t *pf0 = i + SRT_KR_AHEAD < i1 ? Q4_ROW(i + SRT_KR_AHEAD) : NULL;
-        const uint8_t *pf1 = i + SRT_KR_FAR < i1 ? Q4_ROW(i + SRT_KR_FAR) : NULL;
+        const uint8_t *pf0 = i + SRT_KR_AHEAD < pe ? Q4_ROW(i + SRT_KR_AHEAD) : NULL;
+        const uint8_t *pf1 = i + SRT_KR_FAR < pe ? Q4_ROW(i + SRT_KR_FAR) : NULL;
         j->y[r] = q4_row_avx512(&c, j->w + r * rb, j->xq, nb, pf0, pf1, nl);
     }
 #undef Q4_ROW
@@ -298,11 +299,12 @@ static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1 && i < i0 + Q8_AHEAD; i++) /* the first rows, before the loop's window reaches them */
         for (int64_t l = 0; l < nl; l++)
             _mm_prefetch((const char *)(j->w + (j->idx ? (int64_t)j->idx[i] : i) * rb + 64 * l), _MM_HINT_T0);
+    const int64_t pe = srt_rows_pf_end(j, i1);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
         /* the rows Q8_AHEAD list positions ahead into L1 and Q8_FAR ahead into L2, spread over this row's steps */
-        const uint8_t *pf0 = i + Q8_AHEAD < i1 ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_AHEAD] : i + Q8_AHEAD) * rb : NULL;
-        const uint8_t *pf1 = i + Q8_FAR < i1 ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_FAR] : i + Q8_FAR) * rb : NULL;
+        const uint8_t *pf0 = i + Q8_AHEAD < pe ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_AHEAD] : i + Q8_AHEAD) * rb : NULL;
+        const uint8_t *pf1 = i + Q8_FAR < pe ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_FAR] : i + Q8_FAR) * rb : NULL;
         j->y[r] = q8_row_avx512(j->w + r * rb, j->xq, nb, &c, pf0, pf1, nl);
     }
 }

@@ -99,12 +99,13 @@ static void kr_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
         for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
     }
     int64_t i = i0;
+    const int64_t pe = srt_rows_pf_end(j, i1);
     for (; i + 1 < i1; i += 2) {
         const int64_t r0 = j->idx ? j->idx[i] : i, r1 = j->idx ? j->idx[i + 1] : i + 1;
         const uint8_t *w0 = j->w + r0 * j->row_bytes, *w1 = j->w + r1 * j->row_bytes;
         const uint8_t *pf0 = NULL, *pf1 = NULL, *pg0 = NULL, *pg1 = NULL;
-        if (i + KR_AHEAD + 1 < i1) pf0 = KR_ROW(i + KR_AHEAD), pf1 = KR_ROW(i + KR_AHEAD + 1);
-        if (i + KR_FAR + 1 < i1) pg0 = KR_ROW(i + KR_FAR), pg1 = KR_ROW(i + KR_FAR + 1);
+        if (i + KR_AHEAD + 1 < pe) pf0 = KR_ROW(i + KR_AHEAD), pf1 = KR_ROW(i + KR_AHEAD + 1);
+        if (i + KR_FAR + 1 < pe) pg0 = KR_ROW(i + KR_FAR), pg1 = KR_ROW(i + KR_FAR + 1);
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
         int64_t l = 0, due = 0;
         for (int64_t T = 0; T < ntile; T++) {

@@ -72,7 +72,7 @@ static void kr_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
         const uint8_t *pr = j->w + (j->idx ? (int64_t)j->idx[k] : k) * j->row_bytes;
         for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
     }
-    const int64_t nl = j->row_bytes / 64;
+    const int64_t nl = j->row_bytes / 64, pe = srt_rows_pf_end(j, i1);
     for (; i + 1 < i1; i += 2) {
         const int64_t r0 = j->idx ? j->idx[i] : i, r1 = j->idx ? j->idx[i + 1] : i + 1;
         const uint8_t *w0 = j->w + r0 * j->row_bytes, *w1 = j->w + r1 * j->row_bytes;
@@ -80,11 +80,11 @@ static void kr_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
          * tile's share of their lines per tile (spread over the loop rather than in one
          * burst per pair; the far one took 9% off dense and 20% off scattered rows) */
         const uint8_t *pf0 = NULL, *pf1 = NULL, *pg0 = NULL, *pg1 = NULL;
-        if (i + KR_AHEAD + 1 < i1) {
+        if (i + KR_AHEAD + 1 < pe) {
             pf0 = j->w + (j->idx ? (int64_t)j->idx[i + KR_AHEAD] : i + KR_AHEAD) * j->row_bytes;
             pf1 = j->w + (j->idx ? (int64_t)j->idx[i + KR_AHEAD + 1] : i + KR_AHEAD + 1) * j->row_bytes;
         }
-        if (i + KR_FAR + 1 < i1) {
+        if (i + KR_FAR + 1 < pe) {
             pg0 = j->w + (j->idx ? (int64_t)j->idx[i + KR_FAR] : i + KR_FAR) * j->row_bytes;
             pg1 = j->w + (j->idx ? (int64_t)j->idx[i + KR_FAR + 1] : i + KR_FAR + 1) * j->row_bytes;
         }
