@@ -389,18 +389,24 @@ static float topk_score(int kind) {
     }
 }
 
-/* Every ISA's selection against the reference on short lists whose low keys recur at one lane position
- * (a period of 1-16): the bisection's range comes from reductions across lanes, and a reduction that
- * misses a lane shows up here (test_topk's random scores rarely put the extremes in one lane). */
+/* Every ISA's selection against the reference on short lists whose low (or middle) keys recur at one lane
+ * position (a period of 1-16): the bisection's range comes from reductions across lanes, and a reduction
+ * that misses a lane shows up here (test_topk's random scores rarely put the extremes in one lane). */
 static void test_topk_lanes(void) {
     uint32_t want[216], got[216], ws[2 * 216 + 1];
     float v[216];
     int bad = 0, runs = 0;
-    for (int t = 0; t < 3000; t++) {
+    for (int t = 0; t < 8000; t++) {
         const int64_t n = 17 + (int64_t)(rnd_u32() % 200), k = 1 + (int64_t)(rnd_u32() % (uint32_t)(n - 1));
         const uint32_t per = 1 + rnd_u32() % 16, ph = rnd_u32() % 16, spread = 1 + (uint32_t)t % 4;
-        for (int64_t i = 0; i < n; i++)
-            v[i] = ((uint32_t)i + ph) % per == 0 ? 1.0f + (float)(rnd_u32() % 3) : 10.0f + (float)(rnd_u32() % spread);
+        for (int64_t i = 0; i < n; i++) {
+            const bool lane = ((uint32_t)i + ph) % per == 0;
+            if (t & 1) /* middle keys at the lane position, low and high ones elsewhere: the k-th is often a
+                          middle one, the least key of the upper half */
+                v[i] = lane ? 5.0f + (float)(rnd_u32() % 2) : (rnd_u32() & 1) ? 1.0f : 10.0f + (float)(rnd_u32() % spread);
+            else
+                v[i] = lane ? 1.0f + (float)(rnd_u32() % 3) : 10.0f + (float)(rnd_u32() % spread);
+        }
         srt_select_radix(want, v, n, k, 0, ws);
         for (int isa = 1; isa < SRT_ISA_COUNT; isa++) {
             if (!srt_isa_available((srt_isa)isa)) continue;
