@@ -168,7 +168,8 @@ typedef struct rows_shared {
 
 static inline uint64_t rows_pack(int64_t f, int64_t e) { return (uint64_t)f | (uint64_t)e << 32; }
 
-/* Takes up to want rows from the front (own) or the back (steal) of share v: [*a, *b), or false. */
+/* Takes a piece of share v: ROWS_PIECE rows from its front (own), or the back half of what is left
+ * (steal, at least ROWS_STEAL); [*a, *b), or false when there is none. */
 static bool rows_take(rows_shared *d, int v, bool own, int64_t *a, int64_t *b) {
     uint64_t cur = atomic_load_explicit(&d->left[v], memory_order_relaxed);
     for (;;) {
