@@ -27,8 +27,8 @@ sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, cli_
         a->ctx1 = NULL;
         return SC_OK;
     }
-    /* reductions over threads keep one partial output per extra thread: room for the widest
-     * matrix, its rows rounded up to the largest row group (512) */
+    /* per-thread scratch (an attention head's scores on each extra thread): room for as many floats
+     * as the widest matrix has rows, rounded up to the largest row group (512) */
     int64_t rows = c->vocab_size > c->ffn_dim ? c->vocab_size : c->ffn_dim;
     rows = rows > c->n_heads * c->head_dim ? rows : c->n_heads * c->head_dim;
     rows = rows > c->dim ? rows : c->dim;

@@ -209,6 +209,8 @@ struct srt_ctx {
     srt_pool *pool;
     float *scratch; /* (nthreads - 1) x scratch_floats */
     int64_t scratch_floats;
+    float *shared; /* srt_ctx_shared's */
+    int64_t shared_floats;
 };
 
 srt_status srt_ctx_reserve(srt_ctx *ctx, int64_t floats) {
@@ -250,6 +252,7 @@ void srt_ctx_free(srt_ctx *ctx) {
     if (!ctx) return;
     srt_pool_free(ctx->pool);
     srt_free(ctx->scratch);
+    srt_free(ctx->shared);
     free(ctx);
 }
 
@@ -260,6 +263,19 @@ const srt_kernels *srt_ctx_kernels(const srt_ctx *ctx) { return ctx->k; }
 float *srt_ctx_scratch(const srt_ctx *ctx, int tid, int64_t floats) {
     if (tid < 1 || tid >= ctx->nthreads || floats > ctx->scratch_floats) return NULL;
     return ctx->scratch + (size_t)(tid - 1) * (size_t)ctx->scratch_floats;
+}
+
+float *srt_ctx_shared(srt_ctx *ctx, int64_t floats) {
+    if (floats < 0) return NULL;
+    if (floats > ctx->shared_floats) {
+        floats = srt_round_up(floats, 16);
+        float *p = srt_alloc((size_t)floats * sizeof(float));
+        if (!p) return NULL;
+        srt_free(ctx->shared);
+        ctx->shared = p;
+        ctx->shared_floats = floats;
+    }
+    return ctx->shared;
 }
 
 void srt_ctx_run(srt_ctx *ctx, void (*fn)(void *, int, int), void *arg) {

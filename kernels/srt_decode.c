@@ -701,9 +701,9 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
         return SRT_OK;
     }
     TRY(prefill_buffers(m));
-    /* room for the threads' partial outputs of a whole chunk's kmi4 / kmi8 down projection; without
+    /* room for the second halves of a whole chunk's kmi4 / kmi8 down projection (srt_gemv.c); without
      * it the batch runs fewer tokens at a time (the same bits), so a failure here costs only speed */
-    (void)srt_ctx_reserve(m->ctx, PF_CHUNK * m->cfg.dim);
+    (void)srt_ctx_shared(m->ctx, PF_CHUNK * m->cfg.dim);
     m->logits_pos = -1;
     m->factor = 1.0f;
     for (int64_t t = 0; t < n; t += PF_CHUNK) {

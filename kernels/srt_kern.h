@@ -134,10 +134,11 @@ typedef struct srt_rows_job {
 /* The end of the list positions a row kernel's call for [i0, i1) prefetches up to. */
 static inline int64_t srt_rows_pf_end(const srt_rows_job *j, int64_t i1) { return j->pf_end > i1 ? j->pf_end : i1; }
 
-/* kmi4 (down projection): y[0..rows) = sum over the live entries in list
- * positions [p0, p1) (channel idx[p], or p when dense) of W[:, j] h_j, with
- * h quantised in natural order. Threads take slices of the list and their
- * partial outputs are added once. */
+/* kmi4 (down projection): y[o] = sum over the live entries in list positions
+ * [p0, p1) (channel idx[p], or p when dense) of W[o, j] h_j, with h quantised
+ * in natural order, for the outputs o in [o0, o1). Threads own ranges of
+ * outputs and each walks the whole list, so every output is summed in list
+ * order by one thread: the result does not depend on the thread count. */
 typedef struct srt_kd_job {
     int64_t rows; /* logical outputs (y has this many) */
     const uint8_t *w;
@@ -149,7 +150,24 @@ typedef struct srt_kd_job {
      * batch runs the list in K windows: each window's K-block terms are added to them in the same
      * order as one call over the whole list, so the result is the same bits) */
     const float *y0;
+    /* the outputs computed, [o0, o1): multiples of SRT_KD_TILE (o1 may pass the last output); o1 = 0:
+     * all of them. Only these outputs of y (and of y0) are touched. */
+    int64_t o0, o1;
+    /* the list positions the software prefetch may run on to (at most n_idx; up to p1 when smaller):
+     * past p1 when the same thread's next call goes on from there for the same outputs */
+    int64_t pf_end;
 } srt_kd_job;
+
+/* The end of the list positions a kmi4 / kmi8 kernel's call for [p0, p1) prefetches up to. */
+static inline int64_t srt_kd_pf_end(const srt_kd_job *j, int64_t p1) { return j->pf_end > p1 ? j->pf_end : p1; }
+
+/* The tiles of `tile` outputs (SRT_KD_TILE or SRT_K8_TILE) a kmi4 / kmi8 kernel computes for job j, of
+ * the n tiles that cover all of its outputs: [*t0, *t1). */
+static inline void srt_kd_tiles_of(const srt_kd_job *j, int64_t tile, int64_t n, int64_t *t0, int64_t *t1) {
+    const int64_t e = j->o1 ? (j->o1 + tile - 1) / tile : n;
+    *t0 = j->o0 / tile;
+    *t1 = e < n ? e : n;
+}
 
 /* The float sums of outputs [o0, o0 + n) as a kmi4/kmi8 kernel starts them: y0's values (0 without
  * y0) and 0 past the last output (the padding lanes of the last tile). */
@@ -242,8 +260,9 @@ typedef struct srt_kernels {
     void (*kmi4)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y);
     void (*kmi8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y); /* the same job, kmi8 bytes */
     /* kmi4 / kmi8 for t's inputs with AMX tiles: input v's K-blocks [kb0[v], kb1[v]) that hold a live neuron of it,
-     * added into out[v][0..rows) from +0 as the kmi4 / kmi8 kernel adds them, so out[v] is that kernel's over
-     * the list positions of those blocks, bit for bit (untouched when there are none); NULL where none */
+     * added into out[v] (outputs [j->o0, j->o1) only) from +0 as the kmi4 / kmi8 kernel adds them, so out[v] is
+     * that kernel's over the list positions of those blocks, bit for bit (untouched when there are none); NULL
+     * where none */
     void (*kmi4_tiles)(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
                        float *const *out);
     void (*kmi8_tiles)(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
@@ -268,6 +287,9 @@ typedef struct srt_kernels {
 const srt_kernels *srt_kernels_get(srt_isa isa);
 const srt_kernels *srt_ctx_kernels(const srt_ctx *ctx);
 float *srt_ctx_scratch(const srt_ctx *ctx, int tid, int64_t floats);
+/* floats of scratch for the caller and the threads of one run together (at any thread count), grown
+ * to that when smaller (so not during a run); NULL without the memory */
+float *srt_ctx_shared(srt_ctx *ctx, int64_t floats);
 
 /* The reference selection (kernels/srt_select.c: radix selection on the keys' bits), select_topk's
  * contract; ws NULL recomputes the keys on every pass instead. */

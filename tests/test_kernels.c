@@ -566,8 +566,8 @@ static void test_attention(void) {
  * layouts: the same kernel on the same rows; column layouts: the same GEMV); srt_gemv_batch_sparse
  * likewise against srt_gemv_sparse. kmi4 / kmi8 run their batches in K windows of 256 KB (with
  * 2100 outputs 6 and 3 K-blocks: the 33 K-blocks here take 6 and 11 windows, each call continuing
- * the sums of the one before), and 70 inputs take more than one run (two threads' partial outputs
- * for 64 inputs of 2100 outputs do not fit the context's scratch: it takes 16 at a time). */
+ * the sums of the one before), and 70 inputs take more than one run (64 at a time, their lists'
+ * second halves in the context's shared scratch). */
 static void test_batch(void) {
     /* 301 rows: the multi-input kernels' row ranges (blocks of 32 rows split between threads) end in
      * short row tiles (i8mm: 4 rows for q8_0, pairs for kmi4r) at 1 and 2 threads */
@@ -728,6 +728,86 @@ static void test_batch_kd_lists(void) {
     CHECK_MSG(bad == 0, "%d of %d kmi4/kmi8 list batches differ from single sparse GEMVs", bad, cases);
 }
 
+/* kmi4 / kmi8 at 1, 2 and 3 threads (srt_gemv.c: the list's two fixed halves, their outputs dealt
+ * to the threads): every output the 1-thread run's bits, for single GEMVs (sparse and dense) and
+ * batches (K windows; AMX tiles for the dense batch where there are tiles), on every ISA. 300 outputs
+ * are 3 tiles of 128 (at 3 threads the middle thread takes the first half's last tile and the second
+ * half's first), 2100 are 17; the lists: all, about half, one neuron, one K-block (an empty second
+ * half), none. Outputs start at -7, so one that no thread writes differs. */
+static void test_kd_threads(void) {
+    const srt_layout ls[] = {SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI8};
+    const int64_t rs[] = {300, 2100}, cols = 1056, nv = 5;
+    float *w = malloc(sizeof(float) * 2100 * cols), *x = malloc(sizeof(float) * nv * cols);
+    float *y1[2], *y = malloc(sizeof(float) * nv * 2100);
+    uint32_t *ix = malloc(sizeof(uint32_t) * (size_t)(nv * cols));
+    for (int k = 0; k < 2; k++) y1[k] = malloc(sizeof(float) * nv * 2100);
+    fill(w, 2100 * cols, 0.05f);
+    fill(x, nv * cols, 1.0f);
+    act_buf ab[5];
+    srt_input in[5];
+    srt_live lv[5];
+    for (int64_t v = 0; v < nv; v++) {
+        act_make(&ab[v], cols, SRT_ACT_NATURAL);
+        CHECK(srt_act_quantize(ctx_ref, &ab[v].a, x + v * cols) == SRT_OK);
+        in[v] = (srt_input){x + v * cols, &ab[v].a};
+        int64_t n = 0;
+        for (int64_t i = 0; i < cols; i++) {
+            const bool keep = v == 0 || (v == 1 && rnd_unit() < 0.5) || (v == 2 && i == 517) || (v == 3 && i / 32 == 9);
+            if (keep) ix[v * cols + n++] = (uint32_t)i;
+        }
+        lv[v] = (srt_live){ix + v * cols, n, NULL};
+    }
+    int bad = 0, cases = 0;
+    for (size_t li = 0; li < 2; li++)
+        for (size_t ri = 0; ri < 2; ri++) {
+            const srt_layout_traits *t = srt_layout_get(ls[li]);
+            const int64_t r = rs[ri];
+            size_t bytes;
+            CHECK(t->size(&bytes, r, cols, 0) == SRT_OK);
+            void *mem = srt_alloc(bytes);
+            srt_matrix m;
+            CHECK(t->pack(&m, mem, bytes, w, r, cols, 0) == SRT_OK);
+            float *yp[5];
+            for (int64_t v = 0; v < nv; v++) yp[v] = y + v * r;
+            for (int isa = 0; isa < SRT_ISA_COUNT; isa++) {
+                if (!srt_isa_available((srt_isa)isa)) continue;
+                for (int nth = 1; nth <= 3; nth++) {
+                    srt_ctx *c;
+                    CHECK(srt_ctx_create(&c, (srt_isa)isa, nth) == SRT_OK);
+                    /* kinds: single sparse GEMVs, their batch, single dense GEMVs, their batch */
+                    for (int kind = 0; kind < 4; kind++) {
+                        const bool dense = kind >= 2, batch = kind & 1;
+                        for (int64_t i = 0; i < nv * r; i++) y[i] = -7.0f;
+                        if (batch)
+                            CHECK((dense ? srt_gemv_batch(c, &m, in, nv, yp) : srt_gemv_batch_sparse(c, &m, in, lv, nv, yp)) ==
+                                  SRT_OK);
+                        else
+                            for (int64_t v = 0; v < nv; v++)
+                                CHECK((dense ? t->gemv(c, &m, &in[v], yp[v]) : t->gemv_sparse(c, &m, &in[v], &lv[v], yp[v])) ==
+                                      SRT_OK);
+                        if (nth == 1 && !batch) {
+                            memcpy(y1[dense], y, sizeof(float) * (size_t)(nv * r));
+                            continue;
+                        }
+                        bad += memcmp(y, y1[dense], sizeof(float) * (size_t)(nv * r)) != 0;
+                        cases++;
+                    }
+                    srt_ctx_free(c);
+                }
+            }
+            srt_free(mem);
+        }
+    for (int64_t v = 0; v < nv; v++) srt_free(ab[v].mem);
+    free(w);
+    free(x);
+    free(y1[0]);
+    free(y1[1]);
+    free(y);
+    free(ix);
+    CHECK_MSG(bad == 0, "%d of %d kmi4/kmi8 runs at 1-3 threads differ from 1 thread", bad, cases);
+    printf("kmi4/kmi8 at 1-3 threads: %d runs, %d differ from 1 thread\n", cases, bad);
+}
+
 /* Row GEMVs whose shares are taken in pieces and stolen (srt_gemv.c rows_run): at 2 and 3 threads (3 on
  * a 2-core machine is oversubscribed, so threads fall behind and others take their backs) every row is
  * the 1-thread run's, bit for bit (same kernel, same inputs, independent rows), and rows off the list
@@ -821,6 +901,7 @@ int main(void) {
     test_batch();
     test_batch_q8_shapes();
     test_batch_kd_lists();
+    test_kd_threads();
     test_rows_shared();
     test_gemv();
     for (int c = 0; c < nctx; c++) srt_ctx_free(ctxs[c]);

@@ -26,7 +26,9 @@ static inline float32x4_t SRT_SFX(half4)(const uint8_t *p) {
 
 static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     const int64_t rp = j->rows_pad, bb = srt_kd_block_bytes(rp), vb = rp / 2;
-    const int64_t n = p1, t0 = 0, t1 = j->rows_pad / SRT_KD_TILE;
+    const int64_t n = p1;
+    int64_t t0, t1;
+    srt_kd_tiles_of(j, SRT_KD_TILE, rp / SRT_KD_TILE, &t0, &t1);
     const int8_t *hq = j->h->q;
     const uint8x16_t m_lo = vdupq_n_u8(0x0f);
     float acc[KD_CHUNK * SRT_KD_TILE];
@@ -199,11 +201,12 @@ static inline __attribute__((always_inline)) void SRT_SFX(k8_pass)(const uint8_t
 
 static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows);
-    const int64_t nt = (j->rows + SRT_K8_TILE - 1) / SRT_K8_TILE; /* the tiles holding outputs */
+    int64_t t0, nt; /* of the tiles holding outputs */
+    srt_kd_tiles_of(j, SRT_K8_TILE, (j->rows + SRT_K8_TILE - 1) / SRT_K8_TILE, &t0, &nt);
     const int8_t *hq = j->h->q;
     float fa[K8_CHUNK * SRT_K8_TILE];
     int32_t ia[K8_CHUNK * SRT_K8_TILE];
-    for (int64_t c0 = 0; c0 < nt; c0 += K8_CHUNK) {
+    for (int64_t c0 = t0; c0 < nt; c0 += K8_CHUNK) {
         const int64_t c1 = c0 + K8_CHUNK < nt ? c0 + K8_CHUNK : nt, nc = c1 - c0;
         srt_kd_start(j, fa, c0 * SRT_K8_TILE, nc * SRT_K8_TILE);
         for (int64_t f = p0; f < p1 && f < p0 + K8_AHEAD; f++) { /* what the passes' look-ahead skips */

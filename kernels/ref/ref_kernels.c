@@ -199,7 +199,8 @@ static inline int k8_byte(const uint8_t *vec, int64_t o) {
 static void ref_kd_any(const srt_kd_job *j, int64_t p0, int64_t p1, float *y, bool K8) {
     const int64_t rp = j->rows_pad, bb = K8 ? srt_k8_block_bytes(j->rows) : srt_kd_block_bytes(j->rows);
     const int64_t vb = K8 ? rp : rp / 2; /* a neuron's column */
-    for (int64_t o = 0; o < j->rows; o++) {
+    const int64_t o1 = j->o1 && j->o1 < j->rows ? j->o1 : j->rows;
+    for (int64_t o = j->o0; o < o1; o++) {
         float acc = j->y0 ? j->y0[o] : 0.0f;
         int64_t p = p0;
         while (p < p1) {

@@ -165,7 +165,9 @@ static inline void kd_b_tiles(int8_t (*bt)[512], const uint8_t *v0, int64_t vs, 
 
 static inline void kd_tiles_body(const srt_kd_job *j, const srt_kd_tiles *t, const int64_t *kb0, const int64_t *kb1,
                                  float *const *out, bool k4) {
-    const int64_t rp = j->rows_pad, seg = k4 ? SRT_KD_TILE : SRT_K8_TILE, ns = rp / seg;
+    const int64_t rp = j->rows_pad, seg = k4 ? SRT_KD_TILE : SRT_K8_TILE;
+    int64_t s0, ns;
+    srt_kd_tiles_of(j, seg, rp / seg, &s0, &ns);
     const int64_t bb = k4 ? srt_kd_block_bytes(j->rows) : srt_k8_block_bytes(j->rows), vs = k4 ? rp / 2 : rp;
     int64_t lo = j->nblk, hi = 0;
     for (int64_t v = 0; v < t->nvec; v++)
@@ -181,7 +183,7 @@ static inline void kd_tiles_body(const srt_kd_job *j, const srt_kd_tiles *t, con
         if (!on) continue;
         const uint8_t *blk = j->w + kb * bb, *vec0 = blk + 2 * rp;
         _tile_loadd(K_A, t->q + 512 * kb, 32);
-        for (int64_t s = 0; s < ns; s++) {
+        for (int64_t s = s0; s < ns; s++) {
             if (s + 2 < ns) /* the vectors' lines two steps on */
                 for (int k = 0; k < 32; k++) _mm_prefetch((const char *)(vec0 + k * vs + 64 * (s + 2)), _MM_HINT_T0);
             kd_b_tiles(bt, vec0, vs, 64 * s, k4);

@@ -152,11 +152,13 @@ static inline void SRT_SFX(kd_ahead)(const srt_kd_job *j, int64_t f, int64_t p1,
 }
 
 static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
-    const int64_t rp = j->rows_pad, bb = srt_kd_block_bytes(rp), vb = rp / 2, nt = rp / SRT_KD_TILE;
+    const int64_t rp = j->rows_pad, bb = srt_kd_block_bytes(rp), vb = rp / 2, pe = srt_kd_pf_end(j, p1);
+    int64_t t0, nt;
+    srt_kd_tiles_of(j, SRT_KD_TILE, rp / SRT_KD_TILE, &t0, &nt);
     const int8_t *hq = j->h->q;
     _Alignas(64) float fa[KD_CHUNK * SRT_KD_TILE];
     _Alignas(64) VI ia[KD_CHUNK * KD_NH * 8];
-    for (int64_t c0 = 0; c0 < nt; c0 += KD_CHUNK) {
+    for (int64_t c0 = t0; c0 < nt; c0 += KD_CHUNK) {
         const int64_t c1 = c0 + KD_CHUNK < nt ? c0 + KD_CHUNK : nt;
         srt_kd_start(j, fa, c0 * SRT_KD_TILE, (c1 - c0) * SRT_KD_TILE);
         const uint8_t *last_sc = NULL, *last_sc2 = NULL;
@@ -196,8 +198,8 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
             const uint8_t *pf[8], *pf_sc, *pf2[8], *pf2_sc;
 #define KD_PASS(q, NQ, first, last)                                                                               \
     do {                                                                                                          \
-        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_AHEAD, p1, NQ, pf, &pf_sc, &last_sc);                           \
-        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_FAR, p1, NQ, pf2, &pf2_sc, &last_sc2);                          \
+        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_AHEAD, pe, NQ, pf, &pf_sc, &last_sc);                           \
+        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_FAR, pe, NQ, pf2, &pf2_sc, &last_sc2);                          \
         SRT_SFX(kd_pass)(ptr + 4 * (q), word + (q), NQ, c0, c1, ia, fa, blk, d_lo, d_hi, off_lo, off_hi, pf, pf_sc, \
                          pf2, pf2_sc, first, last);                                                               \
     } while (0)

@@ -24,11 +24,13 @@ static inline const uint8_t *SRT_SFX(k8_vec)(const srt_kd_job *j, int64_t p, int
 }
 
 static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
-    const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows), nt = rp / SRT_K8_TILE;
+    const int64_t rp = j->rows_pad, bb = srt_k8_block_bytes(j->rows), pe = srt_kd_pf_end(j, p1);
+    int64_t t0, nt;
+    srt_kd_tiles_of(j, SRT_K8_TILE, rp / SRT_K8_TILE, &t0, &nt);
     const int8_t *hq = j->h->q;
     _Alignas(64) float fa[K8_CHUNK * SRT_K8_TILE];
     _Alignas(64) VI ia[K8_CHUNK * KD_NH * 4];
-    for (int64_t c0 = 0; c0 < nt; c0 += K8_CHUNK) {
+    for (int64_t c0 = t0; c0 < nt; c0 += K8_CHUNK) {
         const int64_t c1 = c0 + K8_CHUNK < nt ? c0 + K8_CHUNK : nt, nc = c1 - c0;
         srt_kd_start(j, fa, c0 * SRT_K8_TILE, nc * SRT_K8_TILE);
         int64_t p = p0;
@@ -58,8 +60,8 @@ static void SRT_SFX(k8)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
                 const VI a = VI_SET1((int32_t)wd);
                 const uint8_t *pf[4], *pg[4];
                 for (int r = 0; r < 4; r++) {
-                    pf[r] = SRT_SFX(k8_vec)(j, q + 4 * K8_AHEAD + r, p1, bb);
-                    pg[r] = SRT_SFX(k8_vec)(j, q + 4 * K8_FAR + r, p1, bb);
+                    pf[r] = SRT_SFX(k8_vec)(j, q + 4 * K8_AHEAD + r, pe, bb);
+                    pg[r] = SRT_SFX(k8_vec)(j, q + 4 * K8_FAR + r, pe, bb);
                 }
                 for (int64_t t = c0; t < c1; t++) {
                     for (int r = 0; r < 4; r++) {
