@@ -47,7 +47,8 @@ typedef enum srt_status {
     SRT_ENOMEM,   /* allocation failed (only create functions allocate) */
     SRT_EISA,     /* the requested ISA is unknown or not available here */
     SRT_ETHREAD,  /* a worker thread could not be started */
-    SRT_ESCRATCH, /* the context's scratch is too small: srt_ctx_reserve */
+    SRT_ESCRATCH, /* the context's scratch is too small: srt_ctx_reserve (no longer returned; kept for
+                   * the numbering) */
     SRT_ENOTSUP,  /* the layout has no kernel for this operation */
     SRT_ENONFINITE /* the model produced NaN or inf (srt_model_fault says where) */
 } srt_status;
@@ -98,8 +99,9 @@ srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads);
 void srt_ctx_free(srt_ctx *ctx);
 srt_isa srt_ctx_isa(const srt_ctx *ctx);
 int srt_ctx_threads(const srt_ctx *ctx);
-/* Scratch for reductions (column-sparse kernels need nthreads-1 partial
- * outputs): floats per extra thread. The default covers 65536 output rows. */
+/* Per-thread scratch (decode's attention heads keep their scores there when
+ * run over the pool): floats per extra thread. The default covers 65536
+ * positions. (The kmi4 / kmi8 GEMVs grow a buffer of their own as needed.) */
 srt_status srt_ctx_reserve(srt_ctx *ctx, int64_t floats_per_thread);
 
 /* Runs fn(arg, tid, nthreads) on every thread of the pool (tid 0 is the
