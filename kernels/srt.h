@@ -259,6 +259,10 @@ void srt_activate(const srt_ctx *ctx, float *a, const float *u, int64_t n, bool 
  * out[0..hd) = sum_t p_t V_t, with K_t = K + t * stride and V_t = V + t * stride (stride >= hd). */
 void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
                         int64_t n, int64_t stride, int64_t hd, float scale);
+/* g heads that share K and V (grouped-query attention): srt_attention_head for head h = 0..g-1 with
+ * q + h hd, p + h n and out + h hd, bit for bit; the kernels read each K and V row once for the group. */
+void srt_attention_group(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
+                         int64_t n, int64_t stride, int64_t hd, int64_t g, float scale);
 
 /* ---- sampling ------------------------------------------------------------ */
 

@@ -236,10 +236,14 @@ static void heads_thread(void *arg, int tid, int nth) {
     const heads_task *t = arg;
     const srt_model *m = t->m;
     const int64_t H = m->cfg.n_heads, hd = m->cfg.head_dim, kvd = m->cfg.n_kv_heads * hd, group = H / m->cfg.n_kv_heads;
-    float *s = tid ? srt_ctx_scratch(m->ctx, tid, t->n) : m->s;
-    for (int64_t h = H * tid / nth; h < H * (tid + 1) / nth; h++)
-        srt_attention_head(m->ctx, m->att + h * hd, s, m->q + h * hd, t->K + (h / group) * hd, t->V + (h / group) * hd,
-                           t->n, kvd, hd, t->scale);
+    float *s = tid ? srt_ctx_scratch(m->ctx, tid, group * t->n) : m->s;
+    /* the thread's heads, those of one K/V head at a time (they read its rows once) */
+    for (int64_t h = H * tid / nth, h1 = H * (tid + 1) / nth; h < h1;) {
+        const int64_t e = (h / group + 1) * group < h1 ? (h / group + 1) * group : h1;
+        srt_attention_group(m->ctx, m->att + h * hd, s, m->q + h * hd, t->K + (h / group) * hd, t->V + (h / group) * hd,
+                            t->n, kvd, hd, e - h, t->scale);
+        h = e;
+    }
 }
 
 /* q, kt, vt (biases added) -> RoPE at pos, the key and value into the cache,
@@ -254,8 +258,12 @@ static void attention_core(srt_model *m, int64_t l, int64_t pos) {
     memcpy(K + pos * kvd, m->kt, (size_t)kvd * sizeof(float));
     memcpy(V + pos * kvd, m->vt, (size_t)kvd * sizeof(float));
     heads_task t = {m, K, V, pos + 1, 1.0f / sqrtf((float)hd)};
-    /* the heads over the pool when every thread has room for the scores */
-    if (srt_ctx_threads(m->ctx) > 1 && srt_ctx_scratch(m->ctx, 1, t.n))
+    /* the heads over the pool when every thread has room for a K/V head's scores (room for the
+     * context's every position, asked for once) */
+    const int64_t group = c->n_heads / c->n_kv_heads;
+    if (srt_ctx_threads(m->ctx) > 1 && !srt_ctx_scratch(m->ctx, 1, group * t.n))
+        (void)srt_ctx_reserve(m->ctx, group * m->max_ctx);
+    if (srt_ctx_threads(m->ctx) > 1 && srt_ctx_scratch(m->ctx, 1, group * t.n))
         srt_ctx_run(m->ctx, heads_thread, &t);
     else
         heads_thread(&t, 0, 1);

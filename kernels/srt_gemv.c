@@ -830,3 +830,14 @@ void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q
     if (ctx && out && p && q && K && V && n > 0 && hd > 0 && stride >= hd)
         srt_ctx_kernels(ctx)->attn_head(out, p, q, K, V, n, stride, hd, scale);
 }
+
+void srt_attention_group(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
+                         int64_t n, int64_t stride, int64_t hd, int64_t g, float scale) {
+    if (!ctx || !out || !p || !q || !K || !V || n <= 0 || hd <= 0 || stride < hd || g <= 0) return;
+    const srt_kernels *k = srt_ctx_kernels(ctx);
+    if (k->attn_group) {
+        k->attn_group(out, p, q, K, V, n, stride, hd, g, scale);
+        return;
+    }
+    for (int64_t h = 0; h < g; h++) k->attn_head(out + h * hd, p + h * n, q + h * hd, K, V, n, stride, hd, scale);
+}

@@ -280,6 +280,10 @@ typedef struct srt_kernels {
      * p), out[0..hd) = sum_t p_t V_t; K_t = K + t * stride, V_t likewise */
     void (*attn_head)(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
                       int64_t stride, int64_t hd, float scale);
+    /* g heads sharing K and V (head h: q + h hd, s + h n, out + h hd), each bit for bit attn_head's;
+     * NULL where none (srt_attention_group then runs attn_head per head) */
+    void (*attn_group)(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                       int64_t stride, int64_t hd, int64_t g, float scale);
 } srt_kernels;
 
 /* The frozen table of an available ISA (reference entries first, then the

@@ -488,7 +488,9 @@ srt_status srt_model_reserve(srt_model *m, int64_t n) {
     const srt_model_config *c = &m->cfg;
     const int64_t half = c->head_dim / 2, kvd = c->n_kv_heads * c->head_dim, L = c->n_layers, old = m->max_ctx;
     size_t cache = (size_t)(L * n * kvd), rope = (size_t)(n * half), round = 16;
-    size_t o_s = 0, o_cos = o_s + ((size_t)n + round - 1) / round * round, o_sin = o_cos + (rope + round - 1) / round * round,
+    /* s: the scores of one K/V head's query heads */
+    const size_t ns = (size_t)(n * (c->n_heads / c->n_kv_heads));
+    size_t o_s = 0, o_cos = o_s + (ns + round - 1) / round * round, o_sin = o_cos + (rope + round - 1) / round * round,
            o_k = o_sin + (rope + round - 1) / round * round, o_v = o_k + (cache + round - 1) / round * round,
            total = o_v + cache;
     float *a = srt_alloc(total * sizeof(float));

@@ -695,17 +695,8 @@ static void act_avx512(float *a, const float *u, int64_t n, bool gelu) {
     }
 }
 
-static void attn_head_avx512(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
-                             int64_t stride, int64_t hd, float scale) {
-    const int64_t h16 = hd / 16 * 16;
-    const __mmask16 tail = (__mmask16)((1u << (hd - h16)) - 1);
-    for (int64_t t = 0; t < n; t++) {
-        const float *kr = K + t * stride;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t i = 0; i < h16; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(kr + i), acc);
-        if (tail) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + h16), _mm512_maskz_loadu_ps(tail, kr + h16), acc);
-        s[t] = scale * _mm512_reduce_add_ps(acc);
-    }
+/* p = softmax(s[0..n)) in place. */
+static void softmax_avx512(float *s, int64_t n) {
     __m512 vmx = _mm512_set1_ps(-INFINITY);
     int64_t t = 0;
     for (; t + 16 <= n; t += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(s + t));
@@ -726,22 +717,77 @@ static void attn_head_avx512(float *out, float *s, const float *q, const float *
     const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
     for (t = 0; t + 16 <= n; t += 16) _mm512_storeu_ps(s + t, _mm512_mul_ps(_mm512_loadu_ps(s + t), inv));
     if (nt) _mm512_mask_storeu_ps(s + t, nt, _mm512_mul_ps(_mm512_maskz_loadu_ps(nt, s + t), inv));
-    /* out: 64 values at a time in registers */
-    for (int64_t i0 = 0; i0 < hd; i0 += 64) {
-        __m512 o[4];
-        __mmask16 mk[4];
-        for (int c = 0; c < 4; c++) {
-            const int64_t left = hd - i0 - 16 * c;
-            mk[c] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-            o[c] = _mm512_setzero_ps();
-        }
-        for (t = 0; t < n; t++) {
-            const __m512 p = _mm512_set1_ps(s[t]);
-            const float *vr = V + t * stride + i0;
-            for (int c = 0; c < 4; c++) o[c] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(mk[c], vr + 16 * c), o[c]);
-        }
-        for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + i0 + 16 * c, mk[c], o[c]);
+}
+
+/* Rows of K and V ahead of the one being read that the attention kernels ask for: the cache comes from
+ * DRAM or L3 in decode (the layer's weights went through since), and a group's loop per row is too long
+ * for the out-of-order window to reach the next rows' misses by itself. */
+#define ATT_AHEAD 8
+
+/* out[h][i0 .. i0 + 64) = sum_t p[h][t] V_t for NH heads (p[h] = s + h n), each V_t read once for all */
+static inline __attribute__((always_inline)) void attn_pv_avx512(float *out, const float *s, const float *V, int64_t n,
+                                                                 int64_t stride, int64_t hd, int64_t i0, const int NH) {
+    __m512 o[4][4];
+    __mmask16 mk[4];
+    for (int c = 0; c < 4; c++) {
+        const int64_t left = hd - i0 - 16 * c;
+        mk[c] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+        for (int h = 0; h < NH; h++) o[h][c] = _mm512_setzero_ps();
     }
+    for (int64_t t = 0; t < n; t++) {
+        const float *vr = V + t * stride + i0;
+        if (t + ATT_AHEAD < n)
+            for (int64_t b = 0; b < 4 * (int64_t)sizeof(__m512) && i0 * 4 + b < hd * 4; b += 64)
+                _mm_prefetch((const char *)(vr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
+        __m512 v[4];
+        for (int c = 0; c < 4; c++) v[c] = _mm512_maskz_loadu_ps(mk[c], vr + 16 * c);
+        for (int h = 0; h < NH; h++) {
+            const __m512 p = _mm512_set1_ps(s[h * n + t]);
+            for (int c = 0; c < 4; c++) o[h][c] = _mm512_fmadd_ps(p, v[c], o[h][c]);
+        }
+    }
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + h * hd + i0 + 16 * c, mk[c], o[h][c]);
+}
+
+/* g heads that share K and V (grouped-query attention): head h's query q + h hd, scores s + h n, output
+ * out + h hd. Each K and V row is read once for the group (from L1 for the rest): one head at a time
+ * read them from L2 for every head, as a GQA cache's 1 KB row stride leaves few L1 sets for them. Every
+ * head's sums are the one-head kernel's (g = 1), in the same order. */
+static void attn_group_avx512(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                              int64_t stride, int64_t hd, int64_t g, float scale) {
+    const int64_t h16 = hd / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (hd - h16)) - 1);
+    for (int64_t t = 0; t < n; t++) {
+        const float *kr = K + t * stride;
+        if (t + ATT_AHEAD < n)
+            for (int64_t b = 0; b < hd * 4; b += 64) _mm_prefetch((const char *)(kr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
+        for (int64_t h = 0; h < g; h++) {
+            const float *qh = q + h * hd;
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t i = 0; i < h16; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i), _mm512_loadu_ps(kr + i), acc);
+            if (tail) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, qh + h16), _mm512_maskz_loadu_ps(tail, kr + h16), acc);
+            s[h * n + t] = scale * _mm512_reduce_add_ps(acc);
+        }
+    }
+    for (int64_t h = 0; h < g; h++) softmax_avx512(s + h * n, n);
+    /* out: 64 values of up to 4 heads at a time in registers */
+    for (int64_t i0 = 0; i0 < hd; i0 += 64)
+        for (int64_t h = 0; h < g; h += 4) {
+            float *oh = out + h * hd;
+            const float *sh = s + h * n;
+            switch (g - h < 4 ? g - h : 4) {
+            case 1: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 1); break;
+            case 2: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 2); break;
+            case 3: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 3); break;
+            default: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 4); break;
+            }
+        }
+}
+
+static void attn_head_avx512(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                             int64_t stride, int64_t hd, float scale) {
+    attn_group_avx512(out, s, q, K, V, n, stride, hd, 1, scale);
 }
 
 void srt_avx512_register(srt_kernels *k) {
@@ -754,4 +800,5 @@ void srt_avx512_register(srt_kernels *k) {
     k->zigzag = zigzag_avx512;
     k->act = act_avx512;
     k->attn_head = attn_head_avx512;
+    k->attn_group = attn_group_avx512;
 }
