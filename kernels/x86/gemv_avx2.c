@@ -442,17 +442,8 @@ static inline float hmax(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-static void attn_head_avx2(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
-                           int64_t stride, int64_t hd, float scale) {
-    const int64_t h8 = hd / 8 * 8;
-    const __m256i tail = lanes(hd - h8);
-    for (int64_t t = 0; t < n; t++) {
-        const float *kr = K + t * stride;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < h8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), acc);
-        if (h8 < hd) acc = _mm256_fmadd_ps(_mm256_maskload_ps(q + h8, tail), _mm256_maskload_ps(kr + h8, tail), acc);
-        s[t] = scale * hsum(acc);
-    }
+/* p = softmax(s[0..n)) in place. */
+static void softmax_avx2(float *s, int64_t n) {
     const int64_t n8 = n / 8 * 8;
     const __m256i nt = lanes(n - n8);
     __m256 vmx = _mm256_set1_ps(-INFINITY);
@@ -475,21 +466,65 @@ static void attn_head_avx2(float *out, float *s, const float *q, const float *K,
     const __m256 inv = _mm256_set1_ps(1.0f / hsum(vs));
     for (int64_t t = 0; t < n8; t += 8) _mm256_storeu_ps(s + t, _mm256_mul_ps(_mm256_loadu_ps(s + t), inv));
     if (n8 < n) _mm256_maskstore_ps(s + n8, nt, _mm256_mul_ps(_mm256_maskload_ps(s + n8, nt), inv));
-    /* out: 32 values at a time in registers */
-    for (int64_t i0 = 0; i0 < hd; i0 += 32) {
-        __m256 o[4];
-        __m256i mk[4];
-        for (int c = 0; c < 4; c++) {
-            mk[c] = lanes(hd - i0 - 8 * c);
-            o[c] = _mm256_setzero_ps();
-        }
-        for (int64_t t = 0; t < n; t++) {
-            const __m256 p = _mm256_set1_ps(s[t]);
-            const float *vr = V + t * stride + i0;
-            for (int c = 0; c < 4; c++) o[c] = _mm256_fmadd_ps(p, _mm256_maskload_ps(vr + 8 * c, mk[c]), o[c]);
-        }
-        for (int c = 0; c < 4; c++) _mm256_maskstore_ps(out + i0 + 8 * c, mk[c], o[c]);
+}
+
+/* K and V rows ahead of the one being read that the attention kernels prefetch (as the AVX-512 ones) */
+#define ATT_AHEAD 8
+
+/* out[h][i0 .. i0 + 32) = sum_t p[h][t] V_t for NH (1 or 2: 16 registers) heads, each V_t read once */
+static inline __attribute__((always_inline)) void attn_pv_avx2(float *out, const float *s, const float *V, int64_t n,
+                                                               int64_t stride, int64_t hd, int64_t i0, const int NH) {
+    __m256 o[2][4];
+    __m256i mk[4];
+    for (int c = 0; c < 4; c++) {
+        mk[c] = lanes(hd - i0 - 8 * c);
+        for (int h = 0; h < NH; h++) o[h][c] = _mm256_setzero_ps();
     }
+    for (int64_t t = 0; t < n; t++) {
+        const float *vr = V + t * stride + i0;
+        if (t + ATT_AHEAD < n)
+            for (int64_t b = 0; b < 128 && i0 * 4 + b < hd * 4; b += 64) _mm_prefetch((const char *)(vr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
+        __m256 v[4];
+        for (int c = 0; c < 4; c++) v[c] = _mm256_maskload_ps(vr + 8 * c, mk[c]);
+        for (int h = 0; h < NH; h++) {
+            const __m256 p = _mm256_set1_ps(s[h * n + t]);
+            for (int c = 0; c < 4; c++) o[h][c] = _mm256_fmadd_ps(p, v[c], o[h][c]);
+        }
+    }
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < 4; c++) _mm256_maskstore_ps(out + h * hd + i0 + 8 * c, mk[c], o[h][c]);
+}
+
+/* g heads sharing K and V (the AVX-512 kernel's scheme): each K and V row read once for the group,
+ * every head's sums the one-head kernel's (g = 1) in the same order */
+static void attn_group_avx2(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                            int64_t stride, int64_t hd, int64_t g, float scale) {
+    const int64_t h8 = hd / 8 * 8;
+    const __m256i tail = lanes(hd - h8);
+    for (int64_t t = 0; t < n; t++) {
+        const float *kr = K + t * stride;
+        if (t + ATT_AHEAD < n)
+            for (int64_t b = 0; b < hd * 4; b += 64) _mm_prefetch((const char *)(kr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
+        for (int64_t h = 0; h < g; h++) {
+            const float *qh = q + h * hd;
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t i = 0; i < h8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), _mm256_loadu_ps(kr + i), acc);
+            if (h8 < hd) acc = _mm256_fmadd_ps(_mm256_maskload_ps(qh + h8, tail), _mm256_maskload_ps(kr + h8, tail), acc);
+            s[h * n + t] = scale * hsum(acc);
+        }
+    }
+    for (int64_t h = 0; h < g; h++) softmax_avx2(s + h * n, n);
+    /* out: 32 values of up to 2 heads at a time in registers */
+    for (int64_t i0 = 0; i0 < hd; i0 += 32)
+        for (int64_t h = 0; h < g; h += 2) {
+            if (g - h == 1) attn_pv_avx2(out + h * hd, s + h * n, V, n, stride, hd, i0, 1);
+            else attn_pv_avx2(out + h * hd, s + h * n, V, n, stride, hd, i0, 2);
+        }
+}
+
+static void attn_head_avx2(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                           int64_t stride, int64_t hd, float scale) {
+    attn_group_avx2(out, s, q, K, V, n, stride, hd, 1, scale);
 }
 
 void srt_avx2_register(srt_kernels *k) {
@@ -502,4 +537,5 @@ void srt_avx2_register(srt_kernels *k) {
     k->compact = compact_avx2;
     k->act = act_avx2;
     k->attn_head = attn_head_avx2;
+    k->attn_group = attn_group_avx2;
 }
