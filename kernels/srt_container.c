@@ -1,7 +1,7 @@
 /* srt_container.c - the container reader: map, validate every field before
  * use, hand out sections (in place or decompressed once), verify checksums.
  * Layout and rules: docs/CONTAINER.md. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #define _FILE_OFFSET_BITS 64
 #include "srt_container.h"
 #include "srt_file.h"
@@ -456,6 +456,15 @@ void srt_container_close(srt_container *c) {
     if (c->mapped && c->base) munmap((void *)c->base, c->size);
     free(c->path);
     free(c);
+}
+
+void srt_container_release(const srt_container *c, const void *p, uint64_t size) {
+    if (!c || !c->mapped || !p || size == 0) return;
+    const uintptr_t base = (uintptr_t)c->base, a = (uintptr_t)p;
+    if (a < base || a - base > c->size || size > c->size - (a - base)) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (a + pg - 1) / pg * pg, hi = (a + (uintptr_t)size) / pg * pg; /* whole pages only */
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /* ---- accessors ---- */

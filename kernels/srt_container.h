@@ -133,6 +133,12 @@ srt_ct_status srt_container_get(srt_container *c, const char *name, const void *
 srt_ct_status srt_container_get_typed(srt_container *c, const char *name, srt_ct_dtype dtype, uint64_t n_elements,
                                       const void **data);
 
+/* Drops the file's pages under [p, p + size) from the process's memory, once the caller has copied
+ * the bytes elsewhere and will not read them through this handle again (they stay in the page
+ * cache; a later read faults them back in). A no-op for bytes outside the handle's file mapping
+ * (srt_container_open_memory, zstd sections). */
+void srt_container_release(const srt_container *c, const void *p, uint64_t size);
+
 /* Copies section i's raw bytes into dst (size must be its raw_size),
  * verifying the checksum on first access and decompressing a zstd section
  * straight into dst: nothing is kept, so a caller can read a file far larger

@@ -95,8 +95,9 @@ srt_status srt_model_copy_weights(srt_model *m) {
                     if (lw[i]->tr) w[n++] = lw[i];
             }
             for (int i = 0; i < n; i++) {
-                if (dst) {
+                if (dst) { /* the file's pages go as their copy comes: the peak is the copy, not twice the weights */
                     memcpy(dst + off, w[i]->m.data, w[i]->m.bytes);
+                    srt_container_release(m->ct, w[i]->m.data, w[i]->m.bytes);
                     w[i]->m.data = dst + off;
                 }
                 off += (w[i]->m.bytes + 63) / 64 * 64;

@@ -5,7 +5,7 @@
  * file, never leave a file under the final name; with O_TMPFILE nothing at
  * all, with SPARSECAL_NAMED_TEMP=1 a named temp file that the next writer of
  * the same target removes once its process is dead), and `sparsecal inspect` /
- * `verify` exit codes and output. Hostile files: test_container_hostile.c. */
+ * `verify` exit codes and output; srt_container_release dropping a section's pages. Hostile files: test_container_hostile.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -261,6 +261,58 @@ static void test_many_sections(void) {
     CHECK(srt_container_find(c, "blk.5000.ffn_down.weight") == -1 && srt_container_find(c, "blk.") == -1);
     CHECK(srt_container_verify_all(c) == SRT_CT_OK);
     srt_container_close(c);
+}
+
+/* This process's resident file-backed pages (RssFile), in kB; -1 when /proc does not say. */
+static long rss_file_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "RssFile:", 8) == 0) kb = strtol(line + 8, NULL, 10);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* srt_container_release drops a raw section's pages from the mapping (RssFile falls by about its
+ * size) and the bytes still read back; outside the mapping (a zstd section's buffer, a caller's
+ * memory) it does nothing. */
+static void test_release(void) {
+    const char *path = sc_tmp_path("release.spk");
+    const size_t big = (size_t)8 << 20, small = 100000;
+    uint8_t *a = malloc(big), *b = malloc(small);
+    srt_writer *w = a && b ? create(path, SRT_CT_SPAK) : NULL;
+    if (!w) {
+        free(a), free(b);
+        return;
+    }
+    fill_random(a, big);
+    fill_compressible(b, small);
+    uint64_t da[1] = {big}, db[1] = {small};
+    CHECK(srt_writer_add(w, "raw", SRT_CT_U8, 1, da, a, big, 0) == SRT_CT_OK);
+    CHECK(srt_writer_add(w, "packed", SRT_CT_U8, 1, db, b, small, 1) == SRT_CT_OK);
+    CHECK(srt_writer_finish(w) == SRT_CT_OK);
+    srt_writer_free(w);
+    srt_container *c = open_ok(path, SRT_CT_SPAK);
+    const void *pa = NULL, *pb = NULL;
+    uint64_t na = 0, nb = 0;
+    if (c && srt_container_get(c, "raw", &pa, &na) == SRT_CT_OK && srt_container_get(c, "packed", &pb, &nb) == SRT_CT_OK) {
+        CHECK(na == big && nb == small);
+        const long before = rss_file_kb(); /* the checksum read every page of "raw" */
+        srt_container_release(c, pa, na);
+        const long after = rss_file_kb();
+        if (before >= 0) /* all but the partial pages at the two ends: 8 MB less 8 kB, less slack */
+            CHECK_MSG(before - after >= 8000, "RssFile %ld kB -> %ld kB after releasing 8 MB", before, after);
+        CHECK(memcmp(pa, a, big) == 0);
+        srt_container_release(c, pb, nb);
+        srt_container_release(c, b, small);
+        srt_container_release(c, (const uint8_t *)pa + na - 10, 100); /* runs past the file: ignored */
+        CHECK(memcmp(pb, b, small) == 0 && memcmp(pa, a, big) == 0);
+    } else {
+        CHECK_MSG(0, "release.spk: sections not found");
+    }
+    srt_container_close(c);
+    free(a), free(b);
 }
 
 static void test_big_manifest(void) {
@@ -586,6 +638,7 @@ static void test_cli(void) {
 int main(void) {
     test_round_trip();
     test_many_sections();
+    test_release();
     test_big_manifest();
     test_determinism();
     test_writer_errors();
