@@ -524,10 +524,12 @@ typedef struct kdb_task {
     int64_t nvec, win; /* win: K-blocks per window */
 } kdb_task;
 
-/* Half h of input v's list of task t: positions [*p, *e), its length *n and its list (NULL: dense). */
-static const uint32_t *kdb_half(const kdb_task *t, int64_t v, int h, int64_t *p, int64_t *e, int64_t *n) {
-    const uint32_t *idx = t->live && t->live[v].idx ? t->live[v].idx : NULL;
-    *n = idx ? t->live[v].n : t->job.nblk * SRT_QK;
+/* Half h of input v's list (live: per input, NULL or an entry with no list: all cols channels):
+ * positions [*p, *e), the list's length *n; returns the list (NULL: dense). */
+static const uint32_t *kd_half(const srt_live *live, int64_t v, int64_t cols, int h, int64_t *p, int64_t *e,
+                               int64_t *n) {
+    const uint32_t *idx = live && live[v].idx ? live[v].idx : NULL;
+    *n = idx ? live[v].n : cols;
     const int64_t mid = kd_mid(idx, *n);
     *p = h ? mid : 0, *e = h ? *n : mid;
     return idx;
@@ -544,7 +546,7 @@ static void kdb_thread(void *arg, int tid, int nth) {
         float *out[BATCH_MAX];
         bool started[BATCH_MAX];
         for (int64_t v = 0; v < t->nvec; v++) {
-            idx[v] = kdb_half(t, v, h, &p[v], &e[v], &n[v]);
+            idx[v] = kd_half(t->live, v, t->job.nblk * SRT_QK, h, &p[v], &e[v], &n[v]);
             out[v] = h ? t->second + v * rows : t->y[v];
             started[v] = false;
             if (p[v] < e[v]) {
@@ -596,8 +598,8 @@ static void kdt_thread(void *arg, int tid, int nth) {
         int64_t kb0[SRT_TILE_INPUTS], kb1[SRT_TILE_INPUTS];
         float *out[SRT_TILE_INPUTS];
         for (int64_t v = 0; v < t->tiles->nvec; v++) {
-            const uint32_t *idx = t->live && t->live[v].idx ? t->live[v].idx : NULL;
-            const int64_t n = idx ? t->live[v].n : cols, mid = kd_mid(idx, n), p = h ? mid : 0, e = h ? n : mid;
+            int64_t p, e, n;
+            const uint32_t *idx = kd_half(t->live, v, cols, h, &p, &e, &n);
             kb0[v] = kb1[v] = 0;
             if (p < e) kb0[v] = (idx ? idx[p] : p) / SRT_QK, kb1[v] = (idx ? idx[e - 1] : e - 1) / SRT_QK + 1;
             out[v] = h ? t->second + v * rows : t->y[v];

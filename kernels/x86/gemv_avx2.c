@@ -468,7 +468,7 @@ static void softmax_avx2(float *s, int64_t n) {
     if (n8 < n) _mm256_maskstore_ps(s + n8, nt, _mm256_mul_ps(_mm256_maskload_ps(s + n8, nt), inv));
 }
 
-/* K and V rows ahead of the one being read that the attention kernels prefetch (as the AVX-512 ones) */
+/* K and V rows prefetched ahead (x86_attn_body.h) */
 #define ATT_AHEAD 8
 
 /* out[h][i0 .. i0 + 32) = sum_t p[h][t] V_t for NH (1 or 2: 16 registers) heads, each V_t read once */
@@ -495,32 +495,21 @@ static inline __attribute__((always_inline)) void attn_pv_avx2(float *out, const
         for (int c = 0; c < 4; c++) _mm256_maskstore_ps(out + h * hd + i0 + 8 * c, mk[c], o[h][c]);
 }
 
-/* g heads sharing K and V (the AVX-512 kernel's scheme): each K and V row read once for the group,
- * every head's sums the one-head kernel's (g = 1) in the same order */
-static void attn_group_avx2(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
-                            int64_t stride, int64_t hd, int64_t g, float scale) {
-    const int64_t h8 = hd / 8 * 8;
-    const __m256i tail = lanes(hd - h8);
-    for (int64_t t = 0; t < n; t++) {
-        const float *kr = K + t * stride;
-        if (t + ATT_AHEAD < n)
-            for (int64_t b = 0; b < hd * 4; b += 64) _mm_prefetch((const char *)(kr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
-        for (int64_t h = 0; h < g; h++) {
-            const float *qh = q + h * hd;
-            __m256 acc = _mm256_setzero_ps();
-            for (int64_t i = 0; i < h8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), _mm256_loadu_ps(kr + i), acc);
-            if (h8 < hd) acc = _mm256_fmadd_ps(_mm256_maskload_ps(qh + h8, tail), _mm256_maskload_ps(kr + h8, tail), acc);
-            s[h * n + t] = scale * hsum(acc);
-        }
-    }
-    for (int64_t h = 0; h < g; h++) softmax_avx2(s + h * n, n);
-    /* out: 32 values of up to 2 heads at a time in registers */
-    for (int64_t i0 = 0; i0 < hd; i0 += 32)
-        for (int64_t h = 0; h < g; h += 2) {
-            if (g - h == 1) attn_pv_avx2(out + h * hd, s + h * n, V, n, stride, hd, i0, 1);
-            else attn_pv_avx2(out + h * hd, s + h * n, V, n, stride, hd, i0, 2);
-        }
-}
+#define ATT_GROUP attn_group_avx2
+#define ATT_VEC __m256
+#define ATT_W 8
+#define ATT_MASK __m256i
+#define ATT_TAIL(r) lanes(r)
+#define ATT_ZERO() _mm256_setzero_ps()
+#define ATT_LOAD(p) _mm256_loadu_ps(p)
+#define ATT_LOADM(m, p) _mm256_maskload_ps(p, m)
+#define ATT_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define ATT_SUM(v) hsum(v)
+#define ATT_SOFTMAX(s, n) softmax_avx2(s, n)
+#define ATT_PV attn_pv_avx2
+#define ATT_SPAN 32
+#define ATT_NH 2
+#include "x86_attn_body.h"
 
 static void attn_head_avx2(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
                            int64_t stride, int64_t hd, float scale) {

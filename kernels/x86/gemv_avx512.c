@@ -719,9 +719,7 @@ static void softmax_avx512(float *s, int64_t n) {
     if (nt) _mm512_mask_storeu_ps(s + t, nt, _mm512_mul_ps(_mm512_maskz_loadu_ps(nt, s + t), inv));
 }
 
-/* Rows of K and V ahead of the one being read that the attention kernels ask for: the cache comes from
- * DRAM or L3 in decode (the layer's weights went through since), and a group's loop per row is too long
- * for the out-of-order window to reach the next rows' misses by itself. */
+/* K and V rows prefetched ahead (x86_attn_body.h) */
 #define ATT_AHEAD 8
 
 /* out[h][i0 .. i0 + 64) = sum_t p[h][t] V_t for NH heads (p[h] = s + h n), each V_t read once for all */
@@ -750,40 +748,21 @@ static inline __attribute__((always_inline)) void attn_pv_avx512(float *out, con
         for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + h * hd + i0 + 16 * c, mk[c], o[h][c]);
 }
 
-/* g heads that share K and V (grouped-query attention): head h's query q + h hd, scores s + h n, output
- * out + h hd. Each K and V row is read once for the group (from L1 for the rest): one head at a time
- * read them from L2 for every head, as a GQA cache's 1 KB row stride leaves few L1 sets for them. Every
- * head's sums are the one-head kernel's (g = 1), in the same order. */
-static void attn_group_avx512(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
-                              int64_t stride, int64_t hd, int64_t g, float scale) {
-    const int64_t h16 = hd / 16 * 16;
-    const __mmask16 tail = (__mmask16)((1u << (hd - h16)) - 1);
-    for (int64_t t = 0; t < n; t++) {
-        const float *kr = K + t * stride;
-        if (t + ATT_AHEAD < n)
-            for (int64_t b = 0; b < hd * 4; b += 64) _mm_prefetch((const char *)(kr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
-        for (int64_t h = 0; h < g; h++) {
-            const float *qh = q + h * hd;
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t i = 0; i < h16; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i), _mm512_loadu_ps(kr + i), acc);
-            if (tail) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, qh + h16), _mm512_maskz_loadu_ps(tail, kr + h16), acc);
-            s[h * n + t] = scale * _mm512_reduce_add_ps(acc);
-        }
-    }
-    for (int64_t h = 0; h < g; h++) softmax_avx512(s + h * n, n);
-    /* out: 64 values of up to 4 heads at a time in registers */
-    for (int64_t i0 = 0; i0 < hd; i0 += 64)
-        for (int64_t h = 0; h < g; h += 4) {
-            float *oh = out + h * hd;
-            const float *sh = s + h * n;
-            switch (g - h < 4 ? g - h : 4) {
-            case 1: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 1); break;
-            case 2: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 2); break;
-            case 3: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 3); break;
-            default: attn_pv_avx512(oh, sh, V, n, stride, hd, i0, 4); break;
-            }
-        }
-}
+#define ATT_GROUP attn_group_avx512
+#define ATT_VEC __m512
+#define ATT_W 16
+#define ATT_MASK __mmask16
+#define ATT_TAIL(r) ((__mmask16)((1u << (r)) - 1))
+#define ATT_ZERO() _mm512_setzero_ps()
+#define ATT_LOAD(p) _mm512_loadu_ps(p)
+#define ATT_LOADM(m, p) _mm512_maskz_loadu_ps(m, p)
+#define ATT_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define ATT_SUM(v) _mm512_reduce_add_ps(v)
+#define ATT_SOFTMAX(s, n) softmax_avx512(s, n)
+#define ATT_PV attn_pv_avx512
+#define ATT_SPAN 64
+#define ATT_NH 4
+#include "x86_attn_body.h"
 
 static void attn_head_avx512(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
                              int64_t stride, int64_t hd, float scale) {
