@@ -6,7 +6,17 @@
 #include "filekind.h"
 #include "threads.h"
 
-sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, cli_artifact *a, sc_err *err) {
+bool cli_kv_parse(const char *name, srt_kv_type *kv) {
+    if (name && strcmp(name, "f16") == 0) *kv = SRT_KV_F16;
+    else if (name && strcmp(name, "f32") == 0) *kv = SRT_KV_F32;
+    else return false;
+    return true;
+}
+
+const char *cli_kv_name(srt_kv_type kv) { return kv == SRT_KV_F16 ? "f16" : "f32"; }
+
+sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, srt_kv_type kv, cli_artifact *a,
+                            sc_err *err) {
     memset(a, 0, sizeof *a);
     if (srt_isa_resolve(isa, &isa) != SRT_OK || !srt_isa_available(isa))
         return sc_errf(err, SC_EARG, "ISA %s is not available on this CPU",
@@ -14,7 +24,7 @@ sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, cli_
     /* the thread count depends on the model's shape: open with one thread, then move to the pool */
     if (srt_ctx_create(&a->ctx1, isa, 1) != SRT_OK) return sc_errf(err, SC_ENOMEM, "out of memory");
     char msg[1024] = "";
-    srt_model_opts mo = {ctx_cap, a->ctx1};
+    srt_model_opts mo = {ctx_cap, a->ctx1, kv};
     srt_ct_status cs = srt_model_open(path, &mo, &a->m, msg, sizeof msg);
     if (cs) {
         cli_artifact_close(a);

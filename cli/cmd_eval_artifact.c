@@ -25,7 +25,7 @@ sc_status cli_eval_artifact(cli_inputs *in, const cli_eval_request *rq, sc_err *
         fprintf(stderr, "note: %s matches %s's source model; the routing is the artifact's own (fitted by pack)\n",
                 rq->calib, in->model_path);
     if (!st) st = cli_load_data(in, &d, err);
-    if (!st) st = cli_artifact_open(in->model_path, SRT_ISA_AUTO, 0, &art, err);
+    if (!st) st = cli_artifact_open(in->model_path, SRT_ISA_AUTO, 0, CLI_KV_DEFAULT, &art, err);
     if (!st) st = sc_artifact_set_router(art.m, in->model_path, rq->method, rq->density, stderr, &rt, err);
     if (!st && rt.method_default)
         fprintf(stderr, "eval: %s: the artifact's router: %s at density %g\n", in->model_path, rt.method, rt.density);

@@ -352,7 +352,7 @@ int cmd_verify(int argc, char **argv) {
         } else {
             srt_ctx *ctx = NULL;
             srt_model *m = NULL;
-            srt_model_opts mo = {1, NULL}; /* one position: the cache is not what is checked */
+            srt_model_opts mo = {1, NULL, SRT_KV_F32}; /* one position: the cache is not what is checked */
             if (srt_ctx_create(&ctx, SRT_ISA_SCALAR, 1) != SRT_OK) {
                 snprintf(msg, sizeof msg, "%s: cannot create a kernel context", path);
             } else {

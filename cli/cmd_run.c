@@ -94,7 +94,8 @@ static sc_status run_score(const cli_artifact *a, const char *path, const char *
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL, *tokens_path = NULL;
+    const char *path = NULL, *tok_path = NULL, *prompt = NULL, *method = NULL, *isa_name = NULL, *tokens_path = NULL,
+               *kv_name = NULL;
     int64_t n_predict = CLI_UNSET, steps = CLI_UNSET, threads = 0, ctx_cap = 0, top_k = 0;
     double temperature = 1.0, top_p = 0.9, density = NAN; /* NAN: not given */
     uint64_t seed = 0;
@@ -110,6 +111,8 @@ int cmd_run(int argc, char **argv) {
         CLI_PREDICT_OPTS(n_predict, steps),
         CLI_CTX_OPT(ctx_cap, "most positions the key/value cache may hold (default: the model's context); it holds "
             "what -n needs"),
+        {"cache-type", 0, SC_ARG_STR, &kv_name, "T", "what the key/value cache holds: f16 (default, as llama.cpp: half "
+            "the memory and the bytes attention reads) or f32 (the keys and values as computed)", 0, 0},
         CLI_SAMPLING_OPTS(temperature, top_k, top_p, seed),
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"density", 0, SC_ARG_FLOAT, &density, "D",
@@ -152,6 +155,11 @@ int cmd_run(int argc, char **argv) {
         sc_errf(&err, SC_EARG, "unknown ISA '%s' (scalar, avx2, avx512, amx, neon, dotprod, i8mm)", isa_name);
         return cli_fail("run", SC_EARG, &err);
     }
+    srt_kv_type kv = CLI_KV_DEFAULT;
+    if (kv_name && !cli_kv_parse(kv_name, &kv)) {
+        sc_errf(&err, SC_EARG, "unknown --cache-type '%s' (f16, f32)", kv_name);
+        return cli_fail("run", SC_EARG, &err);
+    }
     if (cli_threads_setup(threads, &err)) return cli_fail("run", SC_EARG, &err);
     if (seed == 0) seed = (uint64_t)(sc_now() * 1e6);
     cli_artifact art = {0};
@@ -163,7 +171,7 @@ int cmd_run(int argc, char **argv) {
     char *text = NULL;
     sc_status st = SC_OK;
     /* the KV cache grows to what -n needs (reserved below), never beyond --ctx */
-    if ((st = cli_artifact_open(path, isa, ctx_cap, &art, &err))) goto done;
+    if ((st = cli_artifact_open(path, isa, ctx_cap, kv, &art, &err))) goto done;
     m = art.m;
     ctx = art.ctx;
     threads = art.threads;
@@ -346,6 +354,8 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "threads", (double)threads);
         cJSON_AddNumberToObject(j, "weight_bytes", (double)srt_model_weight_bytes(m));
         cJSON_AddNumberToObject(j, "kv_cache_positions", (double)srt_model_ctx_allocated(m));
+        cJSON_AddStringToObject(j, "kv_cache_type", cli_kv_name(srt_model_kv_type(m)));
+        cJSON_AddNumberToObject(j, "kv_cache_bytes", (double)srt_model_kv_bytes(m));
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
         cJSON_AddNumberToObject(j, "prompt_seconds", t_prompt);
         cJSON_AddNumberToObject(j, "prompt_tokens_per_second", (double)n_prompt / (t_prompt > 0 ? t_prompt : 1e-9));

@@ -263,6 +263,10 @@ void srt_attention_head(const srt_ctx *ctx, float *out, float *p, const float *q
  * q + h hd, p + h n and out + h hd, bit for bit; the kernels read each K and V row once for the group. */
 void srt_attention_group(const srt_ctx *ctx, float *out, float *p, const float *q, const float *K, const float *V,
                          int64_t n, int64_t stride, int64_t hd, int64_t g, float scale);
+/* srt_attention_group over an f16 cache (K, V and stride in f16 values): the f32 call's result on the
+ * cache widened to f32, bit for bit (each value is widened as it is read). */
+void srt_attention_group_h(const srt_ctx *ctx, float *out, float *p, const float *q, const uint16_t *K,
+                           const uint16_t *V, int64_t n, int64_t stride, int64_t hd, int64_t g, float scale);
 
 /* ---- sampling ------------------------------------------------------------ */
 

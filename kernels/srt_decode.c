@@ -227,7 +227,7 @@ static srt_status lin(srt_model *m, int64_t l, int p, const float *x, int64_t n_
 
 typedef struct heads_task {
     srt_model *m;
-    const float *K, *V; /* the layer's cache */
+    const void *K, *V; /* the layer's cache (f32, or f16 when m->kv_half) */
     int64_t n;          /* positions */
     float scale;
 } heads_task;
@@ -240,9 +240,22 @@ static void heads_thread(void *arg, int tid, int nth) {
     /* the thread's heads, those of one K/V head at a time (they read its rows once) */
     for (int64_t h = H * tid / nth, h1 = H * (tid + 1) / nth; h < h1;) {
         const int64_t e = (h / group + 1) * group < h1 ? (h / group + 1) * group : h1;
-        srt_attention_group(m->ctx, m->att + h * hd, s, m->q + h * hd, t->K + (h / group) * hd, t->V + (h / group) * hd,
-                            t->n, kvd, hd, e - h, t->scale);
+        if (m->kv_half)
+            srt_attention_group_h(m->ctx, m->att + h * hd, s, m->q + h * hd, (const uint16_t *)t->K + (h / group) * hd,
+                                  (const uint16_t *)t->V + (h / group) * hd, t->n, kvd, hd, e - h, t->scale);
+        else
+            srt_attention_group(m->ctx, m->att + h * hd, s, m->q + h * hd, (const float *)t->K + (h / group) * hd,
+                                (const float *)t->V + (h / group) * hd, t->n, kvd, hd, e - h, t->scale);
         h = e;
+    }
+}
+
+/* A key or value row into an f16 cache: nearest even, saturated at +-65504 (the largest finite f16) so
+ * that an outlier stays an outlier instead of becoming inf and the softmax NaN. */
+static void kv_store_f16(uint16_t *dst, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i] > 65504.0f ? 65504.0f : x[i] < -65504.0f ? -65504.0f : x[i];
+        dst[i] = srt_fp32_to_fp16(v);
     }
 }
 
@@ -254,9 +267,15 @@ static void attention_core(srt_model *m, int64_t l, int64_t pos) {
     const float *cs = m->cos_t + pos * half, *sn = m->sin_t + pos * half;
     rope(m->q, c->n_heads, hd, cs, sn, c->rope_half);
     rope(m->kt, c->n_kv_heads, hd, cs, sn, c->rope_half);
-    float *K = m->kc + l * m->max_ctx * kvd, *V = m->vc + l * m->max_ctx * kvd;
-    memcpy(K + pos * kvd, m->kt, (size_t)kvd * sizeof(float));
-    memcpy(V + pos * kvd, m->vt, (size_t)kvd * sizeof(float));
+    const size_t row = (size_t)kvd * (m->kv_half ? 2 : 4); /* a position's bytes */
+    char *K = (char *)m->kc + (size_t)(l * m->max_ctx) * row, *V = (char *)m->vc + (size_t)(l * m->max_ctx) * row;
+    if (m->kv_half) {
+        kv_store_f16((uint16_t *)(K + (size_t)pos * row), m->kt, kvd);
+        kv_store_f16((uint16_t *)(V + (size_t)pos * row), m->vt, kvd);
+    } else {
+        memcpy(K + (size_t)pos * row, m->kt, row);
+        memcpy(V + (size_t)pos * row, m->vt, row);
+    }
     heads_task t = {m, K, V, pos + 1, 1.0f / sqrtf((float)hd)};
     /* the heads over the pool when every thread has room for a K/V head's scores (room for the
      * context's every position, asked for once) */

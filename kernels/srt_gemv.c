@@ -843,3 +843,9 @@ void srt_attention_group(const srt_ctx *ctx, float *out, float *p, const float *
     }
     for (int64_t h = 0; h < g; h++) k->attn_head(out + h * hd, p + h * n, q + h * hd, K, V, n, stride, hd, scale);
 }
+
+void srt_attention_group_h(const srt_ctx *ctx, float *out, float *p, const float *q, const uint16_t *K,
+                           const uint16_t *V, int64_t n, int64_t stride, int64_t hd, int64_t g, float scale) {
+    if (!ctx || !out || !p || !q || !K || !V || n <= 0 || hd <= 0 || stride < hd || g <= 0) return;
+    srt_ctx_kernels(ctx)->attn_group_h(out, p, q, K, V, n, stride, hd, g, scale); /* every table has one (ref) */
+}

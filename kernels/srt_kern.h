@@ -284,6 +284,10 @@ typedef struct srt_kernels {
      * NULL where none (srt_attention_group then runs attn_head per head) */
     void (*attn_group)(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
                        int64_t stride, int64_t hd, int64_t g, float scale);
+    /* attn_group over an f16 cache: each K and V value widened to f32 as it is read, then attn_head's /
+     * attn_group's operations in their order, so the result is theirs on the widened cache, bit for bit */
+    void (*attn_group_h)(float *out, float *s, const float *q, const uint16_t *K, const uint16_t *V, int64_t n,
+                         int64_t stride, int64_t hd, int64_t g, float scale);
 } srt_kernels;
 
 /* The frozen table of an available ISA (reference entries first, then the

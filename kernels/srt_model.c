@@ -243,6 +243,12 @@ srt_ct_status srt_model_open(const char *path, const srt_model_opts *opts, srt_m
         return fail(err, err_cap, SRT_CT_ENOMEM, "%s: out of memory", path);
     }
     m->ctx = opts->ctx;
+    if (opts->kv != SRT_KV_F32 && opts->kv != SRT_KV_F16) {
+        free(m->path);
+        free(m);
+        return fail(err, err_cap, SRT_CT_EARG, "srt_model_open: bad key/value cache type %d", (int)opts->kv);
+    }
+    m->kv_half = opts->kv == SRT_KV_F16;
     srt_ct_status st = srt_container_open(path, SRT_CT_SPAK, &m->ct, err, err_cap);
     if (st) goto bad;
     const srt_json *man = srt_container_manifest(m->ct);
@@ -482,13 +488,19 @@ bool srt_model_has_claws(const srt_model *m) { return m->has_claws; }
 double srt_model_cett_density(const srt_model *m) { return m->cett_density; }
 int64_t srt_model_max_ctx(const srt_model *m) { return m->ctx_limit; }
 int64_t srt_model_ctx_allocated(const srt_model *m) { return m->max_ctx; }
+srt_kv_type srt_model_kv_type(const srt_model *m) { return m->kv_half ? SRT_KV_F16 : SRT_KV_F32; }
+uint64_t srt_model_kv_bytes(const srt_model *m) {
+    const srt_model_config *c = &m->cfg;
+    return 2u * (uint64_t)(c->n_layers * m->max_ctx * c->n_kv_heads * c->head_dim) * (m->kv_half ? 2u : 4u);
+}
 
 srt_status srt_model_reserve(srt_model *m, int64_t n) {
     if (!m || n < 1 || n > m->ctx_limit) return SRT_EINVAL;
     if (n <= m->max_ctx) return SRT_OK;
     const srt_model_config *c = &m->cfg;
     const int64_t half = c->head_dim / 2, kvd = c->n_kv_heads * c->head_dim, L = c->n_layers, old = m->max_ctx;
-    size_t cache = (size_t)(L * n * kvd), rope = (size_t)(n * half), round = 16;
+    const size_t esz = m->kv_half ? 2 : 4, row = (size_t)kvd * esz; /* a position's bytes in one layer */
+    size_t cache = ((size_t)(L * n) * row + sizeof(float) - 1) / sizeof(float), rope = (size_t)(n * half), round = 16;
     /* s: the scores of one K/V head's query heads */
     const size_t ns = (size_t)(n * (c->n_heads / c->n_kv_heads));
     size_t o_s = 0, o_cos = o_s + (ns + round - 1) / round * round, o_sin = o_cos + (rope + round - 1) / round * round,
@@ -496,10 +508,10 @@ srt_status srt_model_reserve(srt_model *m, int64_t n) {
            total = o_v + cache;
     float *a = srt_alloc(total * sizeof(float));
     if (!a) return SRT_ENOMEM;
-    float *kc = a + o_k, *vc = a + o_v;
+    char *kc = (char *)(a + o_k), *vc = (char *)(a + o_v);
     for (int64_t l = 0; l < L && old > 0; l++) { /* keep the cached positions (the layer stride changes) */
-        memcpy(kc + l * n * kvd, m->kc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
-        memcpy(vc + l * n * kvd, m->vc + l * old * kvd, (size_t)(old * kvd) * sizeof(float));
+        memcpy(kc + (size_t)(l * n) * row, (const char *)m->kc + (size_t)(l * old) * row, (size_t)old * row);
+        memcpy(vc + (size_t)(l * n) * row, (const char *)m->vc + (size_t)(l * old) * row, (size_t)old * row);
     }
     float *cs = a + o_cos, *sn = a + o_sin;
     const srt_rope_freq rf = {c->rope_theta,  c->head_dim,           c->rope_scaling, c->rope_factor,

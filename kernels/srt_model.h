@@ -1,9 +1,10 @@
 /* srt_model.h - decoding straight from a packed artifact (.spk) with the
  * runtime kernels: the weights stay in their packed layouts (used in place
  * from the mapping when the sections are raw), one token at a time with an
- * f32 key/value cache, and the MLP routed per token (dense, CATS or CLAWS:
+ * key/value cache, and the MLP routed per token (dense, CATS or CLAWS:
  * the same top-K selection as the toolchain's `eval`), so the up and down
- * projections read only the live neurons.
+ * projections read only the live neurons. The cache holds f32 or f16
+ * (srt_model_opts.kv).
  *
  * Depends on libc, libm, pthreads and zstd only (the manifest is read with
  * srt_json). Everything is allocated in srt_model_open except the key/value
@@ -57,9 +58,18 @@ bool srt_config_invalid(const srt_model_config *c, char *why, size_t cap);
  * artifact reader (formats/artifact.c) read a config with this alone. */
 bool srt_config_read(const srt_json *j, srt_model_config *c, const char **bad);
 
+/* What the key/value cache holds. */
+typedef enum srt_kv_type {
+    SRT_KV_F16 = 0, /* the default (as llama.cpp's): rounded to f16 (nearest even; beyond +-65504
+                     * saturated), half the memory and the bytes attention reads per token; attention
+                     * runs on the values widened back to f32 */
+    SRT_KV_F32 = 1, /* the keys and values as computed */
+} srt_kv_type;
+
 typedef struct srt_model_opts {
     int64_t max_ctx; /* positions the key/value cache may grow to (0: the model's max_seq_len) */
     srt_ctx *ctx;    /* kernels' ISA and threads (borrowed; must outlive the model) */
+    srt_kv_type kv;  /* the cache's type (zero: f16) */
 } srt_model_opts;
 
 /* Time spent per phase since open (or the last reset), seconds. */
@@ -237,6 +247,9 @@ int64_t srt_model_max_ctx(const srt_model *m);
 srt_status srt_model_reserve(srt_model *m, int64_t n);
 /* The positions the cache holds now. */
 int64_t srt_model_ctx_allocated(const srt_model *m);
+srt_kv_type srt_model_kv_type(const srt_model *m);
+/* Bytes the key/value cache takes now (srt_model_ctx_allocated positions, every layer, K and V). */
+uint64_t srt_model_kv_bytes(const srt_model *m);
 
 void srt_model_get_timing(const srt_model *m, srt_model_timing *out);
 void srt_model_reset_timing(srt_model *m);

@@ -94,7 +94,9 @@ struct srt_model {
     int64_t logits_pos;     /* position whose logits m->logits holds (-1: none) */
     /* buffers (one arena) */
     void *arena;
-    float *x, *xn, *q, *kt, *vt, *att, *tmp, *u, *a, *v, *h, *score, *s, *cos_t, *sin_t, *kc, *vc, *logits;
+    float *x, *xn, *q, *kt, *vt, *att, *tmp, *u, *a, *v, *h, *score, *s, *cos_t, *sin_t, *logits;
+    void *kc, *vc;          /* [n_layers, max_ctx, kv_dim] keys and values: f32, or f16 when kv_half */
+    bool kv_half;
     uint32_t *idx;
     uint32_t *live_all; /* [n_layers, ffn_dim]: the last step's live list per layer */
     uint32_t *sel_ws;   /* [2 vcap + 1] srt_select_topk_ws's workspace */

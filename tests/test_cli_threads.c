@@ -101,7 +101,7 @@ static double runtime_threads_diff(const char *path, const int32_t *ids, int n, 
     double worst = -1;
     *identical = false;
     if (srt_ctx_create(&c1, SRT_ISA_AUTO, 1) || srt_ctx_create(&c2, SRT_ISA_AUTO, 2)) goto done;
-    srt_model_opts o1 = {0, c1}, o2 = {0, c2};
+    srt_model_opts o1 = {0, c1, SRT_KV_F32}, o2 = {0, c2, SRT_KV_F32};
     if (srt_model_open(path, &o1, &m1, msg, sizeof msg) || srt_model_open(path, &o2, &m2, msg, sizeof msg)) {
         fprintf(stderr, "%s\n", msg);
         goto done;

@@ -52,7 +52,7 @@ int main(void) {
     CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s", err.msg);
     srt_ctx *ctx;
     CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
-    srt_model_opts mo = {0, ctx};
+    srt_model_opts mo = {0, ctx, SRT_KV_F32};
     srt_model *rt;
     char emsg[512];
     CHECK_MSG(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK, "%s", emsg);

@@ -504,7 +504,7 @@ static void test_kv_cache(void) {
     srt_ctx *ctx = NULL;
     CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
     srt_model *g = NULL, *r = NULL;
-    srt_model_opts mo = {0, ctx};
+    srt_model_opts mo = {0, ctx, SRT_KV_F32};
     char msg[768];
     CHECK(srt_model_open(spk, &mo, &g, msg, sizeof msg) == SRT_CT_OK);
     CHECK(srt_model_open(spk, &mo, &r, msg, sizeof msg) == SRT_CT_OK);

@@ -561,30 +561,45 @@ static void test_attention(void) {
 }
 
 /* Heads that share K and V (srt_attention_group: 1-8 heads, the AVX-512 kernel reads each K/V row once
- * for them): every head's output and probabilities are srt_attention_head's bits on the same context. */
+ * for them): every head's output and probabilities are srt_attention_head's bits on the same context.
+ * Over an f16 cache (srt_attention_group_h) they are the f32 group's bits on the cache widened to f32. */
 static void test_attention_group(void) {
     const int64_t hds[] = {8, 64, 24, 80, 38, 128}, ns[] = {1, 15, 16, 17, 130}, gs[] = {1, 2, 3, 4, 5, 8};
-    int bad = 0, cases = 0;
+    int bad = 0, bad_h = 0, cases = 0;
     for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
         for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
             for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++) {
                 const int64_t hd = hds[a], n = ns[b], g = gs[gi], stride = 3 * hd + 8;
                 float *K = malloc(sizeof(float) * n * stride), *V = malloc(sizeof(float) * n * stride);
+                float *Kw = malloc(sizeof(float) * n * stride), *Vw = malloc(sizeof(float) * n * stride);
+                uint16_t *Kh = malloc(sizeof(uint16_t) * n * stride), *Vh = malloc(sizeof(uint16_t) * n * stride);
                 float *q = malloc(sizeof(float) * g * hd), *o = malloc(sizeof(float) * g * hd), *og = malloc(sizeof(float) * g * hd);
                 float *p = malloc(sizeof(float) * g * n), *pg = malloc(sizeof(float) * g * n);
                 fill(K, n * stride, 1.0f);
                 fill(V, n * stride, 1.0f);
                 fill(q, g * hd, 1.0f);
+                for (int64_t i = 0; i < n * stride; i++) {
+                    Kh[i] = srt_fp32_to_fp16(K[i]), Vh[i] = srt_fp32_to_fp16(V[i]);
+                    Kw[i] = srt_fp16_to_fp32(Kh[i]), Vw[i] = srt_fp16_to_fp32(Vh[i]);
+                }
                 const float scale = 1.0f / sqrtf((float)hd);
                 for (int c = 0; c < nctx; c++) {
                     for (int64_t h = 0; h < g; h++) srt_attention_head(ctxs[c], o + h * hd, p + h * n, q + h * hd, K, V, n, stride, hd, scale);
                     for (int64_t i = 0; i < g * hd; i++) og[i] = -7.0f;
                     srt_attention_group(ctxs[c], og, pg, q, K, V, n, stride, hd, g, scale);
                     bad += memcmp(o, og, sizeof(float) * (size_t)(g * hd)) != 0 || memcmp(p, pg, sizeof(float) * (size_t)(g * n)) != 0;
+                    srt_attention_group(ctxs[c], o, p, q, Kw, Vw, n, stride, hd, g, scale);
+                    for (int64_t i = 0; i < g * hd; i++) og[i] = -7.0f;
+                    srt_attention_group_h(ctxs[c], og, pg, q, Kh, Vh, n, stride, hd, g, scale);
+                    bad_h += memcmp(o, og, sizeof(float) * (size_t)(g * hd)) != 0 || memcmp(p, pg, sizeof(float) * (size_t)(g * n)) != 0;
                     cases++;
                 }
                 free(K);
                 free(V);
+                free(Kw);
+                free(Vw);
+                free(Kh);
+                free(Vh);
                 free(q);
                 free(o);
                 free(og);
@@ -592,6 +607,8 @@ static void test_attention_group(void) {
                 free(pg);
             }
     CHECK_MSG(bad == 0, "%d of %d attention groups differ from their heads one at a time", bad, cases);
+    CHECK_MSG(bad_h == 0, "%d of %d attention groups over an f16 cache differ from the f32 group on it widened", bad_h,
+              cases);
 }
 
 /* ---- several inputs at once ---------------------------------------------------------------- */

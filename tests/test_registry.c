@@ -166,7 +166,7 @@ static srt_model *packed(const sc_model *m, const sc_tokenizer *tok, const sc_ca
     sc_pack_opts po = {.layout = "f32", .calib = c, .density = 1.0};
     sc_pack_result pr;
     CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s", err.msg);
-    srt_model_opts mo = {0, ctx};
+    srt_model_opts mo = {0, ctx, SRT_KV_F32};
     srt_model *rt = NULL;
     char emsg[512];
     CHECK_MSG(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK, "%s", emsg);

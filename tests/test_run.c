@@ -148,7 +148,7 @@ static bool prefill_matches(srt_model *a, srt_model *b, const int32_t *ids, int6
 }
 
 static void expect_open_error(const char *path, srt_ctx *ctx, const char *needle) {
-    srt_model_opts mo = {0, ctx};
+    srt_model_opts mo = {0, ctx, SRT_KV_F32};
     srt_model *m = NULL;
     char msg[1024] = "";
     srt_ct_status st = srt_model_open(path, &mo, &m, msg, sizeof msg);
@@ -191,7 +191,7 @@ static void test_padded_tiles(srt_ctx *const ctxs[2]) {
     for (int t = 0; t < 24; t++) ids[t] = (int32_t)((t * 37 + 5) % 96);
     for (int k = 0; ref && k < 2; k++) {
         srt_model *rt = NULL;
-        srt_model_opts mo = {24, ctxs[k]};
+        srt_model_opts mo = {24, ctxs[k], SRT_KV_F32};
         CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
         if (!rt) continue;
         int64_t agree;
@@ -263,7 +263,7 @@ int main(void) {
         CHECK_MSG(sc_model_load(p, &ref, &err) == SC_OK, "%s: %s", layouts[li], err.msg);
         srt_model *rt = NULL, *rt2 = NULL;
         char msg[1024] = "";
-        srt_model_opts mo = {STEPS, ctx1}, mo2 = {STEPS, ctx2};
+        srt_model_opts mo = {STEPS, ctx1, SRT_KV_F32}, mo2 = {STEPS, ctx2, SRT_KV_F32};
         CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
         CHECK_MSG(srt_model_open(p, &mo2, &rt2, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
         if (!ref || !rt || !rt2) continue;
@@ -300,6 +300,52 @@ int main(void) {
             }
             srt_model_close(pa);
             srt_model_close(pb);
+        }
+        /* the f16 cache (the default): prefill equals steps bit for bit too (both read the same f16 rows with
+         * the one kernel) and it takes half the f32 cache's bytes. Its logits stay near the f32 cache's where
+         * nothing rounds but the cache (f32 weights, dense): every key and value within 2^-12 relative, the
+         * largest logit difference after 41 positions 2.3e-4 of the largest |logit| as measured (tolerance
+         * 1e-2: rounding, not a wrong row). Elsewhere the int8 activations and a router's top-K turn such
+         * differences into different roundings and choices (up to 3 logits apart here), as any change of
+         * summation order does. */
+        {
+            const bool f32w = strcmp(layouts[li], "f32") == 0;
+            const srt_router kind = f32w ? SRT_ROUTER_DENSE : SRT_ROUTER_CATS;
+            srt_model_opts mh = {STEPS, ctx1, SRT_KV_F16};
+            srt_model *pa = NULL, *pb = NULL, *pf = NULL;
+            CHECK(srt_model_open(p, &mh, &pa, msg, sizeof msg) == SRT_CT_OK && srt_model_open(p, &mh, &pb, msg, sizeof msg) == SRT_CT_OK &&
+                  srt_model_open(p, &mo, &pf, msg, sizeof msg) == SRT_CT_OK);
+            if (pa && pb && pf && gr.tokens.n > 41) {
+                CHECK(srt_model_set_router(pa, kind, 0.5) == SRT_OK && srt_model_set_router(pb, kind, 0.5) == SRT_OK &&
+                      srt_model_set_router(pf, kind, 0.5) == SRT_OK);
+                CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s: f16 cache: prefill differs from steps",
+                          layouts[li]);
+                const srt_model_config *mc = srt_model_get_config(pa);
+                const float *lf = NULL, *lh = NULL;
+                for (int64_t i = 0; i <= 40; i++) CHECK(srt_model_step(pf, gr.tokens.ids[i], i, &lf) == SRT_OK);
+                CHECK(srt_model_step(pb, gr.tokens.ids[41], 41, &lh) == SRT_OK); /* pb holds 0..40 (prefill_matches) */
+                CHECK(srt_model_step(pf, gr.tokens.ids[41], 41, &lf) == SRT_OK);
+                CHECK(srt_model_kv_type(pb) == SRT_KV_F16 && srt_model_kv_type(pf) == SRT_KV_F32 &&
+                      srt_model_ctx_allocated(pb) == srt_model_ctx_allocated(pf) &&
+                      srt_model_kv_bytes(pb) == (uint64_t)(2 * 2 * mc->n_layers * srt_model_ctx_allocated(pb) * mc->n_kv_heads * mc->head_dim) &&
+                      2 * srt_model_kv_bytes(pb) == srt_model_kv_bytes(pf));
+                double dmax = 0.0, lmax = 0.0;
+                bool differ = false;
+                for (int64_t v = 0; lf && lh && v < ref->cfg.vocab_size; v++) {
+                    dmax = fmax(dmax, fabs((double)lf[v] - lh[v]));
+                    lmax = fmax(lmax, fabs((double)lf[v]));
+                    differ = differ || lf[v] != lh[v];
+                }
+                printf("%-6s %s, f16 cache: logits at position 41 within %.2e of the f32 cache's (largest |logit| %.3g)\n",
+                       layouts[li], srt_router_name(kind), dmax, lmax);
+                CHECK_MSG(lf && lh && differ && (!f32w || dmax <= 1e-2 * lmax), "%s: f16 cache logits %.3g from f32's", layouts[li], dmax);
+            }
+            srt_model_close(pa);
+            srt_model_close(pb);
+            srt_model_close(pf);
+            srt_model_opts bad = {STEPS, ctx1, (srt_kv_type)7};
+            pa = NULL;
+            CHECK(srt_model_open(p, &bad, &pa, msg, sizeof msg) == SRT_CT_EARG && pa == NULL && strstr(msg, "cache type"));
         }
         /* dense teacher-forced logits on the reference's tokens */
         int64_t agree, nf = (int64_t)gr.tokens.n < STEPS ? (int64_t)gr.tokens.n : STEPS; /* positions fed */
@@ -372,7 +418,7 @@ int main(void) {
         sc_pack_opts po = {.layout = "kmi4", .method = "cats", .density = 0.4};
         sc_pack_result pr;
         CHECK(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK);
-        srt_model_opts mo = {32, ctx1};
+        srt_model_opts mo = {32, ctx1, SRT_KV_F32};
         srt_model *rt = NULL;
         char msg[512];
         CHECK(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK);

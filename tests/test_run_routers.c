@@ -49,7 +49,7 @@ static void input_routers(const sc_model *m, const sc_tokenizer *tok, const sc_d
         CHECK_MSG(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK, "%s", err.msg);
         srt_ctx *ctx;
         CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
-        srt_model_opts mo = {0, ctx};
+        srt_model_opts mo = {0, ctx, SRT_KV_F32};
         srt_model *rt;
         char emsg[512];
         CHECK_MSG(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK, "%s", emsg);
@@ -158,7 +158,7 @@ int main(void) {
         CHECK(sc_model_load(p, &a, &err) == SC_OK);
         srt_ctx *ctx;
         CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
-        srt_model_opts mo = {0, ctx};
+        srt_model_opts mo = {0, ctx, SRT_KV_F32};
         srt_model *rt;
         char emsg[512];
         CHECK_MSG(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK, "%s", emsg);
@@ -217,7 +217,7 @@ int main(void) {
         CHECK(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK);
         srt_ctx *ctx;
         CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
-        srt_model_opts mo = {0, ctx};
+        srt_model_opts mo = {0, ctx, SRT_KV_F32};
         srt_model *rt;
         char emsg[512];
         CHECK(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK);
@@ -238,7 +238,7 @@ int main(void) {
         CHECK(sc_pack(m, tok, &po, p, &pr, &err) == SC_OK);
         srt_ctx *ctx;
         CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
-        srt_model_opts mo = {0, ctx};
+        srt_model_opts mo = {0, ctx, SRT_KV_F32};
         srt_model *rt;
         char emsg[512];
         CHECK(srt_model_open(p, &mo, &rt, emsg, sizeof emsg) == SRT_CT_OK);

@@ -155,13 +155,20 @@ int main(void) {
      * paths (single-token GEMVs with the runtime's summation order vs BLAS sgemm over the window; float logits
      * either way) agree to float rounding: per-token NLL differs by ~1e-7, the mean by less; 1e-5 relative on
      * the perplexity is 200 times what is measured (5.8e-8) and far below what a wrong
-     * position, mask or routing would cost (> 1e-2). */
+     * position, mask or routing would cost (> 1e-2). That is with the cache in f32, as the reference
+     * holds it. The default f16 cache rounds every key and value to 11 significant bits (2^-12 relative
+     * at most): 1.5e-4 on the perplexity measured here; 2e-3 allows ten times that and still stays
+     * below what a wrong position or mask costs; it must differ from f32 (the cache is really f16). */
     {
-        double pr, dr, pp, dp;
-        scored(cli("run --artifact %s --tokens %s --score --method dense --json", spk[0], ids), &pr, &dr, "run dense");
+        double pr, dr, pp, dp, ph, dh;
+        scored(cli("run --artifact %s --tokens %s --score --method dense --cache-type f32 --json", spk[0], ids), &pr, &dr,
+               "run dense");
         scored(cli("ppl -m %s --tokens %s --json -q", bin, ids), &pp, &dp, "ppl");
-        printf("dense f32: run --score ppl %.17g, ppl on the source %.17g\n", pr, pp);
+        scored(cli("run --artifact %s --tokens %s --score --method dense --json", spk[0], ids), &ph, &dh, "run f16");
+        printf("dense f32: run --score ppl %.17g, ppl on the source %.17g; with the f16 cache %.17g\n", pr, pp, ph);
         CHECK_MSG(fabs(pr - pp) <= 1e-5 * pp && dr == 1.0, "run --score %.17g vs ppl %.17g", pr, pp);
+        CHECK_MSG(fabs(ph - pp) <= 2e-3 * pp && ph != pr && dh == 1.0, "run --score, f16 cache: %.17g vs ppl %.17g", ph,
+                  pp);
     }
 
     /* 3. no --method: the artifact's router and density, said on stderr and in the JSON */

@@ -253,15 +253,26 @@ static void act_neon(float *a, const float *u, int64_t n, bool gelu) {
     }
 }
 
-static void attn_head_neon(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
-                           int64_t stride, int64_t hd, float scale) {
-    const int64_t h4 = hd / 4 * 4;
+/* Four cache values from row + i: f32, or f16 widened; one value. */
+static inline __attribute__((always_inline)) float32x4_t kv4(const void *row, int64_t i, const bool half) {
+    return half ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)row + i))) : vld1q_f32((const float *)row + i);
+}
+static inline __attribute__((always_inline)) float kv1(const void *row, int64_t i, const bool half) {
+    return half ? vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_dup_u16((const uint16_t *)row + i))), 0)
+                : ((const float *)row)[i];
+}
+
+/* One head over an f32 or f16 cache (the f16 one: the f32 one's operations on the widened values). */
+static inline __attribute__((always_inline)) void attn_head_t(float *out, float *s, const float *q, const void *K,
+                                                              const void *V, int64_t n, int64_t stride, int64_t hd,
+                                                              float scale, const bool half) {
+    const int64_t h4 = hd / 4 * 4, esz = half ? 2 : 4;
     for (int64_t t = 0; t < n; t++) {
-        const float *kr = K + t * stride;
+        const void *kr = (const char *)K + t * stride * esz;
         float32x4_t acc = vdupq_n_f32(0.0f);
-        for (int64_t i = 0; i < h4; i += 4) acc = vfmaq_f32(acc, vld1q_f32(q + i), vld1q_f32(kr + i));
+        for (int64_t i = 0; i < h4; i += 4) acc = vfmaq_f32(acc, vld1q_f32(q + i), kv4(kr, i, half));
         float dot = vaddvq_f32(acc);
-        for (int64_t i = h4; i < hd; i++) dot += q[i] * kr[i];
+        for (int64_t i = h4; i < hd; i++) dot += q[i] * kv1(kr, i, half);
         s[t] = scale * dot;
     }
     float mx = -INFINITY;
@@ -290,11 +301,11 @@ static void attn_head_neon(float *out, float *s, const float *q, const float *K,
     for (; i0 + 16 <= h4; i0 += 16) {
         float32x4_t o0 = vdupq_n_f32(0.0f), o1 = o0, o2 = o0, o3 = o0;
         for (t = 0; t < n; t++) {
-            const float *vr = V + t * stride + i0;
-            o0 = vfmaq_n_f32(o0, vld1q_f32(vr), s[t]);
-            o1 = vfmaq_n_f32(o1, vld1q_f32(vr + 4), s[t]);
-            o2 = vfmaq_n_f32(o2, vld1q_f32(vr + 8), s[t]);
-            o3 = vfmaq_n_f32(o3, vld1q_f32(vr + 12), s[t]);
+            const void *vr = (const char *)V + t * stride * esz;
+            o0 = vfmaq_n_f32(o0, kv4(vr, i0, half), s[t]);
+            o1 = vfmaq_n_f32(o1, kv4(vr, i0 + 4, half), s[t]);
+            o2 = vfmaq_n_f32(o2, kv4(vr, i0 + 8, half), s[t]);
+            o3 = vfmaq_n_f32(o3, kv4(vr, i0 + 12, half), s[t]);
         }
         vst1q_f32(out + i0, o0);
         vst1q_f32(out + i0 + 4, o1);
@@ -303,14 +314,24 @@ static void attn_head_neon(float *out, float *s, const float *q, const float *K,
     }
     for (; i0 < h4; i0 += 4) {
         float32x4_t o = vdupq_n_f32(0.0f);
-        for (t = 0; t < n; t++) o = vfmaq_n_f32(o, vld1q_f32(V + t * stride + i0), s[t]);
+        for (t = 0; t < n; t++) o = vfmaq_n_f32(o, kv4((const char *)V + t * stride * esz, i0, half), s[t]);
         vst1q_f32(out + i0, o);
     }
     for (; i0 < hd; i0++) {
         float o = 0.0f;
-        for (t = 0; t < n; t++) o += s[t] * V[t * stride + i0];
+        for (t = 0; t < n; t++) o += s[t] * kv1((const char *)V + t * stride * esz, i0, half);
         out[i0] = o;
     }
+}
+
+static void attn_head_neon(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                           int64_t stride, int64_t hd, float scale) {
+    attn_head_t(out, s, q, K, V, n, stride, hd, scale, false);
+}
+
+static void attn_group_h_neon(float *out, float *s, const float *q, const uint16_t *K, const uint16_t *V, int64_t n,
+                              int64_t stride, int64_t hd, int64_t g, float scale) {
+    for (int64_t h = 0; h < g; h++) attn_head_t(out + h * hd, s + h * n, q + h * hd, K, V, n, stride, hd, scale, true);
 }
 
 void srt_neon_register(srt_kernels *k) {
@@ -322,4 +343,5 @@ void srt_neon_register(srt_kernels *k) {
     k->compact = compact_neon;
     k->act = act_neon;
     k->attn_head = attn_head_neon;
+    k->attn_group_h = attn_group_h_neon;
 }

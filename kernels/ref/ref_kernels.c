@@ -287,13 +287,19 @@ static void ref_act(float *a, const float *u, int64_t n, bool gelu) {
     for (int64_t i = 0; i < n; i++) a[i] = srt_act_scalar(u[i], gelu); /* the one definition (srt_ops.h) */
 }
 
-static void ref_attn_head(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
-                          int64_t stride, int64_t hd, float scale) {
+/* Cache value i of a row: f32, or f16 widened. */
+static inline float kv_at(const void *row, int64_t i, bool half) {
+    return half ? srt_fp16_to_fp32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
+static inline void attn_head_t(float *out, float *s, const float *q, const void *K, const void *V, int64_t n,
+                               int64_t stride, int64_t hd, float scale, bool half) {
+    const int64_t esz = half ? 2 : 4;
     float mx = -INFINITY;
     for (int64_t t = 0; t < n; t++) {
-        const float *kr = K + t * stride;
+        const void *kr = (const char *)K + t * stride * esz;
         float dot = 0.0f;
-        for (int64_t i = 0; i < hd; i++) dot += q[i] * kr[i];
+        for (int64_t i = 0; i < hd; i++) dot += q[i] * kv_at(kr, i, half);
         s[t] = scale * dot;
         mx = s[t] > mx ? s[t] : mx;
     }
@@ -305,11 +311,21 @@ static void ref_attn_head(float *out, float *s, const float *q, const float *K, 
     const float inv = 1.0f / sum;
     for (int64_t i = 0; i < hd; i++) out[i] = 0.0f;
     for (int64_t t = 0; t < n; t++) {
-        const float *vr = V + t * stride;
+        const void *vr = (const char *)V + t * stride * esz;
         const float p = s[t] * inv;
         s[t] = p;
-        for (int64_t i = 0; i < hd; i++) out[i] += p * vr[i];
+        for (int64_t i = 0; i < hd; i++) out[i] += p * kv_at(vr, i, half);
     }
+}
+
+static void ref_attn_head(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                          int64_t stride, int64_t hd, float scale) {
+    attn_head_t(out, s, q, K, V, n, stride, hd, scale, false);
+}
+
+static void ref_attn_group_h(float *out, float *s, const float *q, const uint16_t *K, const uint16_t *V, int64_t n,
+                             int64_t stride, int64_t hd, int64_t g, float scale) {
+    for (int64_t h = 0; h < g; h++) attn_head_t(out + h * hd, s + h * n, q + h * hd, K, V, n, stride, hd, scale, true);
 }
 
 void srt_ref_register(srt_kernels *k) {
@@ -327,4 +343,5 @@ void srt_ref_register(srt_kernels *k) {
     k->select_topk = srt_select_radix;
     k->act = ref_act;
     k->attn_head = ref_attn_head;
+    k->attn_group_h = ref_attn_group_h;
 }

@@ -471,43 +471,28 @@ static void softmax_avx2(float *s, int64_t n) {
 /* K and V rows prefetched ahead (x86_attn_body.h) */
 #define ATT_AHEAD 8
 
-/* out[h][i0 .. i0 + 32) = sum_t p[h][t] V_t for NH (1 or 2: 16 registers) heads, each V_t read once */
-static inline __attribute__((always_inline)) void attn_pv_avx2(float *out, const float *s, const float *V, int64_t n,
-                                                               int64_t stride, int64_t hd, int64_t i0, const int NH) {
-    __m256 o[2][4];
-    __m256i mk[4];
-    for (int c = 0; c < 4; c++) {
-        mk[c] = lanes(hd - i0 - 8 * c);
-        for (int h = 0; h < NH; h++) o[h][c] = _mm256_setzero_ps();
-    }
-    for (int64_t t = 0; t < n; t++) {
-        const float *vr = V + t * stride + i0;
-        if (t + ATT_AHEAD < n)
-            for (int64_t b = 0; b < 128 && i0 * 4 + b < hd * 4; b += 64) _mm_prefetch((const char *)(vr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
-        __m256 v[4];
-        for (int c = 0; c < 4; c++) v[c] = _mm256_maskload_ps(vr + 8 * c, mk[c]);
-        for (int h = 0; h < NH; h++) {
-            const __m256 p = _mm256_set1_ps(s[h * n + t]);
-            for (int c = 0; c < 4; c++) o[h][c] = _mm256_fmadd_ps(p, v[c], o[h][c]);
-        }
-    }
-    for (int h = 0; h < NH; h++)
-        for (int c = 0; c < 4; c++) _mm256_maskstore_ps(out + h * hd + i0 + 8 * c, mk[c], o[h][c]);
+/* the first r (0 < r < 8) f16 values at p, widened, zeros after (AVX2 has no 16-bit masked load) */
+static inline __m256 ldhn(const uint16_t *p, int64_t r) {
+    uint16_t t[8] = {0};
+    memcpy(t, p, (size_t)r * sizeof *p);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
 }
 
 #define ATT_GROUP attn_group_avx2
+#define ATT_GROUP_H attn_group_h_avx2
 #define ATT_VEC __m256
 #define ATT_W 8
-#define ATT_MASK __m256i
-#define ATT_TAIL(r) lanes(r)
 #define ATT_ZERO() _mm256_setzero_ps()
-#define ATT_LOAD(p) _mm256_loadu_ps(p)
-#define ATT_LOADM(m, p) _mm256_maskload_ps(p, m)
+#define ATT_SET1(x) _mm256_set1_ps(x)
 #define ATT_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define ATT_SUM(v) hsum(v)
+#define ATT_LD(p) _mm256_loadu_ps(p)
+#define ATT_LDN(p, r) _mm256_maskload_ps(p, lanes(r))
+#define ATT_LDH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define ATT_LDHN(p, r) ldhn(p, r)
+#define ATT_ST(p, v) _mm256_storeu_ps(p, v)
+#define ATT_STN(p, v, r) _mm256_maskstore_ps(p, lanes(r), v)
 #define ATT_SOFTMAX(s, n) softmax_avx2(s, n)
-#define ATT_PV attn_pv_avx2
-#define ATT_SPAN 32
 #define ATT_NH 2
 #include "x86_attn_body.h"
 
@@ -527,4 +512,5 @@ void srt_avx2_register(srt_kernels *k) {
     k->act = act_avx2;
     k->attn_head = attn_head_avx2;
     k->attn_group = attn_group_avx2;
+    k->attn_group_h = attn_group_h_avx2;
 }

@@ -722,45 +722,22 @@ static void softmax_avx512(float *s, int64_t n) {
 /* K and V rows prefetched ahead (x86_attn_body.h) */
 #define ATT_AHEAD 8
 
-/* out[h][i0 .. i0 + 64) = sum_t p[h][t] V_t for NH heads (p[h] = s + h n), each V_t read once for all */
-static inline __attribute__((always_inline)) void attn_pv_avx512(float *out, const float *s, const float *V, int64_t n,
-                                                                 int64_t stride, int64_t hd, int64_t i0, const int NH) {
-    __m512 o[4][4];
-    __mmask16 mk[4];
-    for (int c = 0; c < 4; c++) {
-        const int64_t left = hd - i0 - 16 * c;
-        mk[c] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-        for (int h = 0; h < NH; h++) o[h][c] = _mm512_setzero_ps();
-    }
-    for (int64_t t = 0; t < n; t++) {
-        const float *vr = V + t * stride + i0;
-        if (t + ATT_AHEAD < n)
-            for (int64_t b = 0; b < 4 * (int64_t)sizeof(__m512) && i0 * 4 + b < hd * 4; b += 64)
-                _mm_prefetch((const char *)(vr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
-        __m512 v[4];
-        for (int c = 0; c < 4; c++) v[c] = _mm512_maskz_loadu_ps(mk[c], vr + 16 * c);
-        for (int h = 0; h < NH; h++) {
-            const __m512 p = _mm512_set1_ps(s[h * n + t]);
-            for (int c = 0; c < 4; c++) o[h][c] = _mm512_fmadd_ps(p, v[c], o[h][c]);
-        }
-    }
-    for (int h = 0; h < NH; h++)
-        for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + h * hd + i0 + 16 * c, mk[c], o[h][c]);
-}
-
 #define ATT_GROUP attn_group_avx512
+#define ATT_GROUP_H attn_group_h_avx512
 #define ATT_VEC __m512
 #define ATT_W 16
-#define ATT_MASK __mmask16
-#define ATT_TAIL(r) ((__mmask16)((1u << (r)) - 1))
+#define ATT_M(r) ((__mmask16)((1u << (r)) - 1))
 #define ATT_ZERO() _mm512_setzero_ps()
-#define ATT_LOAD(p) _mm512_loadu_ps(p)
-#define ATT_LOADM(m, p) _mm512_maskz_loadu_ps(m, p)
+#define ATT_SET1(x) _mm512_set1_ps(x)
 #define ATT_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define ATT_SUM(v) _mm512_reduce_add_ps(v)
+#define ATT_LD(p) _mm512_loadu_ps(p)
+#define ATT_LDN(p, r) _mm512_maskz_loadu_ps(ATT_M(r), p)
+#define ATT_LDH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define ATT_LDHN(p, r) _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(ATT_M(r), p))
+#define ATT_ST(p, v) _mm512_storeu_ps(p, v)
+#define ATT_STN(p, v, r) _mm512_mask_storeu_ps(p, ATT_M(r), v)
 #define ATT_SOFTMAX(s, n) softmax_avx512(s, n)
-#define ATT_PV attn_pv_avx512
-#define ATT_SPAN 64
 #define ATT_NH 4
 #include "x86_attn_body.h"
 
@@ -780,4 +757,5 @@ void srt_avx512_register(srt_kernels *k) {
     k->act = act_avx512;
     k->attn_head = attn_head_avx512;
     k->attn_group = attn_group_avx512;
+    k->attn_group_h = attn_group_h_avx512;
 }

@@ -1,40 +1,87 @@
-/* x86_attn_body.h - the grouped attention kernel for x86, one body compiled per ISA: gemv_avx2.c
+/* x86_attn_body.h - the grouped attention kernels for x86, one body compiled per ISA: gemv_avx2.c
  * (256-bit vectors, two heads' outputs in registers) and gemv_avx512.c (512-bit, four) define the
- * operations below, then include this file after their softmax and their weighted sum of V rows
- * (the pattern of x86_kmi4_body.h).
+ * operations below, then include this file after their softmax (the pattern of x86_kmi4_body.h).
  *
  * g heads that share K and V (grouped-query attention): head h's query q + h hd, scores s + h n,
  * output out + h hd. Each K and V row is read once for the group (from L1 for the rest): one head at
  * a time read them from L2 for every head, as a GQA cache's 1 KB row stride leaves few L1 sets for
- * them. Every head's sums are the one-head kernel's (g = 1), in the same order.
+ * them. Every head's sums are the one-head kernel's (g = 1), in the same order. The cache holds f32
+ * (ATT_GROUP) or f16 (ATT_GROUP_H) values; the f16 kernel widens each value as it loads it and then
+ * runs the f32 kernel's operations in its order, so its result is the f32 kernel's on the widened
+ * cache, bit for bit.
  *
  * The including file defines:
- *   ATT_GROUP             the function's name
- *   ATT_VEC, ATT_W        the float vector type and its lanes
- *   ATT_MASK, ATT_TAIL(r) a tail mask type and the mask of the first r (0 < r < ATT_W) lanes
- *   ATT_ZERO(), ATT_LOAD(p), ATT_LOADM(m, p), ATT_FMA(a, b, c), ATT_SUM(v)
- *   ATT_SOFTMAX(s, n)     p = softmax(s[0..n)) in place
- *   ATT_PV(out, s, V, n, stride, hd, i0, NH)
- *                         out[h][i0 .. i0 + ATT_SPAN) = sum_t p[h][t] V_t for NH heads
- *   ATT_SPAN, ATT_NH      outputs and heads (2 or 4) one ATT_PV call keeps in registers
- *   ATT_AHEAD             K and V rows ahead of the one being read that are prefetched: the cache
- *                         comes from DRAM or L3 in decode (the layer's weights went through since),
- *                         and a group's loop per row is too long for the out-of-order window to reach
- *                         the next rows' misses by itself */
+ *   ATT_GROUP, ATT_GROUP_H  the two functions' names
+ *   ATT_VEC, ATT_W          the float vector type and its lanes
+ *   ATT_ZERO(), ATT_SET1(x), ATT_FMA(a, b, c), ATT_SUM(v)
+ *   ATT_LD(p), ATT_LDN(p, r)     ATT_W floats at p; the first r (0 < r < ATT_W), zeros after
+ *   ATT_LDH(p), ATT_LDHN(p, r)   the same from f16 values, widened
+ *   ATT_ST(p, v), ATT_STN(p, v, r)
+ *   ATT_SOFTMAX(s, n)       p = softmax(s[0..n)) in place
+ *   ATT_NH                  heads (2 or 4) whose outputs one pass keeps in registers, 4 ATT_W each
+ *   ATT_AHEAD               K and V rows ahead of the one being read that are prefetched: the cache
+ *                           comes from DRAM or L3 in decode (the layer's weights went through since),
+ *                           and a group's loop per row is too long for the out-of-order window to
+ *                           reach the next rows' misses by itself */
 
-static void ATT_GROUP(float *out, float *s, const float *q, const float *K, const float *V, int64_t n, int64_t stride,
-                      int64_t hd, int64_t g, float scale) {
-    const int64_t hw = hd / ATT_W * ATT_W;
-    const ATT_MASK tail = ATT_TAIL(hd - hw);
+#define ATT_SPAN (4 * ATT_W)
+
+/* Lanes [i, i + ATT_W) of a cache row (f32 or f16), the first r of them when r < ATT_W. */
+static inline __attribute__((always_inline)) ATT_VEC att_row(const void *row, int64_t i, int64_t r, const bool half) {
+    if (half) {
+        const uint16_t *p = (const uint16_t *)row + i;
+        return r >= ATT_W ? ATT_LDH(p) : ATT_LDHN(p, r);
+    }
+    const float *p = (const float *)row + i;
+    return r >= ATT_W ? ATT_LD(p) : ATT_LDN(p, r);
+}
+
+/* out[h][i0 .. i0 + ATT_SPAN) = sum_t p[h][t] V_t for NH heads (p[h] = s + h n), each V_t read once for all */
+static inline __attribute__((always_inline)) void att_pv(float *out, const float *s, const void *V, int64_t n,
+                                                         int64_t stride, int64_t hd, int64_t i0, const int NH,
+                                                         const bool half) {
+    const int64_t esz = half ? 2 : 4;
+    ATT_VEC o[4][4];
+    int64_t left[4];
+    for (int c = 0; c < 4; c++) {
+        left[c] = hd - i0 - ATT_W * c;
+        for (int h = 0; h < NH; h++) o[h][c] = ATT_ZERO();
+    }
+    const bool whole = left[3] >= ATT_W;
     for (int64_t t = 0; t < n; t++) {
-        const float *kr = K + t * stride;
+        const char *vr = (const char *)V + (t * stride + i0) * esz;
         if (t + ATT_AHEAD < n)
-            for (int64_t b = 0; b < hd * 4; b += 64) _mm_prefetch((const char *)(kr + ATT_AHEAD * stride) + b, _MM_HINT_T0);
+            for (int64_t b = 0; b < ATT_SPAN * esz && i0 * esz + b < hd * esz; b += 64)
+                _mm_prefetch(vr + ATT_AHEAD * stride * esz + b, _MM_HINT_T0);
+        ATT_VEC v[4];
+        for (int c = 0; c < 4; c++)
+            v[c] = whole ? att_row(vr, ATT_W * c, ATT_W, half) : left[c] > 0 ? att_row(vr, ATT_W * c, left[c], half) : ATT_ZERO();
+        for (int h = 0; h < NH; h++) {
+            const ATT_VEC p = ATT_SET1(s[h * n + t]);
+            for (int c = 0; c < 4; c++) o[h][c] = ATT_FMA(p, v[c], o[h][c]);
+        }
+    }
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < 4; c++) {
+            float *d = out + h * hd + i0 + ATT_W * c;
+            if (left[c] >= ATT_W) ATT_ST(d, o[h][c]);
+            else if (left[c] > 0) ATT_STN(d, o[h][c], left[c]);
+        }
+}
+
+static inline __attribute__((always_inline)) void att_group(float *out, float *s, const float *q, const void *K,
+                                                            const void *V, int64_t n, int64_t stride, int64_t hd,
+                                                            int64_t g, float scale, const bool half) {
+    const int64_t hw = hd / ATT_W * ATT_W, esz = half ? 2 : 4;
+    for (int64_t t = 0; t < n; t++) {
+        const char *kr = (const char *)K + t * stride * esz;
+        if (t + ATT_AHEAD < n)
+            for (int64_t b = 0; b < hd * esz; b += 64) _mm_prefetch(kr + ATT_AHEAD * stride * esz + b, _MM_HINT_T0);
         for (int64_t h = 0; h < g; h++) {
             const float *qh = q + h * hd;
             ATT_VEC acc = ATT_ZERO();
-            for (int64_t i = 0; i < hw; i += ATT_W) acc = ATT_FMA(ATT_LOAD(qh + i), ATT_LOAD(kr + i), acc);
-            if (hw < hd) acc = ATT_FMA(ATT_LOADM(tail, qh + hw), ATT_LOADM(tail, kr + hw), acc);
+            for (int64_t i = 0; i < hw; i += ATT_W) acc = ATT_FMA(ATT_LD(qh + i), att_row(kr, i, ATT_W, half), acc);
+            if (hw < hd) acc = ATT_FMA(ATT_LDN(qh + hw, hd - hw), att_row(kr, hw, hd - hw, half), acc);
             s[h * n + t] = scale * ATT_SUM(acc);
         }
     }
@@ -45,12 +92,22 @@ static void ATT_GROUP(float *out, float *s, const float *q, const float *K, cons
             float *oh = out + h * hd;
             const float *sh = s + h * n;
             switch (g - h < ATT_NH ? g - h : ATT_NH) {
-            case 1: ATT_PV(oh, sh, V, n, stride, hd, i0, 1); break;
+            case 1: att_pv(oh, sh, V, n, stride, hd, i0, 1, half); break;
 #if ATT_NH > 2
-            case 2: ATT_PV(oh, sh, V, n, stride, hd, i0, 2); break;
-            case 3: ATT_PV(oh, sh, V, n, stride, hd, i0, 3); break;
+            case 2: att_pv(oh, sh, V, n, stride, hd, i0, 2, half); break;
+            case 3: att_pv(oh, sh, V, n, stride, hd, i0, 3, half); break;
 #endif
-            default: ATT_PV(oh, sh, V, n, stride, hd, i0, ATT_NH); break;
+            default: att_pv(oh, sh, V, n, stride, hd, i0, ATT_NH, half); break;
             }
         }
+}
+
+static void ATT_GROUP(float *out, float *s, const float *q, const float *K, const float *V, int64_t n, int64_t stride,
+                      int64_t hd, int64_t g, float scale) {
+    att_group(out, s, q, K, V, n, stride, hd, g, scale, false);
+}
+
+static void ATT_GROUP_H(float *out, float *s, const float *q, const uint16_t *K, const uint16_t *V, int64_t n,
+                        int64_t stride, int64_t hd, int64_t g, float scale) {
+    att_group(out, s, q, K, V, n, stride, hd, g, scale, true);
 }

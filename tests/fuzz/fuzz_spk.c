@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     char msg[768];
     srt_model *m = NULL;
-    srt_model_opts mo = {8, ctx};
+    srt_model_opts mo = {8, ctx, SRT_KV_F32};
     if (srt_model_open(p, &mo, &m, msg, sizeof msg) == SRT_CT_OK) {
         const srt_model_config *c = srt_model_get_config(m);
         (void)srt_model_set_method(m, srt_model_default_method(m), srt_model_default_density(m));
