@@ -484,6 +484,7 @@ static inline __m256 ldhn(const uint16_t *p, int64_t r) {
 #define ATT_W 8
 #define ATT_ZERO() _mm256_setzero_ps()
 #define ATT_SET1(x) _mm256_set1_ps(x)
+#define ATT_MUL(a, b) _mm256_mul_ps(a, b)
 #define ATT_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define ATT_SUM(v) hsum(v)
 #define ATT_LD(p) _mm256_loadu_ps(p)

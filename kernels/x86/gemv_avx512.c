@@ -722,6 +722,22 @@ static void softmax_avx512(float *s, int64_t n) {
 /* K and V rows prefetched ahead (x86_attn_body.h) */
 #define ATT_AHEAD 8
 
+/* [sum of a[0], ..., sum of a[15]], each sum in _mm512_reduce_add_ps's order (halves 8 apart, then 4,
+ * 2, 1), so a block of 16 scores has the bits of 16 single reductions, for about a third of their work:
+ * each level adds two vectors' partial sums at once. */
+static inline __m512 sum16(const __m512 *a) {
+    __m512 c[8], e[4], g[2];
+    for (int k = 0; k < 8; k++) /* lanes i, i + 8: a[2k] into the low half, a[2k + 1] into the high */
+        c[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44), _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+    for (int k = 0; k < 4; k++) /* 4 apart: block j of e[k] holds a[4k + j] */
+        e[k] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], 0x88), _mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], 0xdd));
+    for (int k = 0; k < 2; k++) /* 2 apart: block j lanes 0-1 a[8k + j], lanes 2-3 a[8k + 4 + j] */
+        g[k] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * k], e[2 * k + 1], 0x44), _mm512_shuffle_ps(e[2 * k], e[2 * k + 1], 0xee));
+    /* 1 apart: lane 4j + m holds a[4m + j]; the permutation puts a[t] in lane t */
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], 0x88), _mm512_shuffle_ps(g[0], g[1], 0xdd));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
 #define ATT_GROUP attn_group_avx512
 #define ATT_GROUP_H attn_group_h_avx512
 #define ATT_VEC __m512
@@ -729,8 +745,11 @@ static void softmax_avx512(float *s, int64_t n) {
 #define ATT_M(r) ((__mmask16)((1u << (r)) - 1))
 #define ATT_ZERO() _mm512_setzero_ps()
 #define ATT_SET1(x) _mm512_set1_ps(x)
+#define ATT_MUL(a, b) _mm512_mul_ps(a, b)
 #define ATT_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define ATT_SUM(v) _mm512_reduce_add_ps(v)
+#define ATT_SUM16(a) sum16(a)
+#define ATT_STV(p, v) _mm512_storeu_ps(p, v)
 #define ATT_LD(p) _mm512_loadu_ps(p)
 #define ATT_LDN(p, r) _mm512_maskz_loadu_ps(ATT_M(r), p)
 #define ATT_LDH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))

@@ -13,7 +13,8 @@
  * The including file defines:
  *   ATT_GROUP, ATT_GROUP_H  the two functions' names
  *   ATT_VEC, ATT_W          the float vector type and its lanes
- *   ATT_ZERO(), ATT_SET1(x), ATT_FMA(a, b, c), ATT_SUM(v)
+ *   ATT_ZERO(), ATT_SET1(x), ATT_MUL(a, b), ATT_FMA(a, b, c), ATT_SUM(v)
+ *   ATT_SUM16(a), ATT_STV(p, v)  optional (16 lanes): 16 vectors' ATT_SUMs as one vector, and its store
  *   ATT_LD(p), ATT_LDN(p, r)     ATT_W floats at p; the first r (0 < r < ATT_W), zeros after
  *   ATT_LDH(p), ATT_LDHN(p, r)   the same from f16 values, widened
  *   ATT_ST(p, v), ATT_STN(p, v, r)
@@ -25,6 +26,9 @@
  *                           reach the next rows' misses by itself */
 
 #define ATT_SPAN (4 * ATT_W)
+#ifndef ATT_PV_AHEAD
+#define ATT_PV_AHEAD 8
+#endif
 
 /* Lanes [i, i + ATT_W) of a cache row (f32 or f16), the first r of them when r < ATT_W. */
 static inline __attribute__((always_inline)) ATT_VEC att_row(const void *row, int64_t i, int64_t r, const bool half) {
@@ -48,11 +52,11 @@ static inline __attribute__((always_inline)) void att_pv(float *out, const float
         for (int h = 0; h < NH; h++) o[h][c] = ATT_ZERO();
     }
     const bool whole = left[3] >= ATT_W;
+    const int64_t pf = (hd - i0 < ATT_SPAN ? hd - i0 : ATT_SPAN) * esz; /* the bytes of a row this pass reads */
     for (int64_t t = 0; t < n; t++) {
         const char *vr = (const char *)V + (t * stride + i0) * esz;
-        if (t + ATT_AHEAD < n)
-            for (int64_t b = 0; b < ATT_SPAN * esz && i0 * esz + b < hd * esz; b += 64)
-                _mm_prefetch(vr + ATT_AHEAD * stride * esz + b, _MM_HINT_T0);
+        if (t + ATT_PV_AHEAD < n)
+            for (int64_t b = 0; b < pf; b += 64) _mm_prefetch(vr + ATT_PV_AHEAD * stride * esz + b, _MM_HINT_T0);
         ATT_VEC v[4];
         for (int c = 0; c < 4; c++)
             v[c] = whole ? att_row(vr, ATT_W * c, ATT_W, half) : left[c] > 0 ? att_row(vr, ATT_W * c, left[c], half) : ATT_ZERO();
@@ -73,7 +77,32 @@ static inline __attribute__((always_inline)) void att_group(float *out, float *s
                                                             const void *V, int64_t n, int64_t stride, int64_t hd,
                                                             int64_t g, float scale, const bool half) {
     const int64_t hw = hd / ATT_W * ATT_W, esz = half ? 2 : 4;
-    for (int64_t t = 0; t < n; t++) {
+    int64_t t = 0;
+#ifdef ATT_SUM16
+    /* 16 positions at a time: each head's 16 dot products, then their reductions together (ATT_SUM16,
+     * each in ATT_SUM's order: the same scores, bit for bit); the next 16 rows prefetched */
+    for (; t + 16 <= n; t += 16) {
+        const char *kb = (const char *)K + t * stride * esz;
+        for (int64_t h = 0; h < g; h++) {
+            /* the next block's rows, spread over the heads (a burst of them stalls on the fill buffers) */
+            for (int64_t r = 16 + 16 * h / g, r1 = 16 + 16 * (h + 1) / g; r < r1 && t + r < n; r++)
+                for (int64_t b = 0; b < hd * esz; b += 64) _mm_prefetch(kb + r * stride * esz + b, _MM_HINT_T0);
+            const float *qh = q + h * hd;
+            ATT_VEC acc[16];
+            for (int k = 0; k < 16; k++) acc[k] = ATT_ZERO();
+            for (int64_t i = 0; i < hw; i += ATT_W) {
+                const ATT_VEC qv = ATT_LD(qh + i);
+                for (int k = 0; k < 16; k++) acc[k] = ATT_FMA(qv, att_row(kb + k * stride * esz, i, ATT_W, half), acc[k]);
+            }
+            if (hw < hd) {
+                const ATT_VEC qv = ATT_LDN(qh + hw, hd - hw);
+                for (int k = 0; k < 16; k++) acc[k] = ATT_FMA(qv, att_row(kb + k * stride * esz, hw, hd - hw, half), acc[k]);
+            }
+            ATT_STV(s + h * n + t, ATT_MUL(ATT_SET1(scale), ATT_SUM16(acc)));
+        }
+    }
+#endif
+    for (; t < n; t++) {
         const char *kr = (const char *)K + t * stride * esz;
         if (t + ATT_AHEAD < n)
             for (int64_t b = 0; b < hd * esz; b += 64) _mm_prefetch(kr + ATT_AHEAD * stride * esz + b, _MM_HINT_T0);
