@@ -26,7 +26,7 @@ class CtSection(Structure):
 
 class ModelOpts(Structure):
     """srt_model_opts (srt_model.h)."""
-    _fields_ = [("max_ctx", c_int64), ("ctx", c_void_p)]
+    _fields_ = [("max_ctx", c_int64), ("ctx", c_void_p), ("kv", c_int)]
 
 
 class Sampler(Structure):

@@ -17,21 +17,23 @@ from ._lib import ModelOpts, Sampler, SparsecalError, cstr, status_str
 from .container import Container, KIND_SPAK
 
 _ISA_AUTO = -1
+_KV_F16, _KV_F32 = 0, 1  # srt_kv_type (srt_model.h)
 
 
 class Model:
     """An artifact opened for decoding.
 
-    Model(path, threads=1, max_ctx=0, isa=None): `threads` kernel threads (the column-sparse kernels sum
-    per-thread partial outputs, so ids equal `sparsecal run`'s for the same thread count: run's --json
-    prints it); `max_ctx` the positions the key/value cache may grow to (0: the model's context); `isa`
-    "scalar", "avx2", "avx512", "amx", "neon", "dotprod" or "i8mm" (None: SPARSECAL_ISA, else the best here).
+    Model(path, threads=1, max_ctx=0, isa=None, cache_type="f16"): `threads` kernel threads (ids equal
+    `sparsecal run`'s at any thread count); `max_ctx` the positions the key/value cache may grow to (0: the
+    model's context); `isa` "scalar", "avx2", "avx512", "amx", "neon", "dotprod" or "i8mm" (None:
+    SPARSECAL_ISA, else the best here); `cache_type` what the key/value cache holds, "f16" (as `run`'s
+    default) or "f32" (`run --cache-type`).
     The router is the artifact's (pack --method/--density) until set_method. `config` is the manifest's
     model configuration (a dict), `manifest` the whole manifest."""
 
     _m = _ctx = None
 
-    def __init__(self, path, threads=1, max_ctx=0, isa=None):
+    def __init__(self, path, threads=1, max_ctx=0, isa=None, cache_type="f16"):
         L = _lib.lib()
         self.path = str(path)
         with Container(path, KIND_SPAK) as ct:
@@ -40,6 +42,9 @@ class Model:
         isa_id = ctypes.c_int(_ISA_AUTO)
         if isa is not None and L.srt_isa_parse(cstr(isa), ctypes.byref(isa_id)) != 0:
             raise SparsecalError(f"unknown ISA '{isa}' (scalar, avx2, avx512, amx, neon, dotprod, i8mm)")
+        kv = {"f16": _KV_F16, "f32": _KV_F32}.get(cache_type)
+        if kv is None:
+            raise SparsecalError(f"unknown cache_type '{cache_type}' (f16, f32)")
         if not 1 <= int(threads) <= 1024:
             raise SparsecalError(f"threads {threads}: must be 1..1024")
         ctx = ctypes.c_void_p()
@@ -55,7 +60,7 @@ class Model:
             raise SparsecalError("out of memory for the kernel threads' scratch")
         err = ctypes.create_string_buffer(1024)
         m = ctypes.c_void_p()
-        opts = ModelOpts(int(max_ctx), ctx)
+        opts = ModelOpts(int(max_ctx), ctx, kv)
         if L.srt_model_open(cstr(path), ctypes.byref(opts), ctypes.byref(m), err, len(err)) != 0:
             raise SparsecalError(err.value.decode(errors="replace"))
         self._m = m

@@ -103,6 +103,28 @@ class TestSparsecal(unittest.TestCase):
             self.assertEqual(j["method"], "larosa")
             self.assertEqual(got, want)
 
+    def test_cache_type(self):
+        ids = self.ids["Once upon a time"]
+        got = {}
+        for kv in ("f16", "f32"):
+            with sparsecal.Model(self.spk, cache_type=kv) as m:
+                m.set_method("dense", 1.0)
+                got[kv] = m.generate(ids, steps=60, temperature=0)
+                want, j = self.run_ids(self.spk, "Once upon a time", "--steps", 60, "--temp", 0, "--method", "dense",
+                                       "--cache-type", kv, "--threads", 1)
+                self.assertEqual(j["kv_cache_type"], kv)
+                self.assertEqual(got[kv], want, kv)
+                a = m.prefill(ids)
+                b = None
+                for pos, t in enumerate(ids):
+                    b = m.step(t, pos)
+                self.assertTrue(np.array_equal(a, b), kv)
+                got[kv + " logits"] = b
+        # the cache type reaches the runtime: f16 keys and values move the logits (how far: tests/test_run.c)
+        self.assertFalse(np.array_equal(got["f16 logits"], got["f32 logits"]))
+        with self.assertRaises(sparsecal.SparsecalError):
+            sparsecal.Model(self.spk, cache_type="q8_0")
+
     def test_logits_prefill_equals_steps(self):
         ids = self.ids["Once upon a time"]
         with sparsecal.Model(self.spk) as m:
