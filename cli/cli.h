@@ -11,6 +11,7 @@
 #include "data.h"
 #include "model.h"
 #include "threads.h"
+#include "srt_model.h"
 #include "tokenizer.h"
 
 /* Exit status for a failure: 2 for bad usage or an unreadable input, 1 otherwise. */
@@ -160,6 +161,7 @@ typedef struct cli_eval_request {
     double density;
     int64_t ctx;
     bool json, quiet;
+    srt_kv_type kv; /* the key/value cache (--cache-type) */
 } cli_eval_request;
 sc_status cli_eval_artifact(cli_inputs *in, const cli_eval_request *rq, sc_err *err);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_artifact.h"
 #include "lora.h"
 #include "lc_util.h"
 #include "cli_mpi.h"
@@ -325,7 +326,7 @@ static void add_input_json(cJSON *j, const sc_sparse_eval_result *r, int64_t n_l
 
 int cmd_eval(int argc, char **argv) {
     cli_inputs in = {0};
-    const char *calib = NULL, *method = NULL, *lora = NULL;
+    const char *calib = NULL, *method = NULL, *lora = NULL, *kv_name = NULL;
     double density = NAN; /* not given */
     int64_t ctx = 0;
     bool json = false, quiet = false, second_half = false;
@@ -365,6 +366,8 @@ int cmd_eval(int argc, char **argv) {
         CLI_CTX_OPT(ctx, "context window (default: the model's); longer sequences are scored in windows overlapping "
             "by one token"),
         {"second-half", 0, SC_ARG_FLAG, &second_half, NULL, "score only the second half of each window (as griffin does)", 0, 0},
+        {"cache-type", 0, SC_ARG_STR, &kv_name, "T", "on an artifact: what the key/value cache holds, f16 (default, as run) "
+            "or f32 (the keys and values as computed, as the reference pass holds them)", 0, 0},
         {"json", 0, SC_ARG_FLAG, &json, NULL, "print one JSON object", 0, 0},
         {"quiet", 'q', SC_ARG_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
         SC_OPTS_END("  sparsecal eval -m stories260K.bin --tokenizer tok512.bin -f stories.txt --skip-docs 1000 "
@@ -376,6 +379,11 @@ int cmd_eval(int argc, char **argv) {
     {
         sc_err derr = {{0}};
         if (sc_density_check(density, "--density", &derr)) return cli_fail("eval", SC_EARG, &derr);
+    }
+    srt_kv_type kv = CLI_KV_DEFAULT;
+    if (kv_name && !cli_kv_parse(kv_name, &kv)) {
+        fprintf(stderr, "sparsecal eval: unknown --cache-type '%s' (f16, f32)\n", kv_name);
+        return 2;
     }
     const char *asked = method;
     if (!method) method = srt_method_get(SRT_METHOD_DENSE)->name;
@@ -407,7 +415,7 @@ int cmd_eval(int argc, char **argv) {
             st = sc_errf(&err, SC_EARG, "%s: the artifact's routing was fitted by pack (pack --params); eval on an "
                                         "artifact takes no %s", in.model_path, params ? "--params" : "--second-half");
         else {
-            cli_eval_request rq = {asked, calib, density, ctx, json, quiet};
+            cli_eval_request rq = {asked, calib, density, ctx, json, quiet, kv};
             st = cli_eval_artifact(&in, &rq, &err);
         }
         cli_inputs_free(&in);

@@ -25,7 +25,7 @@ sc_status cli_eval_artifact(cli_inputs *in, const cli_eval_request *rq, sc_err *
         fprintf(stderr, "note: %s matches %s's source model; the routing is the artifact's own (fitted by pack)\n",
                 rq->calib, in->model_path);
     if (!st) st = cli_load_data(in, &d, err);
-    if (!st) st = cli_artifact_open(in->model_path, SRT_ISA_AUTO, 0, CLI_KV_DEFAULT, &art, err);
+    if (!st) st = cli_artifact_open(in->model_path, SRT_ISA_AUTO, 0, rq->kv, &art, err);
     if (!st) st = sc_artifact_set_router(art.m, in->model_path, rq->method, rq->density, stderr, &rt, err);
     if (!st && rt.method_default)
         fprintf(stderr, "eval: %s: the artifact's router: %s at density %g\n", in->model_path, rt.method, rt.density);
@@ -34,6 +34,7 @@ sc_status cli_eval_artifact(cli_inputs *in, const cli_eval_request *rq, sc_err *
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "model", in->model_path);
         cJSON_AddStringToObject(j, "evaluated_by", "runtime");
+        cJSON_AddStringToObject(j, "kv_cache_type", cli_kv_name(srt_model_kv_type(art.m)));
         sc_score_json(j, art.m, &rt, &res);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
         cli_print_json(j);

@@ -245,11 +245,11 @@ int main(void) {
              scal, base);
     CHECK(sc_run(cmd, NULL, 0) == 0);
     /* eval on 40 held-out stories: the artifact as the runtime runs it */
-    snprintf(cmd, sizeof cmd, "%s eval -m %s -f %s --skip-docs 8 --max-docs 40 --json -q 2>/dev/null", SC_CLI_PATH, spk,
+    snprintf(cmd, sizeof cmd, "%s eval -m %s -f %s --skip-docs 8 --max-docs 40 --cache-type f32 --json -q 2>/dev/null", SC_CLI_PATH, spk,
              text);
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     double ppl_art = json_num(out, "ppl"), n_art = json_num(out, "n_tokens");
-    snprintf(cmd, sizeof cmd, "%s eval -m %s -f %s --skip-docs 8 --max-docs 40 --json -q 2>/dev/null", SC_CLI_PATH, base,
+    snprintf(cmd, sizeof cmd, "%s eval -m %s -f %s --skip-docs 8 --max-docs 40 --cache-type f32 --json -q 2>/dev/null", SC_CLI_PATH, base,
              text);
     CHECK(sc_run(cmd, out, sizeof out) == 0);
     double ppl_base = json_num(out, "ppl");
