@@ -478,6 +478,19 @@ static inline __m256 ldhn(const uint16_t *p, int64_t r) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
 }
 
+/* [sum of a[0], ..., sum of a[7]], each in hsum's order (halves 4 apart, then 2, 1), as the AVX-512
+ * kernel's sum16: each level adds two vectors' partial sums at once */
+static inline __m256 sum8(const __m256 *a) {
+    __m256 c[4], e[2];
+    for (int k = 0; k < 4; k++) /* lanes i, i + 4: a[2k] into the low 128 bits, a[2k + 1] into the high */
+        c[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x20), _mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x31));
+    for (int k = 0; k < 2; k++) /* 2 apart: low 128 bits a[4k], a[4k + 2] (two lanes each), high a[4k + 1], a[4k + 3] */
+        e[k] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * k], c[2 * k + 1], 0x44), _mm256_shuffle_ps(c[2 * k], c[2 * k + 1], 0xee));
+    /* 1 apart: lanes (a0, a2, a4, a6, a1, a3, a5, a7); the permutation puts a[t] in lane t */
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(e[0], e[1], 0x88), _mm256_shuffle_ps(e[0], e[1], 0xdd));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 #define ATT_GROUP attn_group_avx2
 #define ATT_GROUP_H attn_group_h_avx2
 #define ATT_VEC __m256
@@ -487,6 +500,7 @@ static inline __m256 ldhn(const uint16_t *p, int64_t r) {
 #define ATT_MUL(a, b) _mm256_mul_ps(a, b)
 #define ATT_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define ATT_SUM(v) hsum(v)
+#define ATT_SUMW(a) sum8(a)
 #define ATT_LD(p) _mm256_loadu_ps(p)
 #define ATT_LDN(p, r) _mm256_maskload_ps(p, lanes(r))
 #define ATT_LDH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))

@@ -14,7 +14,7 @@
  *   ATT_GROUP, ATT_GROUP_H  the two functions' names
  *   ATT_VEC, ATT_W          the float vector type and its lanes
  *   ATT_ZERO(), ATT_SET1(x), ATT_MUL(a, b), ATT_FMA(a, b, c), ATT_SUM(v)
- *   ATT_SUM16(a), ATT_STV(p, v)  optional (16 lanes): 16 vectors' ATT_SUMs as one vector, and its store
+ *   ATT_SUMW(a)             the ATT_SUMs of ATT_W vectors as one vector (lane k: a[k]'s)
  *   ATT_LD(p), ATT_LDN(p, r)     ATT_W floats at p; the first r (0 < r < ATT_W), zeros after
  *   ATT_LDH(p), ATT_LDHN(p, r)   the same from f16 values, widened
  *   ATT_ST(p, v), ATT_STN(p, v, r)
@@ -73,43 +73,41 @@ static inline __attribute__((always_inline)) void att_pv(float *out, const float
         }
 }
 
-#ifdef ATT_SUM16
-/* Head size up to which an f16 K block is widened once for a group's heads (16 rows of it on the stack) */
+/* Head size up to which an f16 K block is widened once for a group's heads (ATT_W rows of it on the stack) */
 #define ATT_WK_HD 256
 
-/* The dot products of qh with 16 rows (rows + k rs bytes, k = 0..15; f32 or f16), reduced together */
-static inline __attribute__((always_inline)) ATT_VEC att_scores16(const float *qh, const char *rows, int64_t rs,
+/* The dot products of qh with ATT_W rows (rows + k rs bytes; f32 or f16), reduced together */
+static inline __attribute__((always_inline)) ATT_VEC att_scores_w(const float *qh, const char *rows, int64_t rs,
                                                                   int64_t hd, const bool half) {
     const int64_t hw = hd / ATT_W * ATT_W;
-    ATT_VEC acc[16];
-    for (int k = 0; k < 16; k++) acc[k] = ATT_ZERO();
+    ATT_VEC acc[ATT_W];
+    for (int k = 0; k < ATT_W; k++) acc[k] = ATT_ZERO();
     for (int64_t i = 0; i < hw; i += ATT_W) {
         const ATT_VEC qv = ATT_LD(qh + i);
-        for (int k = 0; k < 16; k++) acc[k] = ATT_FMA(qv, att_row(rows + k * rs, i, ATT_W, half), acc[k]);
+        for (int k = 0; k < ATT_W; k++) acc[k] = ATT_FMA(qv, att_row(rows + k * rs, i, ATT_W, half), acc[k]);
     }
     if (hw < hd) {
         const ATT_VEC qv = ATT_LDN(qh + hw, hd - hw);
-        for (int k = 0; k < 16; k++) acc[k] = ATT_FMA(qv, att_row(rows + k * rs, hw, hd - hw, half), acc[k]);
+        for (int k = 0; k < ATT_W; k++) acc[k] = ATT_FMA(qv, att_row(rows + k * rs, hw, hd - hw, half), acc[k]);
     }
-    return ATT_SUM16(acc);
+    return ATT_SUMW(acc);
 }
-#endif
 
 static inline __attribute__((always_inline)) void att_group(float *out, float *s, const float *q, const void *K,
                                                             const void *V, int64_t n, int64_t stride, int64_t hd,
                                                             int64_t g, float scale, const bool half) {
     const int64_t hw = hd / ATT_W * ATT_W, esz = half ? 2 : 4;
     int64_t t = 0;
-#ifdef ATT_SUM16
-    /* 16 positions at a time: each head's 16 dot products, then their reductions together (ATT_SUM16,
-     * each in ATT_SUM's order: the same scores, bit for bit); the next 16 rows prefetched. An f16 block
-     * read by several heads is widened once into wk (the same values, so the same bits) */
-    float wk[16 * ATT_WK_HD] __attribute__((aligned(64)));
+    /* ATT_W positions at a time: each head's ATT_W dot products, then their reductions together
+     * (ATT_SUMW, each in ATT_SUM's order: the same scores, bit for bit); the next block's rows
+     * prefetched. An f16 block read by several heads is widened once into wk (the same values, so the
+     * same bits) */
+    float wk[ATT_W * ATT_WK_HD] __attribute__((aligned(64)));
     const bool widen = half && g > 1 && hd <= ATT_WK_HD;
-    for (; t + 16 <= n; t += 16) {
+    for (; t + ATT_W <= n; t += ATT_W) {
         const char *kb = (const char *)K + t * stride * esz;
         if (widen)
-            for (int k = 0; k < 16; k++)
+            for (int k = 0; k < ATT_W; k++)
                 for (int64_t i = 0; i < hd; i += ATT_W) {
                     const ATT_VEC v = att_row(kb + k * stride * esz, i, hd - i, true);
                     if (hd - i >= ATT_W) ATT_ST(wk + k * hd + i, v);
@@ -117,14 +115,13 @@ static inline __attribute__((always_inline)) void att_group(float *out, float *s
                 }
         for (int64_t h = 0; h < g; h++) {
             /* the next block's rows, spread over the heads (a burst of them stalls on the fill buffers) */
-            for (int64_t r = 16 + 16 * h / g, r1 = 16 + 16 * (h + 1) / g; r < r1 && t + r < n; r++)
+            for (int64_t r = ATT_W + ATT_W * h / g, r1 = ATT_W + ATT_W * (h + 1) / g; r < r1 && t + r < n; r++)
                 for (int64_t b = 0; b < hd * esz; b += 64) _mm_prefetch(kb + r * stride * esz + b, _MM_HINT_T0);
-            const ATT_VEC sc = widen ? att_scores16(q + h * hd, (const char *)wk, hd * 4, hd, false)
-                                     : att_scores16(q + h * hd, kb, stride * esz, hd, half);
-            ATT_STV(s + h * n + t, ATT_MUL(ATT_SET1(scale), sc));
+            const ATT_VEC sc = widen ? att_scores_w(q + h * hd, (const char *)wk, hd * 4, hd, false)
+                                     : att_scores_w(q + h * hd, kb, stride * esz, hd, half);
+            ATT_ST(s + h * n + t, ATT_MUL(ATT_SET1(scale), sc));
         }
     }
-#endif
     for (; t < n; t++) {
         const char *kr = (const char *)K + t * stride * esz;
         if (t + ATT_AHEAD < n)
