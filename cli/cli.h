@@ -168,6 +168,7 @@ sc_status cli_eval_artifact(cli_inputs *in, const cli_eval_request *rq, sc_err *
 int cmd_ppl(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench_attention(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

@@ -52,6 +52,7 @@ static const command commands[] = {
     {"synth", cmd_synth, "write a synthetic model of realistic size (config.json + safetensors)"},
     {"bench", cmd_bench, "cold-cache dense and sparse GEMV kernels, MLP block, floor (the CLAWS paper App. E)"},
     {"bench-forward", cmd_bench_forward, "forward-pass throughput vs cblas_sgemm alone on the same shapes"},
+    {"bench-attention", cmd_bench_attention, "one decode token's attention core over every layer's cache, f32 vs f16 cache"},
     {"inspect", cmd_inspect, "summarise a .scal calibration file or a .spk artifact (manifest, sections)"},
     {"verify", cmd_verify, "check every checksum and invariant of a .scal or .spk file"},
     {NULL, NULL, NULL},

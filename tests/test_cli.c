@@ -46,13 +46,32 @@ int main(void) {
     CHECK(run("%s --help >/dev/null%s%s%s", 0, 0, 0) == 0);
     CHECK(run("%s 2>&1", 0, 0, 0) == 2);
     CHECK(run("%s frobnicate 2>&1", 0, 0, 0) == 2);
-    const char *cmds[] = {"ppl", "generate", "info", "synth", "bench-forward"};
+    const char *cmds[] = {"ppl", "generate", "info", "synth", "bench-forward", "bench-attention"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         CHECK(run("%s %s --help%s%s", cmds[i], 0, 0) == 0);
         CHECK(strstr(out, "usage: sparsecal") != NULL);
         CHECK(run("%s %s --no-such-option 2>&1%s%s", cmds[i], 0, 0) == 2);
         CHECK(count_lines(out) == 1);
     }
+    /* bench-attention: a small shape in JSON (both cache types timed, the f16 cache half the bytes); bad shapes
+     * refused in one line */
+    CHECK(run("%s bench-attention --positions 20,33 --layers 2 --heads 4 --kv-heads 2 --head-dim 24 --reps 3 "
+              "--flush-mb 0 --json%s%s", 0, 0, 0) == 0);
+    {
+        cJSON *bj = cJSON_Parse(out), *res = cJSON_GetObjectItemCaseSensitive(bj, "results");
+        CHECK(cJSON_GetArraySize(res) == 2);
+        for (int i = 0; i < cJSON_GetArraySize(res); i++) {
+            const cJSON *o = cJSON_GetArrayItem(res, i);
+            double n = cJSON_GetObjectItemCaseSensitive(o, "positions")->valuedouble;
+            CHECK(n == (i ? 33 : 20) && cJSON_GetObjectItemCaseSensitive(o, "f32_us")->valuedouble > 0 &&
+                  cJSON_GetObjectItemCaseSensitive(o, "f16_us")->valuedouble > 0 &&
+                  cJSON_GetObjectItemCaseSensitive(o, "f32_cache_bytes")->valuedouble == 2 * 2 * 2 * 24 * 4 * n &&
+                  cJSON_GetObjectItemCaseSensitive(o, "f16_cache_bytes")->valuedouble == 2 * 2 * 2 * 24 * 2 * n);
+        }
+        cJSON_Delete(bj);
+    }
+    CHECK(run("%s bench-attention --positions 0 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1);
+    CHECK(run("%s bench-attention --heads 6 --kv-heads 4 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1);
     /* BLAS kernels: a user's OPENBLAS_CORETYPE is obeyed as given; unset, the
      * kernels are never narrower than the CPU's vector unit (cli_blas_fix_kernels) */
     CHECK(run("env OPENBLAS_CORETYPE=Prescott %s info --json -m %s%s%s", bin, 0, 0) == 0);

@@ -84,7 +84,8 @@ static void top_k_against_sort(void) {
 /* every option that takes a value says its default or that it is required; examples follow */
 static void help_states_defaults(void) {
     const char *cmds[] = {"info", "ppl",    "generate", "run",   "tokenize", "compute",       "merge",   "diag",
-                          "eval", "pack",   "export",   "synth", "bench",    "bench-forward", "inspect", "verify", "train"};
+                          "eval", "pack",   "export",   "synth", "bench",    "bench-forward", "inspect", "verify", "train",
+                          "bench-attention"};
     for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
         CHECK(cli("%s --help", cmds[c]) == 0);
         CHECK_MSG(strstr(out, "\nexamples:\n  sparsecal ") != NULL, "%s --help has no examples", cmds[c]);
