@@ -56,7 +56,7 @@ int main(void) {
     /* bench-attention: a small shape in JSON (both cache types timed, the f16 cache half the bytes); bad shapes
      * refused in one line */
     CHECK(run("%s bench-attention --positions 20,33 --layers 2 --heads 4 --kv-heads 2 --head-dim 24 --reps 3 "
-              "--flush-mb 0 --json%s%s", 0, 0, 0) == 0);
+              "--flush-mb 1 --json%s%s", 0, 0, 0) == 0);
     {
         cJSON *bj = cJSON_Parse(out), *res = cJSON_GetObjectItemCaseSensitive(bj, "results");
         CHECK(cJSON_GetArraySize(res) == 2);
@@ -72,6 +72,11 @@ int main(void) {
     }
     CHECK(run("%s bench-attention --positions 0 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1);
     CHECK(run("%s bench-attention --heads 6 --kv-heads 4 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1);
+    /* a cache type neither f16 nor f32: refused in one line by run and by eval on an artifact */
+    CHECK(run("%s run -m x.spk --cache-type q8_0 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1 &&
+          strstr(out, "--cache-type"));
+    CHECK(run("%s eval -m x.spk --cache-type bf16 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1 &&
+          strstr(out, "--cache-type"));
     /* BLAS kernels: a user's OPENBLAS_CORETYPE is obeyed as given; unset, the
      * kernels are never narrower than the CPU's vector unit (cli_blas_fix_kernels) */
     CHECK(run("env OPENBLAS_CORETYPE=Prescott %s info --json -m %s%s%s", bin, 0, 0) == 0);

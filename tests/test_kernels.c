@@ -562,9 +562,10 @@ static void test_attention(void) {
 
 /* Heads that share K and V (srt_attention_group: 1-8 heads, the AVX-512 kernel reads each K/V row once
  * for them): every head's output and probabilities are srt_attention_head's bits on the same context.
- * Over an f16 cache (srt_attention_group_h) they are the f32 group's bits on the cache widened to f32. */
+ * Over an f16 cache (srt_attention_group_h) they are the f32 group's bits on the cache widened to f32 (head
+ * size 264: above the 256 up to which the x86 kernels widen a block once for the group). */
 static void test_attention_group(void) {
-    const int64_t hds[] = {8, 64, 24, 80, 38, 128}, ns[] = {1, 15, 16, 17, 130}, gs[] = {1, 2, 3, 4, 5, 8};
+    const int64_t hds[] = {8, 64, 24, 80, 38, 128, 264}, ns[] = {1, 15, 16, 17, 130}, gs[] = {1, 2, 3, 4, 5, 8};
     int bad = 0, bad_h = 0, cases = 0;
     for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
         for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
