@@ -1,7 +1,8 @@
 /* cmd_bench_attn.c - `sparsecal bench-attention`: one decode token's attention core (scores, softmax,
  * the weighted sum of V) over every layer's key/value cache, with the cache in f32 and in f16, as
- * `run` meets it: each layer's cache after other memory has gone through the caches (decode streams
- * a layer's weights between two attention cores), the two cache types alternated pass by pass. */
+ * `run` meets it: each K/V head's positions one run (the runtime's head-major cache), each layer's
+ * cache after other memory has gone through the caches (decode streams a layer's weights between two
+ * attention cores), the two cache types alternated pass by pass. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,12 +67,12 @@ static int measure(const srt_ctx *ctx, int64_t n, int64_t layers, int64_t heads,
                 sink += acc;
                 const double t0 = sc_now();
                 for (int64_t g = 0; g < kvh; g++) {
-                    const int64_t off = l * n * kvd + g * hd;
+                    const int64_t off = l * n * kvd + g * n * hd; /* head-major, as run's cache */
                     if (half)
                         srt_attention_group_h(ctx, out + g * group * hd, s, q + g * group * hd, Kh + off, Vh + off, n,
-                                              kvd, hd, group, scale);
+                                              hd, hd, group, scale);
                     else
-                        srt_attention_group(ctx, out + g * group * hd, s, q + g * group * hd, K + off, V + off, n, kvd,
+                        srt_attention_group(ctx, out + g * group * hd, s, q + g * group * hd, K + off, V + off, n, hd,
                                             hd, group, scale);
                 }
                 sum += sc_now() - t0;

@@ -227,7 +227,7 @@ static srt_status lin(srt_model *m, int64_t l, int p, const float *x, int64_t n_
 
 typedef struct heads_task {
     srt_model *m;
-    const void *K, *V; /* the layer's cache (f32, or f16 when m->kv_half) */
+    const void *K, *V; /* the layer's cache (f32, or f16 when m->kv_half), K/V head-major */
     int64_t n;          /* positions */
     float scale;
 } heads_task;
@@ -235,17 +235,18 @@ typedef struct heads_task {
 static void heads_thread(void *arg, int tid, int nth) {
     const heads_task *t = arg;
     const srt_model *m = t->m;
-    const int64_t H = m->cfg.n_heads, hd = m->cfg.head_dim, kvd = m->cfg.n_kv_heads * hd, group = H / m->cfg.n_kv_heads;
+    const int64_t H = m->cfg.n_heads, hd = m->cfg.head_dim, group = H / m->cfg.n_kv_heads;
+    const int64_t hs = m->max_ctx * hd; /* a K/V head's values in one layer's cache */
     float *s = tid ? srt_ctx_scratch(m->ctx, tid, group * t->n) : m->s;
     /* the thread's heads, those of one K/V head at a time (they read its rows once) */
     for (int64_t h = H * tid / nth, h1 = H * (tid + 1) / nth; h < h1;) {
         const int64_t e = (h / group + 1) * group < h1 ? (h / group + 1) * group : h1;
         if (m->kv_half)
-            srt_attention_group_h(m->ctx, m->att + h * hd, s, m->q + h * hd, (const uint16_t *)t->K + (h / group) * hd,
-                                  (const uint16_t *)t->V + (h / group) * hd, t->n, kvd, hd, e - h, t->scale);
+            srt_attention_group_h(m->ctx, m->att + h * hd, s, m->q + h * hd, (const uint16_t *)t->K + (h / group) * hs,
+                                  (const uint16_t *)t->V + (h / group) * hs, t->n, hd, hd, e - h, t->scale);
         else
-            srt_attention_group(m->ctx, m->att + h * hd, s, m->q + h * hd, (const float *)t->K + (h / group) * hd,
-                                (const float *)t->V + (h / group) * hd, t->n, kvd, hd, e - h, t->scale);
+            srt_attention_group(m->ctx, m->att + h * hd, s, m->q + h * hd, (const float *)t->K + (h / group) * hs,
+                                (const float *)t->V + (h / group) * hs, t->n, hd, hd, e - h, t->scale);
         h = e;
     }
 }
@@ -263,18 +264,24 @@ static void kv_store_f16(uint16_t *dst, const float *x, int64_t n) {
  * the heads' outputs into m->att. */
 static void attention_core(srt_model *m, int64_t l, int64_t pos) {
     const srt_model_config *c = &m->cfg;
-    int64_t hd = c->head_dim, kvd = c->n_kv_heads * hd, half = hd / 2;
+    int64_t hd = c->head_dim, half = hd / 2;
     const float *cs = m->cos_t + pos * half, *sn = m->sin_t + pos * half;
     rope(m->q, c->n_heads, hd, cs, sn, c->rope_half);
     rope(m->kt, c->n_kv_heads, hd, cs, sn, c->rope_half);
-    const size_t row = (size_t)kvd * (m->kv_half ? 2 : 4); /* a position's bytes */
-    char *K = (char *)m->kc + (size_t)(l * m->max_ctx) * row, *V = (char *)m->vc + (size_t)(l * m->max_ctx) * row;
-    if (m->kv_half) {
-        kv_store_f16((uint16_t *)(K + (size_t)pos * row), m->kt, kvd);
-        kv_store_f16((uint16_t *)(V + (size_t)pos * row), m->vt, kvd);
-    } else {
-        memcpy(K + (size_t)pos * row, m->kt, row);
-        memcpy(V + (size_t)pos * row, m->vt, row);
+    /* the cache is head-major (srt_model_internal.h): each K/V head's rows of a layer one run, which
+     * its heads read as one stream (a position's rows of every head together made each head's pass a
+     * strided read, 1.3-2x slower once a layer's cache outgrew L2) */
+    const size_t esz = m->kv_half ? 2 : 4, rb = (size_t)hd * esz, hb = (size_t)m->max_ctx * rb;
+    char *K = (char *)m->kc + (size_t)l * (size_t)c->n_kv_heads * hb, *V = (char *)m->vc + (size_t)l * (size_t)c->n_kv_heads * hb;
+    for (int64_t g = 0; g < c->n_kv_heads; g++) {
+        const size_t o = (size_t)g * hb + (size_t)pos * rb;
+        if (m->kv_half) {
+            kv_store_f16((uint16_t *)(K + o), m->kt + g * hd, hd);
+            kv_store_f16((uint16_t *)(V + o), m->vt + g * hd, hd);
+        } else {
+            memcpy(K + o, m->kt + g * hd, rb);
+            memcpy(V + o, m->vt + g * hd, rb);
+        }
     }
     heads_task t = {m, K, V, pos + 1, 1.0f / sqrtf((float)hd)};
     /* the heads over the pool when every thread has room for a K/V head's scores (room for the

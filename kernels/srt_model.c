@@ -509,9 +509,11 @@ srt_status srt_model_reserve(srt_model *m, int64_t n) {
     float *a = srt_alloc(total * sizeof(float));
     if (!a) return SRT_ENOMEM;
     char *kc = (char *)(a + o_k), *vc = (char *)(a + o_v);
-    for (int64_t l = 0; l < L && old > 0; l++) { /* keep the cached positions (the layer stride changes) */
-        memcpy(kc + (size_t)(l * n) * row, (const char *)m->kc + (size_t)(l * old) * row, (size_t)old * row);
-        memcpy(vc + (size_t)(l * n) * row, (const char *)m->vc + (size_t)(l * old) * row, (size_t)old * row);
+    /* keep the cached positions: the cache is head-major, so each (layer, K/V head)'s run moves */
+    const size_t hrow = (size_t)c->head_dim * esz;
+    for (int64_t r = 0; r < L * c->n_kv_heads && old > 0; r++) {
+        memcpy(kc + (size_t)(r * n) * hrow, (const char *)m->kc + (size_t)(r * old) * hrow, (size_t)old * hrow);
+        memcpy(vc + (size_t)(r * n) * hrow, (const char *)m->vc + (size_t)(r * old) * hrow, (size_t)old * hrow);
     }
     float *cs = a + o_cos, *sn = a + o_sin;
     const srt_rope_freq rf = {c->rope_theta,  c->head_dim,           c->rope_scaling, c->rope_factor,

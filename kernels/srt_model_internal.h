@@ -95,7 +95,7 @@ struct srt_model {
     /* buffers (one arena) */
     void *arena;
     float *x, *xn, *q, *kt, *vt, *att, *tmp, *u, *a, *v, *h, *score, *s, *cos_t, *sin_t, *logits;
-    void *kc, *vc;          /* [n_layers, max_ctx, kv_dim] keys and values: f32, or f16 when kv_half */
+    void *kc, *vc;          /* [n_layers, n_kv_heads, max_ctx, head_dim] keys and values: f32, or f16 when kv_half */
     bool kv_half;
     uint32_t *idx;
     uint32_t *live_all; /* [n_layers, ffn_dim]: the last step's live list per layer */

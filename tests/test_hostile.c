@@ -500,35 +500,39 @@ static void test_kv_cache(void) {
         CHECK_REFUSED(cli(a), "-n 513 exceeds the model's context (512 positions)");
     }
 
-    /* growing on demand gives the same numbers as a cache reserved up front (the same code on the same values) */
+    /* growing on demand gives the same numbers as a cache reserved up front (the same code on the same
+     * values), with either cache type: growing moves every (layer, K/V head)'s run of positions */
     srt_ctx *ctx = NULL;
     CHECK(srt_ctx_create(&ctx, SRT_ISA_AUTO, 1) == SRT_OK);
-    srt_model *g = NULL, *r = NULL;
-    srt_model_opts mo = {0, ctx, SRT_KV_F32};
-    char msg[768];
-    CHECK(srt_model_open(spk, &mo, &g, msg, sizeof msg) == SRT_CT_OK);
-    CHECK(srt_model_open(spk, &mo, &r, msg, sizeof msg) == SRT_CT_OK);
-    if (g && r) {
-        CHECK(srt_model_ctx_allocated(g) == SRT_MODEL_INIT_CTX && srt_model_max_ctx(g) == 131072);
-        CHECK(srt_model_reserve(r, 100) == SRT_OK && srt_model_ctx_allocated(r) == 100);
-        CHECK(srt_model_reserve(r, 131073) == SRT_EINVAL);
-        const int64_t V = srt_model_get_config(g)->vocab_size;
-        float *keep = malloc(sizeof(float) * (size_t)V);
-        int same = 0;
-        for (int64_t p = 0; p < 100; p++) {
-            const float *lg, *lr;
-            int32_t t = (int32_t)((p * 37 + 11) % V);
-            CHECK(srt_model_step(g, t, p, &lg) == SRT_OK);
-            memcpy(keep, lg, sizeof(float) * (size_t)V);
-            CHECK(srt_model_step(r, t, p, &lr) == SRT_OK);
-            same += memcmp(keep, lr, sizeof(float) * (size_t)V) == 0;
+    for (int ct = 0; ct < 2; ct++) {
+        srt_model *g = NULL, *r = NULL;
+        srt_model_opts mo = {0, ctx, ct ? SRT_KV_F16 : SRT_KV_F32};
+        char msg[768];
+        CHECK(srt_model_open(spk, &mo, &g, msg, sizeof msg) == SRT_CT_OK);
+        CHECK(srt_model_open(spk, &mo, &r, msg, sizeof msg) == SRT_CT_OK);
+        if (g && r) {
+            CHECK(srt_model_get_config(g)->n_kv_heads > 1); /* so that the heads' runs move apart */
+            CHECK(srt_model_ctx_allocated(g) == SRT_MODEL_INIT_CTX && srt_model_max_ctx(g) == 131072);
+            CHECK(srt_model_reserve(r, 100) == SRT_OK && srt_model_ctx_allocated(r) == 100);
+            CHECK(srt_model_reserve(r, 131073) == SRT_EINVAL);
+            const int64_t V = srt_model_get_config(g)->vocab_size;
+            float *keep = malloc(sizeof(float) * (size_t)V);
+            int same = 0;
+            for (int64_t p = 0; p < 100; p++) {
+                const float *lg, *lr;
+                int32_t t = (int32_t)((p * 37 + 11) % V);
+                CHECK(srt_model_step(g, t, p, &lg) == SRT_OK);
+                memcpy(keep, lg, sizeof(float) * (size_t)V);
+                CHECK(srt_model_step(r, t, p, &lr) == SRT_OK);
+                same += memcmp(keep, lr, sizeof(float) * (size_t)V) == 0;
+            }
+            CHECK_MSG(same == 100, "%s cache: %d of 100 positions identical", ct ? "f16" : "f32", same);
+            CHECK(srt_model_ctx_allocated(g) == 128); /* 16 -> 32 -> 64 -> 128 */
+            free(keep);
         }
-        CHECK_MSG(same == 100, "%d of 100 positions identical", same);
-        CHECK(srt_model_ctx_allocated(g) == 128); /* 16 -> 32 -> 64 -> 128 */
-        free(keep);
+        srt_model_close(g);
+        srt_model_close(r);
     }
-    srt_model_close(g);
-    srt_model_close(r);
     srt_ctx_free(ctx);
 }
 
