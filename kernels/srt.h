@@ -88,6 +88,10 @@ void srt_free(void *p);
 /* IEEE binary16, round to nearest even (what GGML's F16C path stores). */
 uint16_t srt_fp32_to_fp16(float f);
 float srt_fp16_to_fp32(uint16_t h);
+/* srt_fp32_to_fp16 saturated at +-65504 (the largest finite half; NaN stays NaN): what the f16
+ * key/value cache stores, so that an outlier stays an outlier instead of becoming inf and the
+ * softmax NaN. */
+uint16_t srt_fp32_to_fp16_sat(float f);
 
 /* ---- context: ISA choice, thread pool, scratch ------------------------- */
 

@@ -130,6 +130,10 @@ uint16_t srt_fp32_to_fp16(float f) {
     return (uint16_t)(sign | (r >> 13));
 }
 
+uint16_t srt_fp32_to_fp16_sat(float f) {
+    return srt_fp32_to_fp16(f > 65504.0f ? 65504.0f : f < -65504.0f ? -65504.0f : f);
+}
+
 float srt_fp16_to_fp32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
     if (e == 0) {

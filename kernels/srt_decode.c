@@ -251,13 +251,9 @@ static void heads_thread(void *arg, int tid, int nth) {
     }
 }
 
-/* A key or value row into an f16 cache: nearest even, saturated at +-65504 (the largest finite f16) so
- * that an outlier stays an outlier instead of becoming inf and the softmax NaN. */
+/* A key or value row into an f16 cache: nearest even, saturated (srt_fp32_to_fp16_sat). */
 static void kv_store_f16(uint16_t *dst, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i] > 65504.0f ? 65504.0f : x[i] < -65504.0f ? -65504.0f : x[i];
-        dst[i] = srt_fp32_to_fp16(v);
-    }
+    for (int64_t i = 0; i < n; i++) dst[i] = srt_fp32_to_fp16_sat(x[i]);
 }
 
 /* q, kt, vt (biases added) -> RoPE at pos, the key and value into the cache,

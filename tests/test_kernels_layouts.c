@@ -140,6 +140,20 @@ static void test_fp16(void) {
     CHECK(srt_fp32_to_fp16(1.0f + 0x1p-11f) == 0x3c00);          /* tie to even (down) */
     CHECK(srt_fp32_to_fp16(1.0f + 3 * 0x1p-11f) == 0x3c02);      /* tie to even (up) */
     CHECK(srt_fp16_to_fp32(0x0001) == 0x1p-24f && srt_fp16_to_fp32(0x7bff) == 65504.0f);
+    /* the f16 cache's saturating store: the plain conversion below 65520 in magnitude, +-65504 at and
+     * above it (where the plain one gives inf), NaN kept */
+    int sat = 0;
+    for (uint32_t h = 0; h < 65536; h++) { /* every finite half: the same as the plain conversion */
+        const float f = srt_fp16_to_fp32((uint16_t)h);
+        if (!isnan(f) && !isinf(f)) sat += srt_fp32_to_fp16_sat(f) != h;
+    }
+    CHECK_MSG(sat == 0, "%d finite halves change under the saturating store", sat);
+    CHECK(srt_fp32_to_fp16_sat(65519.0f) == 0x7bff && srt_fp32_to_fp16_sat(65520.0f) == 0x7bff);
+    CHECK(srt_fp32_to_fp16_sat(1e6f) == 0x7bff && srt_fp32_to_fp16_sat(-1e30f) == 0xfbff);
+    CHECK(srt_fp32_to_fp16_sat(INFINITY) == 0x7bff && srt_fp32_to_fp16_sat(-INFINITY) == 0xfbff);
+    CHECK(srt_fp32_to_fp16_sat(1.0f + 3 * 0x1p-11f) == 0x3c02); /* rounding as the plain conversion */
+    const uint16_t hn = srt_fp32_to_fp16_sat(NAN);
+    CHECK((hn & 0x7c00) == 0x7c00 && (hn & 0x3ff) != 0);
 }
 
 /* ---- GGML byte compatibility ----------------------------------------------------- */
