@@ -14,8 +14,9 @@
 #include "srt_model.h"
 
 /* Without a tokenizer (e.g. a synthetic model) the ids are printed. */
-/* Phase times per token (ms) as "<prefix>per_token_ms", and the weight bytes read per token and the
- * rate achieved on them, of `steps` tokens that took `seconds`: the decode steps, or the prompt. */
+/* Phase times per token (ms) as "<prefix>per_token_ms", the weight bytes read per token and the rate
+ * achieved on them, and the key/value cache bytes read per token, of `steps` tokens that took
+ * `seconds`: the decode steps, or the prompt. */
 static void add_phase_times(cJSON *j, const char *prefix, const srt_model_timing *tm, double seconds, int64_t steps) {
     char key[64];
     const double ns = steps > 0 ? (double)steps : 1.0;
@@ -36,6 +37,8 @@ static void add_phase_times(cJSON *j, const char *prefix, const srt_model_timing
     cJSON_AddNumberToObject(j, key, tm->weight_bytes / ns / 1e6);
     snprintf(key, sizeof key, "%sweight_gb_per_s", prefix);
     cJSON_AddNumberToObject(j, key, seconds > 0 ? tm->weight_bytes / seconds / 1e9 : 0.0);
+    snprintf(key, sizeof key, "%skv_read_mb_per_token", prefix);
+    cJSON_AddNumberToObject(j, key, tm->kv_bytes / ns / 1e6);
 }
 
 static void emit(FILE *out, const sc_tokenizer *tok, int32_t prev, int32_t id, char **text, size_t *n, size_t *cap) {

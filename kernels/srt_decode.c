@@ -279,6 +279,7 @@ static void attention_core(srt_model *m, int64_t l, int64_t pos) {
             memcpy(V + o, m->vt + g * hd, rb);
         }
     }
+    m->tm.kv_bytes += 2.0 * (double)c->n_kv_heads * (double)(pos + 1) * (double)rb;
     heads_task t = {m, K, V, pos + 1, 1.0f / sqrtf((float)hd)};
     /* the heads over the pool when every thread has room for a K/V head's scores (room for the
      * context's every position, asked for once) */

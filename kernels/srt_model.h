@@ -83,6 +83,8 @@ typedef struct srt_model_timing {
                                     * the K-blocks they touch; the embedding row */
     int64_t steps;
     int64_t live_sum;              /* live neurons summed over (layer, step) */
+    double kv_bytes;               /* key/value cache bytes the attention cores read (each layer's keys and
+                                    * values of every position a token attended to) */
 } srt_model_timing;
 
 typedef struct srt_model srt_model;

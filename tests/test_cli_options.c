@@ -124,6 +124,16 @@ int main(void) {
     double np = json_num("prompt_tokens");
     CHECK_MSG(np > 1 && json_num("generated_tokens") == 20 - np + 1, "%s", out);
     CHECK_MSG(json_num("kv_cache_positions") >= 20, "%s", out);
+    /* the cache bytes read per token: a step at position p reads p + 1 positions of every layer's keys
+     * and values (kv_cache_bytes / kv_cache_positions bytes a position); the prompt fills positions
+     * 0 .. P - 1 and the decode steps run at P, P + 1, ... */
+    {
+        const double bpos = json_num("kv_cache_bytes") / json_num("kv_cache_positions"), S = json_num("decode_steps");
+        const double dec = bpos * (S * np + S * (S + 1) / 2) / S / 1e6, pro = bpos * (np + 1) / 2 / 1e6;
+        CHECK_MSG(S > 0 && fabs(json_num("kv_read_mb_per_token") - dec) <= 1e-9 * dec &&
+                      fabs(json_num("prompt_kv_read_mb_per_token") - pro) <= 1e-9 * pro,
+                  "expected %.9g and %.9g: %s", dec, pro, out);
+    }
     /* -n -1: until the context (512) is full */
     CHECK(cli("run -m %s -n -1 --ignore-eos --temp 0 --json 2>/dev/null", spk) == 0);
     CHECK_MSG(json_num("generated_tokens") == 512, "%s", out);
