@@ -37,6 +37,10 @@
 # llama-bench pp$N (-p N -n 0) against `sparsecal run -p TEXT -n 1`'s prompt_tokens_per_second, TEXT the
 # first words of the shipped TinyStories text that make N tokens with BOS (N - 1 with the artifacts'
 # tokenizer; llama-bench's prompt is N random ids: the same count, the same work per token).
+# DEPTH=N (default 0) measures decode after a context of N tokens instead: `sparsecal run -p TEXT` (TEXT as
+# for PROMPT) generating $NGEN tokens after it, against llama.cpp's llama-batched-bench -npp N -ntg $NGEN -npl 1
+# (its S_TG; built when missing; its f16 key/value cache, as sparsecal's default; LLAMA_ARGS adds options, e.g.
+# "-fa" for its flash attention). ik_llama.cpp (configuration 8) is skipped there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to a llama.cpp source checkout}"
@@ -52,10 +56,15 @@ CALIB_DOCS=${CALIB_DOCS:-8}
 NO_MMAP=${NO_MMAP:-1}
 CONFIGS=${CONFIGS:-"0 1 2 3 4 5 6 7 8"}
 PROMPT=${PROMPT:-0}
+DEPTH=${DEPTH:-0}
+LLAMA_ARGS=${LLAMA_ARGS:-}
+((PROMPT > 1 && DEPTH > 1)) && { echo "llamacpp_decode: PROMPT and DEPTH are exclusive" >&2; exit 1; }
+PLEN=$((PROMPT > 1 ? PROMPT : DEPTH)) # the prompt's tokens, BOS included
 IK_LB=${IK_LLAMA_CPP_DIR:+$IK_LLAMA_CPP_DIR/build/bin/llama-bench}
 VOCAB=$A/tokenizers/llama_cpp_vocab/ggml-vocab-llama-spm.gguf
 LB=$LLAMA_CPP_DIR/build/bin/llama-bench
 LQ=$LLAMA_CPP_DIR/build/bin/llama-quantize
+LBB=$LLAMA_CPP_DIR/build/bin/llama-batched-bench
 
 [[ -x $S ]] || { echo "llamacpp_decode: $S not found (build sparsecal first)" >&2; exit 1; }
 [[ -f $VOCAB ]] || { echo "llamacpp_decode: $VOCAB not found (SPARSECAL_ASSETS)" >&2; exit 1; }
@@ -64,6 +73,10 @@ if [[ ! -x $LB || ! -x $LQ ]]; then
   cmake -S "$LLAMA_CPP_DIR" -B "$LLAMA_CPP_DIR/build" -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_CURL=OFF >/dev/null
   cmake --build "$LLAMA_CPP_DIR/build" --target llama-bench llama-quantize -j2 >/dev/null
+fi
+if ((DEPTH > 1)) && [[ ! -x $LBB ]]; then
+  echo "building llama-batched-bench in $LLAMA_CPP_DIR/build" >&2
+  cmake --build "$LLAMA_CPP_DIR/build" --target llama-batched-bench -j2 >/dev/null
 fi
 mkdir -p "$OUT"
 F16=$OUT/model-f16.gguf Q4=$OUT/model-q4_0.gguf
@@ -98,31 +111,38 @@ GGML_NATIVE=$(grep -h '^GGML_NATIVE:' "$CACHE" 2>/dev/null | cut -d= -f2); compi
 $(cc -march=native -dM -E - </dev/null | grep -oE '__(AVX2|AVX512F|AVX512VNNI|AVX512BW|AVXVNNI)__' | tr '\n' ' ')"
 echo "llama.cpp q4_0 tensors repacked at load: $("$LB" -m "$Q4" -p 0 -n 1 -r 1 -t 1 -v 2>&1 | grep -c 'repack tensor')"
 
-# prefill: the first words of the text that make PROMPT - 1 tokens (bisection on the word count)
+# a prompt (PROMPT or DEPTH): the first words of the text that make PLEN - 1 tokens (bisection on the word count)
 PTEXT=
-if ((PROMPT > 1)); then
-  mapfile -t words < <(tr -s ' \n' '\n\n' <"$A/text/tinystories_valid_a.txt" | grep . | head -n $((2 * PROMPT)))
+if ((PLEN > 1)); then
+  mapfile -t words < <(tr -s ' \n' '\n\n' <"$A/text/tinystories_valid_a.txt" | grep . | head -n $((2 * PLEN)))
   ntok() { "$S" tokenize -m "$SPK_KMI4" -p "${words[*]:0:$1}" | wc -w; }
   lo=1 hi=${#words[@]}
   while ((lo < hi)); do
     mid=$(((lo + hi + 1) / 2))
-    if (($(ntok "$mid") <= PROMPT - 1)); then lo=$mid; else hi=$((mid - 1)); fi
+    if (($(ntok "$mid") <= PLEN - 1)); then lo=$mid; else hi=$((mid - 1)); fi
   done
   PTEXT="${words[*]:0:$lo}"
-  echo "prefill: a prompt of $(($(ntok "$lo") + 1)) tokens with BOS against llama-bench pp$PROMPT"
+  if ((PROMPT > 1)); then
+    echo "prefill: a prompt of $(($(ntok "$lo") + 1)) tokens with BOS against llama-bench pp$PROMPT"
+  else
+    echo "decode after a context: a prompt of $(($(ntok "$lo") + 1)) tokens with BOS, then $NGEN generated, against" \
+         "llama-batched-bench -npp $DEPTH -ntg $NGEN"
+  fi
 fi
 GEN=(-p 0 -n "$NGEN") RUNGEN=(-n $((NGEN + 1)) --ignore-eos) KEY=tokens_per_second LBT=tg$NGEN
 if ((PROMPT > 1)); then GEN=(-p "$PROMPT" -n 0) RUNGEN=(-p "$PTEXT" -n 1) KEY=prompt_tokens_per_second LBT=pp$PROMPT; fi
+LBN=llama-bench
+if ((DEPTH > 1)); then RUNGEN=(-p "$PTEXT" -n $((NGEN + 1)) --ignore-eos) LBN=llama-batched-bench LBT="tg$NGEN after $DEPTH"; fi
 
 # name | command printing tokens/s (one number)
-configs=("llama.cpp q4_0 (llama-bench $LBT)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
+configs=("llama.cpp q4_0 ($LBN $LBT)" "sparsecal q4_0 artifact, dense" "sparsecal kmi4 artifact, dense"
          "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5"
          "sparsecal kmi4-in, teal-cats d=0.5" "sparsecal kmi4-in, teal-cats d=0.3"
-         "ik_llama.cpp q4_0 -rtr 1 (llama-bench $LBT)" "llama.cpp q8_0 (llama-bench $LBT)"
+         "ik_llama.cpp q4_0 -rtr 1 (llama-bench $LBT)" "llama.cpp q8_0 ($LBN $LBT)"
          "sparsecal q8_0 artifact, dense" "sparsecal kmi8, CATS top-K d=0.5")
 run_configs=()
 for c in $CONFIGS; do
-  [[ $c == 8 && -z $IK_LB ]] && continue
+  [[ $c == 8 && ( -z $IK_LB || $DEPTH -gt 1 ) ]] && continue
   run_configs+=("$c")
 done
 tps_of() { # config index, threads
@@ -131,6 +151,12 @@ tps_of() { # config index, threads
     0 | 8 | 9) local lb=$LB rtr=() gguf=$Q4
        [[ $1 == 8 ]] && lb=$IK_LB rtr=(-rtr 1)
        [[ $1 == 9 ]] && gguf=$Q8
+       if ((DEPTH > 1)); then # S_TG, the 8th column of its table's row
+         # shellcheck disable=SC2086
+         "$LBB" -m "$gguf" -c $((DEPTH + NGEN + 16)) -npp "$DEPTH" -ntg "$NGEN" -npl 1 -t "$2" $LLAMA_ARGS 2>/dev/null |
+           awk -F'|' -v pp="$DEPTH" '$2 + 0 == pp && NF > 9 {gsub(/ /, "", $9); print $9; exit}'
+         return
+       fi
        out=$("$lb" -m "$gguf" "${GEN[@]}" -t "$2" -r 1 "${rtr[@]}" -o json 2>/dev/null)
        # avg_ts by name (ik_llama.cpp's CSV has other columns, some holding quoted commas)
        grep -o '"avg_ts": *[0-9.e+-]*' <<<"$out" | head -1 | cut -d: -f2 | tr -d ' ' ;;
@@ -166,6 +192,7 @@ echo "1-minute load averages seen: ${loads[*]}"
 echo
 what="decode tokens/s"
 ((PROMPT > 1)) && what="prefill tokens/s ($PROMPT-token prompt)"
+((DEPTH > 1)) && what="decode tokens/s after a $DEPTH-token context"
 print_header "$what (median of $REPS)" "x llama.cpp"
 for c in "${run_configs[@]}"; do
   line="| ${configs[$c]} |"
