@@ -262,19 +262,9 @@ static inline __attribute__((always_inline)) float kv1(const void *row, int64_t 
                 : ((const float *)row)[i];
 }
 
-/* One head over an f32 or f16 cache (the f16 one: the f32 one's operations on the widened values). */
-static inline __attribute__((always_inline)) void attn_head_t(float *out, float *s, const float *q, const void *K,
-                                                              const void *V, int64_t n, int64_t stride, int64_t hd,
-                                                              float scale, const bool half) {
-    const int64_t h4 = hd / 4 * 4, esz = half ? 2 : 4;
-    for (int64_t t = 0; t < n; t++) {
-        const void *kr = (const char *)K + t * stride * esz;
-        float32x4_t acc = vdupq_n_f32(0.0f);
-        for (int64_t i = 0; i < h4; i += 4) acc = vfmaq_f32(acc, vld1q_f32(q + i), kv4(kr, i, half));
-        float dot = vaddvq_f32(acc);
-        for (int64_t i = h4; i < hd; i++) dot += q[i] * kv1(kr, i, half);
-        s[t] = scale * dot;
-    }
+/* p = softmax(s[0..n)) in place: the max, e^(s - max) four at a time (the last 1-3 through a vector
+ * padded with -inf, e = 0), their sum, then each times 1 / sum. */
+static void softmax_neon(float *s, int64_t n) {
     float mx = -INFINITY;
     for (int64_t t = 0; t < n; t++) mx = s[t] > mx ? s[t] : mx;
     const float32x4_t vmx = vdupq_n_f32(mx);
@@ -286,7 +276,7 @@ static inline __attribute__((always_inline)) void attn_head_t(float *out, float 
         vs = vaddq_f32(vs, e);
     }
     float sum = vaddvq_f32(vs);
-    if (t < n) { /* the last 1-3: padding with -inf gives e = 0 */
+    if (t < n) {
         float tl[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
         memcpy(tl, s + t, sizeof(float) * (size_t)(n - t));
         const float32x4_t e = exp_neon(vsubq_f32(vld1q_f32(tl), vmx));
@@ -296,42 +286,93 @@ static inline __attribute__((always_inline)) void attn_head_t(float *out, float 
     }
     const float inv = 1.0f / sum;
     for (t = 0; t < n; t++) s[t] *= inv;
-    /* out: 16 values at a time in registers, the last hd % 4 in scalars */
-    int64_t i0 = 0;
-    for (; i0 + 16 <= h4; i0 += 16) {
-        float32x4_t o0 = vdupq_n_f32(0.0f), o1 = o0, o2 = o0, o3 = o0;
-        for (t = 0; t < n; t++) {
-            const void *vr = (const char *)V + t * stride * esz;
-            o0 = vfmaq_n_f32(o0, kv4(vr, i0, half), s[t]);
-            o1 = vfmaq_n_f32(o1, kv4(vr, i0 + 4, half), s[t]);
-            o2 = vfmaq_n_f32(o2, kv4(vr, i0 + 8, half), s[t]);
-            o3 = vfmaq_n_f32(o3, kv4(vr, i0 + 12, half), s[t]);
+}
+
+/* out[h][i0 .. i0 + 16) = sum_t p[h][t] V_t for NH heads (p[h] = s + h n), each V span read once for them:
+ * per output the one-head order (t ascending, one fma each). */
+static inline __attribute__((always_inline)) void attn_pv16(float *out, const float *s, const void *V, int64_t n,
+                                                            int64_t stride, int64_t hd, int64_t i0, const int NH,
+                                                            const bool half) {
+    const int64_t esz = half ? 2 : 4;
+    float32x4_t o[4][4];
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < 4; c++) o[h][c] = vdupq_n_f32(0.0f);
+    for (int64_t t = 0; t < n; t++) {
+        const void *vr = (const char *)V + t * stride * esz;
+        const float32x4_t v0 = kv4(vr, i0, half), v1 = kv4(vr, i0 + 4, half), v2 = kv4(vr, i0 + 8, half),
+                          v3 = kv4(vr, i0 + 12, half);
+        for (int h = 0; h < NH; h++) {
+            const float p = s[h * n + t];
+            o[h][0] = vfmaq_n_f32(o[h][0], v0, p);
+            o[h][1] = vfmaq_n_f32(o[h][1], v1, p);
+            o[h][2] = vfmaq_n_f32(o[h][2], v2, p);
+            o[h][3] = vfmaq_n_f32(o[h][3], v3, p);
         }
-        vst1q_f32(out + i0, o0);
-        vst1q_f32(out + i0 + 4, o1);
-        vst1q_f32(out + i0 + 8, o2);
-        vst1q_f32(out + i0 + 12, o3);
     }
-    for (; i0 < h4; i0 += 4) {
-        float32x4_t o = vdupq_n_f32(0.0f);
-        for (t = 0; t < n; t++) o = vfmaq_n_f32(o, kv4((const char *)V + t * stride * esz, i0, half), s[t]);
-        vst1q_f32(out + i0, o);
+    for (int h = 0; h < NH; h++)
+        for (int c = 0; c < 4; c++) vst1q_f32(out + h * hd + i0 + 4 * c, o[h][c]);
+}
+
+/* g heads that share K and V over an f32 or f16 cache (the f16 one: the f32 one's operations on the
+ * widened values). Each K row is read once for the group and each V span once for up to four heads
+ * (the other heads find them in L1), while every head's operations are the one-head kernel's in its
+ * order: g = 1 is that kernel. */
+static inline __attribute__((always_inline)) void attn_group_t(float *out, float *s, const float *q, const void *K,
+                                                               const void *V, int64_t n, int64_t stride, int64_t hd,
+                                                               int64_t g, float scale, const bool half) {
+    const int64_t h4 = hd / 4 * 4, esz = half ? 2 : 4;
+    for (int64_t t = 0; t < n; t++) {
+        const void *kr = (const char *)K + t * stride * esz;
+        for (int64_t h = 0; h < g; h++) {
+            const float *qh = q + h * hd;
+            float32x4_t acc = vdupq_n_f32(0.0f);
+            for (int64_t i = 0; i < h4; i += 4) acc = vfmaq_f32(acc, vld1q_f32(qh + i), kv4(kr, i, half));
+            float dot = vaddvq_f32(acc);
+            for (int64_t i = h4; i < hd; i++) dot += qh[i] * kv1(kr, i, half);
+            s[h * n + t] = scale * dot;
+        }
     }
-    for (; i0 < hd; i0++) {
-        float o = 0.0f;
-        for (t = 0; t < n; t++) o += s[t] * kv1((const char *)V + t * stride * esz, i0, half);
-        out[i0] = o;
-    }
+    for (int64_t h = 0; h < g; h++) softmax_neon(s + h * n, n);
+    /* out: 16 values of up to four heads at a time in registers, then 4, then the last hd % 4 in scalars */
+    int64_t i0 = 0;
+    for (; i0 + 16 <= h4; i0 += 16)
+        for (int64_t h = 0; h < g; h += 4) {
+            float *oh = out + h * hd;
+            const float *sh = s + h * n;
+            switch (g - h < 4 ? g - h : 4) {
+            case 1: attn_pv16(oh, sh, V, n, stride, hd, i0, 1, half); break;
+            case 2: attn_pv16(oh, sh, V, n, stride, hd, i0, 2, half); break;
+            case 3: attn_pv16(oh, sh, V, n, stride, hd, i0, 3, half); break;
+            default: attn_pv16(oh, sh, V, n, stride, hd, i0, 4, half); break;
+            }
+        }
+    for (; i0 < h4; i0 += 4)
+        for (int64_t h = 0; h < g; h++) {
+            float32x4_t o = vdupq_n_f32(0.0f);
+            for (int64_t t = 0; t < n; t++) o = vfmaq_n_f32(o, kv4((const char *)V + t * stride * esz, i0, half), s[h * n + t]);
+            vst1q_f32(out + h * hd + i0, o);
+        }
+    for (; i0 < hd; i0++)
+        for (int64_t h = 0; h < g; h++) {
+            float o = 0.0f;
+            for (int64_t t = 0; t < n; t++) o += s[h * n + t] * kv1((const char *)V + t * stride * esz, i0, half);
+            out[h * hd + i0] = o;
+        }
 }
 
 static void attn_head_neon(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
                            int64_t stride, int64_t hd, float scale) {
-    attn_head_t(out, s, q, K, V, n, stride, hd, scale, false);
+    attn_group_t(out, s, q, K, V, n, stride, hd, 1, scale, false);
+}
+
+static void attn_group_neon(float *out, float *s, const float *q, const float *K, const float *V, int64_t n,
+                            int64_t stride, int64_t hd, int64_t g, float scale) {
+    attn_group_t(out, s, q, K, V, n, stride, hd, g, scale, false);
 }
 
 static void attn_group_h_neon(float *out, float *s, const float *q, const uint16_t *K, const uint16_t *V, int64_t n,
                               int64_t stride, int64_t hd, int64_t g, float scale) {
-    for (int64_t h = 0; h < g; h++) attn_head_t(out + h * hd, s + h * n, q + h * hd, K, V, n, stride, hd, scale, true);
+    attn_group_t(out, s, q, K, V, n, stride, hd, g, scale, true);
 }
 
 void srt_neon_register(srt_kernels *k) {
@@ -343,5 +384,6 @@ void srt_neon_register(srt_kernels *k) {
     k->compact = compact_neon;
     k->act = act_neon;
     k->attn_head = attn_head_neon;
+    k->attn_group = attn_group_neon;
     k->attn_group_h = attn_group_h_neon;
 }
