@@ -271,6 +271,9 @@ void srt_attention_group(const srt_ctx *ctx, float *out, float *p, const float *
  * cache widened to f32, bit for bit (each value is widened as it is read). */
 void srt_attention_group_h(const srt_ctx *ctx, float *out, float *p, const float *q, const uint16_t *K,
                            const uint16_t *V, int64_t n, int64_t stride, int64_t hd, int64_t g, float scale);
+/* dst[i] = srt_fp32_to_fp16_sat(x[i]) for i < n with the context's kernels, bit for bit on every ISA
+ * (a NaN becomes the quiet NaN of its sign): how the f16 key/value cache stores a row. */
+void srt_f16_store(const srt_ctx *ctx, uint16_t *dst, const float *x, int64_t n);
 
 /* ---- sampling ------------------------------------------------------------ */
 

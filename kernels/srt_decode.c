@@ -251,11 +251,6 @@ static void heads_thread(void *arg, int tid, int nth) {
     }
 }
 
-/* A key or value row into an f16 cache: nearest even, saturated (srt_fp32_to_fp16_sat). */
-static void kv_store_f16(uint16_t *dst, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = srt_fp32_to_fp16_sat(x[i]);
-}
-
 /* q, kt, vt (biases added) -> RoPE at pos, the key and value into the cache,
  * the heads' outputs into m->att. */
 static void attention_core(srt_model *m, int64_t l, int64_t pos) {
@@ -272,8 +267,8 @@ static void attention_core(srt_model *m, int64_t l, int64_t pos) {
     for (int64_t g = 0; g < c->n_kv_heads; g++) {
         const size_t o = (size_t)g * hb + (size_t)pos * rb;
         if (m->kv_half) {
-            kv_store_f16((uint16_t *)(K + o), m->kt + g * hd, hd);
-            kv_store_f16((uint16_t *)(V + o), m->vt + g * hd, hd);
+            srt_f16_store(m->ctx, (uint16_t *)(K + o), m->kt + g * hd, hd); /* nearest even, saturated */
+            srt_f16_store(m->ctx, (uint16_t *)(V + o), m->vt + g * hd, hd);
         } else {
             memcpy(K + o, m->kt + g * hd, rb);
             memcpy(V + o, m->vt + g * hd, rb);

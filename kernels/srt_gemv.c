@@ -849,3 +849,7 @@ void srt_attention_group_h(const srt_ctx *ctx, float *out, float *p, const float
     if (!ctx || !out || !p || !q || !K || !V || n <= 0 || hd <= 0 || stride < hd || g <= 0) return;
     srt_ctx_kernels(ctx)->attn_group_h(out, p, q, K, V, n, stride, hd, g, scale); /* every table has one (ref) */
 }
+
+void srt_f16_store(const srt_ctx *ctx, uint16_t *dst, const float *x, int64_t n) {
+    if (ctx && dst && x && n > 0) srt_ctx_kernels(ctx)->f16_store(dst, x, n);
+}

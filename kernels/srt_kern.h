@@ -288,6 +288,9 @@ typedef struct srt_kernels {
      * attn_group's operations in their order, so the result is theirs on the widened cache, bit for bit */
     void (*attn_group_h)(float *out, float *s, const float *q, const uint16_t *K, const uint16_t *V, int64_t n,
                          int64_t stride, int64_t hd, int64_t g, float scale);
+    /* dst[i] = srt_fp32_to_fp16_sat(x[i]) for i < n, bit for bit (a NaN becomes the quiet NaN of its
+     * sign): the f16 key/value cache's store */
+    void (*f16_store)(uint16_t *dst, const float *x, int64_t n);
 } srt_kernels;
 
 /* The frozen table of an available ISA (reference entries first, then the

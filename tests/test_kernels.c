@@ -564,6 +564,45 @@ static void test_attention(void) {
  * for them): every head's output and probabilities are srt_attention_head's bits on the same context.
  * Over an f16 cache (srt_attention_group_h) they are the f32 group's bits on the cache widened to f32 (head
  * size 264: above the 256 up to which the x86 kernels widen a block once for the group). */
+/* The f16 cache's store on every ISA: srt_fp32_to_fp16_sat's bits for every kind of float (halves'
+ * range, ties, subnormals, beyond 65504, infinities, NaNs with payloads), at lengths that end in every
+ * vector tail. */
+static void test_f16_store(void) {
+    enum { N = 4099 };
+    float *x = malloc(sizeof(float) * N);
+    uint16_t *want = malloc(sizeof(uint16_t) * N), *got = malloc(sizeof(uint16_t) * N);
+    for (int i = 0; i < N; i++) {
+        uint32_t u = rnd_u32() << 16 ^ rnd_u32();
+        if (i % 4 == 0) u = (u & 0x80000000u) | (0x33000000u + u % 0x14800000u); /* the half range and above */
+        if (i % 4 == 1) u = (u & 0x80001fffu) | ((0x38000000u + (u % 0x0f800000u)) & ~0x1fffu) | 0x1000u; /* ties */
+        if (i % 97 == 2) u = (u & 0x80000000u) | 0x7f800000u | (i % 3 ? rnd_u32() & 0x7fffffu : 0); /* inf, NaN */
+        memcpy(&x[i], &u, sizeof u);
+        want[i] = srt_fp32_to_fp16_sat(x[i]);
+    }
+    int bad = 0, cases = 0;
+    const int64_t lens[] = {1, 3, 4, 7, 8, 9, 15, 16, 17, 33, 64, 100, N};
+    for (int c = 0; c < nctx; c++)
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (int64_t off = 0; off + lens[k] <= N; off += lens[k] == N ? N : 389) {
+                memset(got, 0xab, sizeof(uint16_t) * N);
+                srt_f16_store(ctxs[c], got + off, x + off, lens[k]);
+                for (int64_t i = 0; i < N; i++) {
+                    const bool inside = i >= off && i < off + lens[k];
+                    const bool ok = inside ? got[i] == want[i] : got[i] == 0xabab;
+                    if (!ok && bad < 5)
+                        fprintf(stderr, "f16 store %s: x[%lld] = %a: %04x, want %04x\n", srt_isa_name(srt_ctx_isa(ctxs[c])),
+                                (long long)i, (double)x[i], got[i], inside ? want[i] : 0xabab);
+                    bad += !ok;
+                }
+                cases++;
+            }
+    CHECK_MSG(bad == 0, "%d values of %d stores differ from srt_fp32_to_fp16_sat", bad, cases);
+    CHECK(srt_fp32_to_fp16_sat(-NAN) == 0xfe00 && srt_fp32_to_fp16_sat(NAN) == 0x7e00);
+    free(x);
+    free(want);
+    free(got);
+}
+
 static void test_attention_group(void) {
     const int64_t hds[] = {8, 64, 24, 80, 38, 128, 264}, ns[] = {1, 15, 16, 17, 130}, gs[] = {1, 2, 3, 4, 5, 8};
     int bad = 0, bad_h = 0, cases = 0;
@@ -951,6 +990,7 @@ int main(void) {
     test_act_fn();
     test_attention();
     test_attention_group();
+    test_f16_store();
     test_batch();
     test_batch_q8_shapes();
     test_batch_kd_lists();

@@ -375,6 +375,23 @@ static void attn_group_h_neon(float *out, float *s, const float *q, const uint16
     attn_group_t(out, s, q, K, V, n, stride, hd, g, scale, true);
 }
 
+/* The saturating f16 store, 4 values a step: clamped to +-65504, a NaN replaced by the quiet NaN of its
+ * sign (which converts to the scalar store's sign | 0x7e00), then converted with the default rounding,
+ * to nearest even; the last n % 4 by the scalar store. */
+static void f16_store_neon(uint16_t *dst, const float *x, int64_t n) {
+    const float32x4_t hi = vdupq_n_f32(65504.0f), lo = vdupq_n_f32(-65504.0f);
+    const uint32x4_t sign = vdupq_n_u32(0x80000000u), qnan = vdupq_n_u32(0x7fc00000u);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float32x4_t c = vmaxq_f32(lo, vminq_f32(hi, v));
+        const float32x4_t nan = vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v), sign), qnan));
+        const float32x4_t r = vbslq_f32(vceqq_f32(v, v), c, nan);
+        vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(r)));
+    }
+    for (; i < n; i++) dst[i] = srt_fp32_to_fp16_sat(x[i]);
+}
+
 void srt_neon_register(srt_kernels *k) {
     k->stream = stream_neon;
     k->act_q8 = act_q8_neon;
@@ -386,4 +403,5 @@ void srt_neon_register(srt_kernels *k) {
     k->attn_head = attn_head_neon;
     k->attn_group = attn_group_neon;
     k->attn_group_h = attn_group_h_neon;
+    k->f16_store = f16_store_neon;
 }

@@ -328,6 +328,10 @@ static void ref_attn_group_h(float *out, float *s, const float *q, const uint16_
     for (int64_t h = 0; h < g; h++) attn_head_t(out + h * hd, s + h * n, q + h * hd, K, V, n, stride, hd, scale, true);
 }
 
+static void ref_f16_store(uint16_t *dst, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = srt_fp32_to_fp16_sat(x[i]);
+}
+
 void srt_ref_register(srt_kernels *k) {
     k->act_q8 = ref_act_q8;
     k->stream = ref_stream;
@@ -344,4 +348,5 @@ void srt_ref_register(srt_kernels *k) {
     k->act = ref_act;
     k->attn_head = ref_attn_head;
     k->attn_group_h = ref_attn_group_h;
+    k->f16_store = ref_f16_store;
 }

@@ -516,6 +516,23 @@ static void attn_head_avx2(float *out, float *s, const float *q, const float *K,
     attn_group_avx2(out, s, q, K, V, n, stride, hd, 1, scale);
 }
 
+/* The saturating f16 store with F16C, 8 values a step: clamped to +-65504 (min/max return their second
+ * operand, x, when it is NaN), a NaN replaced by the quiet NaN of its sign (which converts to the scalar
+ * store's sign | 0x7e00), then converted with round to nearest even; the last n % 8 by the scalar store. */
+static void f16_store_avx2(uint16_t *dst, const float *x, int64_t n) {
+    const __m256 hi = _mm256_set1_ps(65504.0f), lo = _mm256_set1_ps(-65504.0f);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        __m256 c = _mm256_max_ps(lo, _mm256_min_ps(hi, v));
+        c = _mm256_blendv_ps(c, _mm256_or_ps(_mm256_and_ps(v, sign), qnan), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) dst[i] = srt_fp32_to_fp16_sat(x[i]);
+}
+
 void srt_avx2_register(srt_kernels *k) {
     k->act_q8 = act_q8_avx2;
     k->rows_f32 = rows_f32_avx2;
@@ -528,4 +545,5 @@ void srt_avx2_register(srt_kernels *k) {
     k->attn_head = attn_head_avx2;
     k->attn_group = attn_group_avx2;
     k->attn_group_h = attn_group_h_avx2;
+    k->f16_store = f16_store_avx2;
 }
