@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,19 @@
 
 
 int cli_exit_code(sc_status st) { return (st == SC_EARG || st == SC_EIO) ? 2 : 1; }
+
+int cli_parse_list(const char *s, double *v, int max, double lo, double hi, bool integral) {
+    int n = 0;
+    while (s && *s) {
+        char *end;
+        double x = strtod(s, &end);
+        if (end == s || n == max || !(x >= lo && x <= hi) || (integral && x != floor(x))) return -1;
+        v[n++] = x;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
 
 /* The one place a command's name prefixes its errors: a message that starts
  * with the name itself ("pack: ...", "pack --permute: ...", from a function

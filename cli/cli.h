@@ -18,6 +18,9 @@
 int cli_fail(const char *cmd, sc_status st, const sc_err *err);
 /* The exit status cli_fail returns, without printing. */
 int cli_exit_code(sc_status st);
+/* A comma-separated list of at most max numbers in [lo, hi] into v (NaN is in no range; integral: whole
+ * numbers only): how many, or -1 for anything else. */
+int cli_parse_list(const char *s, double *v, int max, double lo, double hi, bool integral);
 
 typedef struct cli_inputs {
     const char *model_path, *tok_path, *data_path, *tokens_path, *separator;

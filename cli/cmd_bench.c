@@ -739,20 +739,6 @@ static void machine(char *cpu, size_t cap) {
     fclose(f);
 }
 
-/* A comma-separated list of numbers in [lo, hi] (NaN is in no range; integral: whole numbers only). */
-static int parse_list(const char *s, double *v, int max, double lo, double hi, bool integral) {
-    int n = 0;
-    while (s && *s) {
-        char *end;
-        double x = strtod(s, &end);
-        if (end == s || n == max || !(x >= lo && x <= hi) || (integral && x != floor(x))) return -1;
-        v[n++] = x;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return -1;
-    }
-    return n;
-}
-
 int cmd_bench(int argc, char **argv) {
     const char *dims = "6144:1536", *sps = "0.3,0.5,0.6,0.7", *ths = "1,2", *isa_name = "auto";
     const char *csv = NULL, *md = NULL, *png = NULL;
@@ -793,7 +779,7 @@ int cmd_bench(int argc, char **argv) {
         warm = 2;
     }
     double sp[MAX_SP], thd[MAX_THREADS], dd[2 * MAX_SHAPES];
-    int nsp = parse_list(sps, sp, MAX_SP, 0.0, 0.99, false), nth = parse_list(ths, thd, MAX_THREADS, 1, 64, true);
+    int nsp = cli_parse_list(sps, sp, MAX_SP, 0.0, 0.99, false), nth = cli_parse_list(ths, thd, MAX_THREADS, 1, 64, true);
     if (nsp <= 0 || nth <= 0) {
         fprintf(stderr, "sparsecal bench: %s\n", nsp <= 0 ? "--sparsity wants numbers in [0, 0.99], e.g. 0.3,0.5"
                                                         : "--threads wants whole numbers in [1, 64], e.g. 1,2");

@@ -117,19 +117,15 @@ int cmd_bench_attention(int argc, char **argv) {
                           opts, argc, argv, NULL, 0, NULL);
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     sc_err err = {{0}};
-    int64_t pos[MAX_POS];
-    int npos = 0;
-    for (const char *p = pos_list; *p;) {
-        char *e;
-        long long v = strtoll(p, &e, 10);
-        if (e == p || v < 1 || v > (1LL << 21) || npos == MAX_POS || (*e && *e != ',')) {
-            sc_errf(&err, SC_EARG, "--positions '%s': up to %d counts of 1..%lld, comma-separated", pos_list, MAX_POS,
-                    1LL << 21);
-            return cli_fail("bench-attention", SC_EARG, &err);
-        }
-        pos[npos++] = v;
-        p = *e ? e + 1 : e;
+    double pv[MAX_POS];
+    const int npos = cli_parse_list(pos_list, pv, MAX_POS, 1, (double)(1LL << 21), true);
+    if (npos < 0) {
+        sc_errf(&err, SC_EARG, "--positions '%s': up to %d counts of 1..%lld, comma-separated", pos_list, MAX_POS,
+                1LL << 21);
+        return cli_fail("bench-attention", SC_EARG, &err);
     }
+    int64_t pos[MAX_POS];
+    for (int i = 0; i < npos; i++) pos[i] = (int64_t)pv[i];
     if (npos == 0 || heads % kvh) {
         sc_errf(&err, SC_EARG, npos ? "--kv-heads %lld does not divide --heads %lld" : "--positions: none given",
                 (long long)kvh, (long long)heads);
