@@ -71,6 +71,14 @@ int main(void) {
         cJSON_Delete(bj);
     }
     CHECK(run("%s bench-attention --positions 0 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1);
+    CHECK(run("%s bench-attention --positions '' 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1 &&
+          strstr(out, "none given"));
+    /* the Markdown table: a header and one row per position count */
+    CHECK(run("%s bench-attention --positions 20,33 --layers 2 --heads 4 --kv-heads 2 --head-dim 24 --reps 3 "
+              "--flush-mb 0 2>/dev/null%s%s", 0, 0, 0) == 0);
+    CHECK_MSG(strstr(out, "| positions | f32 cache µs |") && strstr(out, "\n| 20 | ") && strstr(out, "\n| 33 | ") &&
+                  strstr(out, "2 layers, 4 heads / 2 K/V heads of 24"),
+              "%s", out);
     CHECK(run("%s bench-attention --heads 6 --kv-heads 4 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1);
     /* a cache type neither f16 nor f32: refused in one line by run and by eval on an artifact */
     CHECK(run("%s run -m x.spk --cache-type q8_0 2>&1%s%s", 0, 0, 0) == 2 && count_lines(out) == 1 &&
