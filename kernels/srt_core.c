@@ -155,9 +155,11 @@ static srt_kernels tables[SRT_ISA_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void build_tables(void) {
+    const srt_pf_set pf = srt_cpu_prefetch();
     for (int i = 0; i < SRT_ISA_COUNT; i++) {
         srt_ref_register(&tables[i]);
         tables[i].isa = SRT_ISA_SCALAR;
+        tables[i].pf = pf;
     }
 #if defined(__x86_64__)
     /* each x86 table builds on the one before: avx2's, avx512's on top, then the AMX row tiles */

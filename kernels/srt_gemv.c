@@ -124,15 +124,18 @@ static srt_status rows_setup(const srt_ctx *ctx, const srt_matrix *m, const srt_
     case SRT_LAYOUT_Q8_0:
         t.fn = k->rows_q8_0;
         t.job.row_bytes = m->cols / SRT_QK * SRT_Q8_BYTES;
+        t.job.pf = k->pf.q8;
         break;
     case SRT_LAYOUT_Q4_0:
         t.fn = k->rows_q4_0;
         t.job.row_bytes = m->cols / SRT_QK * SRT_Q4_BYTES;
+        t.job.pf = k->pf.kr;
         break;
     case SRT_LAYOUT_KMI4R:
         t.fn = k->rows_kmi4r;
         t.job.row_bytes = srt_kr_row_bytes(m->cols);
         t.job.cols = srt_kr_cols_pad(m->cols);
+        t.job.pf = k->pf.kr;
         break;
     default: return SRT_ENOTSUP;
     }
@@ -481,7 +484,7 @@ static void kd_setup(const srt_ctx *ctx, const srt_matrix *m, void (**fn)(const 
     const bool k8 = m->layout == SRT_LAYOUT_KMI8;
     *fn = k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4;
     *job = (srt_kd_job){m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), m->cols / SRT_QK,
-                        NULL, NULL, 0, NULL, 0, 0, 0};
+                        NULL, NULL, 0, NULL, 0, 0, 0, srt_ctx_kernels(ctx)->pf.kd};
 }
 
 static void kd_thread(void *arg, int tid, int nth) {

@@ -35,13 +35,21 @@ _Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs)
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
 #define SRT_K8_TILE 64     /* kmi8: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
-/* Software prefetch distances of the row kernels, in list positions (rows), shared by their AVX-512
- * and AVX2 versions: kmi4r rows into L1 and into L2 (48 or 64 for L2 alike), q8_0 rows likewise
- * (their rows are 2.1x as long: 3 / 16 and 6 / 32 alike at 2048 and 5632 inputs). */
-#define SRT_KR_AHEAD 6
-#define SRT_KR_FAR 32
-#define SRT_Q8_AHEAD 3
-#define SRT_Q8_FAR 16
+/* Software prefetch distances: how far ahead of the one it computes a kernel asks for lines into L1
+ * (l1) and into L2 (l2), in list positions (rows for the row kernels, quads of four neurons for kmi4
+ * and kmi8). The best distances depend on the CPU's prefetchers and miss buffers, so they are chosen
+ * per CPU kind when the kernel tables are built (srt_cpu_prefetch) and every job carries its
+ * layout's pair; they change no result, only which lines are asked for early. */
+typedef struct srt_pf {
+    int32_t l1, l2;
+} srt_pf;
+typedef struct srt_pf_set {
+    srt_pf kr; /* kmi4r and q4_0 rows (the AVX-512 and AVX2 kernels; NEON's multi-input rows) */
+    srt_pf q8; /* q8_0 rows (2.1x as long as kmi4r rows at the same width) */
+    srt_pf kd; /* kmi4 and kmi8 (x86) */
+} srt_pf_set;
+/* The distances for the CPU this runs on (srt_cpu.c). */
+srt_pf_set srt_cpu_prefetch(void);
 
 /* The row kernels spread the prefetch of a row's nl lines over the nstep steps of the row they are
  * computing: the lines step s takes, by a running count instead of s nl / nstep (an integer division
@@ -53,7 +61,7 @@ static inline int64_t srt_pf_share(int64_t *due, int64_t nl, int64_t nstep) {
 }
 
 /* One step's share of the lines of the row at pf (NULL: none) into L1, as the multi-input row
- * kernels prefetch the row KR_AHEAD ahead while their first group of inputs reads from memory. */
+ * kernels prefetch the row j->pf.l1 ahead while their first group of inputs reads from memory. */
 static inline void srt_pf_l1_step(const uint8_t *pf, int64_t *l, int64_t *due, int64_t nl, int64_t nstep) {
     for (const int64_t le = *l + srt_pf_share(due, nl, nstep); *l < le; (*l)++)
         if (pf) __builtin_prefetch(pf + 64 * *l, 0, 3); /* prefetcht0 */
@@ -129,6 +137,7 @@ typedef struct srt_rows_job {
     /* list positions up to which a call for [i0, i1) may prefetch (0: i1): the rows the next calls take,
      * when a GEMV's rows are handed out in pieces, so the software prefetch runs on across them */
     int64_t pf_end;
+    srt_pf pf; /* prefetch distances in rows (the kernel table's kr or q8 pair) */
 } srt_rows_job;
 
 /* The end of the list positions a row kernel's call for [i0, i1) prefetches up to. */
@@ -156,6 +165,7 @@ typedef struct srt_kd_job {
     /* the list positions the software prefetch may run on to (at most n_idx; up to p1 when smaller):
      * past p1 when the same thread's next call goes on from there for the same outputs */
     int64_t pf_end;
+    srt_pf pf; /* prefetch distances in quads (the kernel table's kd pair) */
 } srt_kd_job;
 
 /* The end of the list positions a kmi4 / kmi8 kernel's call for [p0, p1) prefetches up to. */
@@ -238,6 +248,7 @@ typedef struct srt_kd_tiles {
 
 typedef struct srt_kernels {
     srt_isa isa;
+    srt_pf_set pf; /* the software prefetch distances for this CPU, which setup copies into jobs */
     /* natural-order q8 of n (multiple of 32) values: q, d, sum per block */
     void (*act_q8)(int8_t *q, float *d, int32_t *sum, const float *x, int64_t n);
     /* reads n bytes (multiple of 64, 64-byte aligned); returns a checksum */

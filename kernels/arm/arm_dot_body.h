@@ -315,7 +315,7 @@ static void SRT_SFX(kr)(const srt_rows_job *j, int64_t i0, int64_t i1) {
 /* Prefill: kr for four inputs at once (each input's sums its own, in the same
  * order: the same bits per input), so a quarter tile is loaded and unpacked
  * once for four inputs; a short last group repeats its last input and drops
- * the copies. The first group prefetches the row SRT_KR_AHEAD ahead into L1
+ * the copies. The first group prefetches the row j->pf.l1 ahead into L1
  * while it reads from memory (the x86 distance: not measured on ARM). */
 static void SRT_SFX(kr_multi)(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec,
                               int64_t i0, int64_t i1) {
@@ -325,7 +325,7 @@ static void SRT_SFX(kr_multi)(const srt_rows_job *j, const srt_act *const *xq, f
         srt_multi_group(xq, nvec, v0, a);
         for (int64_t r = i0; r < i1; r++) {
             const uint8_t *w = j->w + r * j->row_bytes, *sc = w + cp / 2;
-            const uint8_t *pf = v0 == 0 && r + SRT_KR_AHEAD < i1 ? w + SRT_KR_AHEAD * j->row_bytes : NULL;
+            const uint8_t *pf = v0 == 0 && r + j->pf.l1 < i1 ? w + j->pf.l1 * j->row_bytes : NULL;
             float32x4_t acc[4];
             for (int q = 0; q < 4; q++) acc[q] = vdupq_n_f32(0.0f);
             int64_t l = 0, due = 0;

@@ -180,19 +180,20 @@ static float q4_row_avx512(const q4_consts *cp, const uint8_t *row, const srt_ac
 }
 #undef Q4_PAIR
 
-/* The kmi4r rows' prefetch schedule (rows SRT_KR_AHEAD ahead into L1, SRT_KR_FAR into L2, spread
- * over the row's steps): the same bytes per weight. */
+/* The kmi4r rows' prefetch schedule (rows j->pf.l1 ahead into L1, j->pf.l2 into L2, spread over the
+ * row's steps; rows_setup gives q4_0 the kmi4r pair): the same bytes per weight. */
 static void rows_q4_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t nb = j->cols / SRT_QK, rb = j->row_bytes, nl = (rb + 63) / 64;
     const q4_consts c = q4_consts_make();
 #define Q4_ROW(k) (j->w + (j->idx ? (int64_t)j->idx[k] : (k)) * rb)
-    for (int64_t i = i0; i < i1 && i < i0 + SRT_KR_AHEAD; i++) /* the first rows, before the loop's window reaches them */
+    const int64_t ahead = j->pf.l1, far = j->pf.l2;
+    for (int64_t i = i0; i < i1 && i < i0 + ahead; i++) /* the first rows, before the loop's window reaches them */
         for (int64_t l = 0; l < nl; l++) _mm_prefetch((const char *)(Q4_ROW(i) + 64 * l), _MM_HINT_T0);
     const int64_t pe = srt_rows_pf_end(j, i1);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        const uint8_t *pf0 = i + SRT_KR_AHEAD < pe ? Q4_ROW(i + SRT_KR_AHEAD) : NULL;
-        const uint8_t *pf1 = i + SRT_KR_FAR < pe ? Q4_ROW(i + SRT_KR_FAR) : NULL;
+        const uint8_t *pf0 = i + ahead < pe ? Q4_ROW(i + ahead) : NULL;
+        const uint8_t *pf1 = i + far < pe ? Q4_ROW(i + far) : NULL;
         j->y[r] = q4_row_avx512(&c, j->w + r * rb, j->xq, nb, pf0, pf1, nl);
     }
 #undef Q4_ROW
@@ -290,21 +291,19 @@ static float q8_row_avx512(const uint8_t *row, const srt_act *a, int64_t nb, con
     return q8_lanes_sum(acc);
 }
 
-#define Q8_AHEAD SRT_Q8_AHEAD /* q8_0 rows: prefetch distances in rows (srt_kern.h) */
-#define Q8_FAR SRT_Q8_FAR
-
 static void rows_q8_0_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t nb = j->cols / SRT_QK, rb = j->row_bytes, nl = (rb + 63) / 64;
+    const int64_t ahead = j->pf.l1, far = j->pf.l2; /* prefetch distances in rows (srt_kern.h) */
     const q8_consts c = q8_consts_make();
-    for (int64_t i = i0; i < i1 && i < i0 + Q8_AHEAD; i++) /* the first rows, before the loop's window reaches them */
+    for (int64_t i = i0; i < i1 && i < i0 + ahead; i++) /* the first rows, before the loop's window reaches them */
         for (int64_t l = 0; l < nl; l++)
             _mm_prefetch((const char *)(j->w + (j->idx ? (int64_t)j->idx[i] : i) * rb + 64 * l), _MM_HINT_T0);
     const int64_t pe = srt_rows_pf_end(j, i1);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        /* the rows Q8_AHEAD list positions ahead into L1 and Q8_FAR ahead into L2, spread over this row's steps */
-        const uint8_t *pf0 = i + Q8_AHEAD < pe ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_AHEAD] : i + Q8_AHEAD) * rb : NULL;
-        const uint8_t *pf1 = i + Q8_FAR < pe ? j->w + (j->idx ? (int64_t)j->idx[i + Q8_FAR] : i + Q8_FAR) * rb : NULL;
+        /* the rows `ahead` list positions ahead into L1 and `far` ahead into L2, spread over this row's steps */
+        const uint8_t *pf0 = i + ahead < pe ? j->w + (j->idx ? (int64_t)j->idx[i + ahead] : i + ahead) * rb : NULL;
+        const uint8_t *pf1 = i + far < pe ? j->w + (j->idx ? (int64_t)j->idx[i + far] : i + far) * rb : NULL;
         j->y[r] = q8_row_avx512(j->w + r * rb, j->xq, nb, &c, pf0, pf1, nl);
     }
 }

@@ -84,17 +84,16 @@ static inline float kr_hsum(__m256 acc) {
     return _mm_cvtss_f32(s);
 }
 
-/* Two rows per step, with the AVX-512 kernel's prefetch schedule (rows KR_AHEAD
- * list positions ahead into L1, KR_FAR ahead into L2, a tile's share of their
+/* Two rows per step, with the AVX-512 kernel's prefetch schedule (rows j->pf.l1
+ * list positions ahead into L1, j->pf.l2 ahead into L2, a tile's share of their
  * lines per tile): one row at a time and the hardware prefetcher alone ran at
  * 2x the streaming floor. */
-#define KR_AHEAD SRT_KR_AHEAD
-#define KR_FAR SRT_KR_FAR
 static void kr_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int64_t cp = j->cols, ntile = cp / SRT_KR_TILE, nl = j->row_bytes / 64;
+    const int64_t ahead = j->pf.l1, far = j->pf.l2;
     const srt_act *a = j->xq;
 #define KR_ROW(k) (j->w + (j->idx ? (int64_t)j->idx[k] : (k)) * j->row_bytes)
-    for (int64_t k = i0; k < i1 && k < i0 + KR_AHEAD; k++) {
+    for (int64_t k = i0; k < i1 && k < i0 + ahead; k++) {
         const uint8_t *pr = KR_ROW(k);
         for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
     }
@@ -104,8 +103,8 @@ static void kr_avx2(const srt_rows_job *j, int64_t i0, int64_t i1) {
         const int64_t r0 = j->idx ? j->idx[i] : i, r1 = j->idx ? j->idx[i + 1] : i + 1;
         const uint8_t *w0 = j->w + r0 * j->row_bytes, *w1 = j->w + r1 * j->row_bytes;
         const uint8_t *pf0 = NULL, *pf1 = NULL, *pg0 = NULL, *pg1 = NULL;
-        if (i + KR_AHEAD + 1 < pe) pf0 = KR_ROW(i + KR_AHEAD), pf1 = KR_ROW(i + KR_AHEAD + 1);
-        if (i + KR_FAR + 1 < pe) pg0 = KR_ROW(i + KR_FAR), pg1 = KR_ROW(i + KR_FAR + 1);
+        if (i + ahead + 1 < pe) pf0 = KR_ROW(i + ahead), pf1 = KR_ROW(i + ahead + 1);
+        if (i + far + 1 < pe) pg0 = KR_ROW(i + far), pg1 = KR_ROW(i + far + 1);
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
         int64_t l = 0, due = 0;
         for (int64_t T = 0; T < ntile; T++) {
@@ -148,7 +147,7 @@ static void kr_multi_avx2(const srt_rows_job *j, const srt_act *const *xq, float
         srt_multi_group(xq, nvec, v0, a);
         for (int64_t r = i0; r < i1; r++) {
             const uint8_t *w = j->w + r * j->row_bytes;
-            const uint8_t *pf = v0 == 0 && r + KR_AHEAD < i1 ? w + KR_AHEAD * j->row_bytes : NULL;
+            const uint8_t *pf = v0 == 0 && r + j->pf.l1 < i1 ? w + j->pf.l1 * j->row_bytes : NULL;
             __m256 acc[4];
             for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
             int64_t l = 0, due = 0;

@@ -14,9 +14,6 @@
 
 #include "../srt_kern.h"
 
-#define KR_AHEAD SRT_KR_AHEAD /* kmi4r: prefetch distances in rows (srt_kern.h) */
-#define KR_FAR SRT_KR_FAR
-
 #define SRT_SFX(name) name##_avx512
 #define VI __m512i
 #define VF __m512
@@ -67,8 +64,9 @@ static void kr_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     const int8_t *aq = j->xq->q;
     const float *ad = j->xq->d;
     const int32_t *as = j->xq->sum;
+    const int64_t ahead = j->pf.l1, far = j->pf.l2; /* prefetch distances in rows (srt_kern.h) */
     int64_t i = i0;
-    for (int64_t k = i0; k < i1 && k < i0 + KR_AHEAD; k++) { /* the first rows, before the loop's window reaches them */
+    for (int64_t k = i0; k < i1 && k < i0 + ahead; k++) { /* the first rows, before the loop's window reaches them */
         const uint8_t *pr = j->w + (j->idx ? (int64_t)j->idx[k] : k) * j->row_bytes;
         for (int64_t o = 0; o < j->row_bytes; o += 64) _mm_prefetch((const char *)(pr + o), _MM_HINT_T0);
     }
@@ -76,17 +74,17 @@ static void kr_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
     for (; i + 1 < i1; i += 2) {
         const int64_t r0 = j->idx ? j->idx[i] : i, r1 = j->idx ? j->idx[i + 1] : i + 1;
         const uint8_t *w0 = j->w + r0 * j->row_bytes, *w1 = j->w + r1 * j->row_bytes;
-        /* the rows KR_AHEAD list positions ahead into L1 and KR_FAR ahead into L2, a
+        /* the rows `ahead` list positions ahead into L1 and `far` ahead into L2, a
          * tile's share of their lines per tile (spread over the loop rather than in one
          * burst per pair; the far one took 9% off dense and 20% off scattered rows) */
         const uint8_t *pf0 = NULL, *pf1 = NULL, *pg0 = NULL, *pg1 = NULL;
-        if (i + KR_AHEAD + 1 < pe) {
-            pf0 = j->w + (j->idx ? (int64_t)j->idx[i + KR_AHEAD] : i + KR_AHEAD) * j->row_bytes;
-            pf1 = j->w + (j->idx ? (int64_t)j->idx[i + KR_AHEAD + 1] : i + KR_AHEAD + 1) * j->row_bytes;
+        if (i + ahead + 1 < pe) {
+            pf0 = j->w + (j->idx ? (int64_t)j->idx[i + ahead] : i + ahead) * j->row_bytes;
+            pf1 = j->w + (j->idx ? (int64_t)j->idx[i + ahead + 1] : i + ahead + 1) * j->row_bytes;
         }
-        if (i + KR_FAR + 1 < pe) {
-            pg0 = j->w + (j->idx ? (int64_t)j->idx[i + KR_FAR] : i + KR_FAR) * j->row_bytes;
-            pg1 = j->w + (j->idx ? (int64_t)j->idx[i + KR_FAR + 1] : i + KR_FAR + 1) * j->row_bytes;
+        if (i + far + 1 < pe) {
+            pg0 = j->w + (j->idx ? (int64_t)j->idx[i + far] : i + far) * j->row_bytes;
+            pg1 = j->w + (j->idx ? (int64_t)j->idx[i + far + 1] : i + far + 1) * j->row_bytes;
         }
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
         int64_t l = 0, due = 0;
@@ -122,7 +120,7 @@ static void kr_avx512(const srt_rows_job *j, int64_t i0, int64_t i1) {
 /* Prefill: kr_avx512's arithmetic for four inputs at once (each input's tile sums and accumulator
  * its own, in the same order: the same bits per input), so a tile's weights are loaded and their
  * nibbles masked once for four inputs instead of once per input; a short last group repeats its last
- * input and drops the copies. The first group of inputs prefetches the row KR_AHEAD ahead (the
+ * input and drops the copies. The first group of inputs prefetches the row j->pf.l1 ahead (the
  * others find the rows in cache). */
 static void kr_multi_avx512(const srt_rows_job *j, const srt_act *const *xq, float *const *y, int64_t nvec,
                             int64_t i0, int64_t i1) {
@@ -133,7 +131,7 @@ static void kr_multi_avx512(const srt_rows_job *j, const srt_act *const *xq, flo
         srt_multi_group(xq, nvec, v0, a);
         for (int64_t r = i0; r < i1; r++) {
             const uint8_t *w = j->w + r * j->row_bytes;
-            const uint8_t *pf = v0 == 0 && r + KR_AHEAD < i1 ? w + KR_AHEAD * j->row_bytes : NULL;
+            const uint8_t *pf = v0 == 0 && r + j->pf.l1 < i1 ? w + j->pf.l1 * j->row_bytes : NULL;
             __m512 acc[4];
             for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
             int64_t l = 0, due = 0;

@@ -50,21 +50,19 @@
 #define KD_CHUNK 16    /* output tiles per pass (2048 outputs): the sums stay in L1 */
 #define KD_NH (64 / VB) /* vectors per 64-byte tile */
 #define KD_LANES (VB / 4)
-/* Prefetch distances in quads: every line twice, KD_FAR quads ahead into L2
- * (enough requests in flight when the memory is slow, other processes
- * reading too) and again one pass ahead into L1. Either alone ran 1.2x the
- * floor dense and lost to the old order in turns with the machine's load;
- * both together 1.06-1.11x with the memory quiet, 6-9% faster sparse (FAR 6
- * to 24 alike). */
-#define KD_AHEAD 2
-#define KD_FAR 8
+/* Prefetch distances in quads (j->pf, srt_kern.h): every line twice, j->pf.l2
+ * quads ahead into L2 (enough requests in flight when the memory is slow,
+ * other processes reading too) and again j->pf.l1 ahead into L1. Either alone
+ * ran 1.2x the floor dense and lost to the old order in turns with the
+ * machine's load; both together 1.06-1.11x with the memory quiet, 6-9% faster
+ * sparse (an Intel Xeon; L2 6 to 24 alike). */
 
 static inline int64_t SRT_SFX(kd_entry)(const srt_kd_job *j, int64_t p) { return j->idx ? (int64_t)j->idx[p] : p; }
 
 /* One pass over tiles [c0, c1) with NQ (1 or 2) quads: integer sums in ia
  * (first: started from the offsets; last: finished into the float outputs fa
  * with the K-block's scales sc). Every 64-byte step also prefetches one line
- * of each vector in pf (the quads KD_AHEAD ahead, into L1) and pf2 (KD_FAR
+ * of each vector in pf (the quads j->pf.l1 ahead, into L1) and pf2 (j->pf.l2
  * ahead, into L2), and of their K-blocks' scales when those are new. */
 static inline __attribute__((always_inline)) void SRT_SFX(kd_pass)(const uint8_t *const *ptr, const int32_t *word,
                                                                    const int NQ, int64_t c0, int64_t c1, VI *ia,
@@ -162,7 +160,7 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
         const int64_t c1 = c0 + KD_CHUNK < nt ? c0 + KD_CHUNK : nt;
         srt_kd_start(j, fa, c0 * SRT_KD_TILE, (c1 - c0) * SRT_KD_TILE);
         const uint8_t *last_sc = NULL, *last_sc2 = NULL;
-        for (int64_t f = p0; f < p1 && f < p0 + 4 * KD_AHEAD; f++) { /* what the passes' look-ahead skips */
+        for (int64_t f = p0; f < p1 && f < p0 + 4 * (int64_t)j->pf.l1; f++) { /* what the passes' look-ahead skips */
             const int64_t ch = SRT_SFX(kd_entry)(j, f);
             const uint8_t *v = j->w + (ch / SRT_QK) * bb + 2 * rp + (ch % SRT_QK) * vb;
             for (int64_t t = c0; t < c1; t++) _mm_prefetch((const char *)(v + 64 * t), _MM_HINT_T0);
@@ -198,8 +196,8 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
             const uint8_t *pf[8], *pf_sc, *pf2[8], *pf2_sc;
 #define KD_PASS(q, NQ, first, last)                                                                               \
     do {                                                                                                          \
-        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_AHEAD, pe, NQ, pf, &pf_sc, &last_sc);                           \
-        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * KD_FAR, pe, NQ, pf2, &pf2_sc, &last_sc2);                          \
+        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * (int64_t)j->pf.l1, pe, NQ, pf, &pf_sc, &last_sc);                  \
+        SRT_SFX(kd_ahead)(j, p + 4 * (q) + 4 * (int64_t)j->pf.l2, pe, NQ, pf2, &pf2_sc, &last_sc2);                \
         SRT_SFX(kd_pass)(ptr + 4 * (q), word + (q), NQ, c0, c1, ia, fa, blk, d_lo, d_hi, off_lo, off_hi, pf, pf_sc, \
                          pf2, pf2_sc, first, last);                                                               \
     } while (0)
