@@ -124,8 +124,9 @@ static bool cpu_is_amd(void) {
 srt_pf_set srt_cpu_prefetch(void) {
     /* Tuned on Intel Xeons (Sapphire and Emerald Rapids, 2-vCPU VMs; `bench`, cold matrices): kmi4r
      * rows 6 ahead into L1 and 32 into L2 (48 or 64 for L2 alike), q8_0 rows 3 and 16, kmi4 2 and 8
-     * quads (6 to 24 for L2 alike). Every other CPU starts from these. */
-    srt_pf_set p = {.kr = {6, 32}, .q8 = {3, 16}, .kd = {2, 8}};
+     * quads (6 to 24 for L2 alike), kmi4 passes of 16 output tiles (2,048 outputs, whose sums stay in
+     * L1). Every other CPU starts from these. */
+    srt_pf_set p = {.kr = {6, 32}, .q8 = {3, 16}, .kd = {2, 8}, .kd_pass_tiles = 16};
     /* Zen 4 (EPYC 9004 kind, 2-vCPU VM, 1 thread, bench 2048 -> 5632 and 5632 -> 2048): the row
      * kernels ran at 1.4-1.5x the stream floor with Intel's distances and 1.1-1.2x with the next row
      * into L1 and 16 into L2 (dense kmi4r 294-305 -> 227-234 µs, at d = 0.5 166-175 -> 153-158; without
@@ -133,6 +134,10 @@ srt_pf_set srt_cpu_prefetch(void) {
      * quad ahead into L1 instead of two, dense 5632 -> 2048 380-385 -> 318-333 µs. Distances into L1
      * beyond one row lost there (2 rows: 289-291 µs, 6: 294-305): an AMD core's software prefetches
      * probably hold its L1 miss buffers, which the loads then wait for. */
-    if (cpu_is_amd()) p.kr = (srt_pf){1, 16}, p.kd = (srt_pf){1, 8};
+    /* And kmi4 passes of 32 output tiles instead of 16, so that a neuron vector of 4,096 outputs (the
+     * 8B shape's down projection) is read whole in one pass rather than in two 1 KB halves a list
+     * apart, scattered reads this core serves at half a stream's speed (bench 14336 -> 4096: dense
+     * 2062-2149 -> 1705-1754 µs, d = 0.5 1110-1170 -> 1013-1052; 5632 -> 2048 unchanged). */
+    if (cpu_is_amd()) p.kr = (srt_pf){1, 16}, p.kd = (srt_pf){1, 8}, p.kd_pass_tiles = 32;
     return p;
 }

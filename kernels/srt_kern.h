@@ -35,11 +35,11 @@ _Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs)
 #define SRT_KD_TILE 128    /* kmi4: outputs per neuron tile (64 bytes) */
 #define SRT_K8_TILE 64     /* kmi8: outputs per neuron tile (64 bytes) */
 #define SRT_ZZ_CHUNK 256   /* zigzag: rows a SIMD kernel keeps in registers */
-/* Software prefetch distances: how far ahead of the one it computes a kernel asks for lines into L1
+/* Software prefetch distances (and the width of a kmi4 pass): how far ahead of the one it computes a kernel asks for lines into L1
  * (l1) and into L2 (l2), in list positions (rows for the row kernels, quads of four neurons for kmi4
  * and kmi8). The best distances depend on the CPU's prefetchers and miss buffers, so they are chosen
  * per CPU kind when the kernel tables are built (srt_cpu_prefetch) and every job carries its
- * layout's pair; they change no result, only which lines are asked for early. */
+ * layout's pair; they change no result, only which lines are asked for early (and in what order). */
 typedef struct srt_pf {
     int32_t l1, l2;
 } srt_pf;
@@ -47,7 +47,11 @@ typedef struct srt_pf_set {
     srt_pf kr; /* kmi4r and q4_0 rows (the AVX-512 and AVX2 kernels; NEON's multi-input rows) */
     srt_pf q8; /* q8_0 rows (2.1x as long as kmi4r rows at the same width) */
     srt_pf kd; /* kmi4 and kmi8 (x86) */
+    /* x86 kmi4: output tiles (128 outputs) one pass over the live list covers, 1..SRT_KD_PASS_MAX;
+     * a neuron vector longer than that is read in pieces, one per pass */
+    int32_t kd_pass_tiles;
 } srt_pf_set;
+#define SRT_KD_PASS_MAX 32
 /* The distances for the CPU this runs on (srt_cpu.c). */
 srt_pf_set srt_cpu_prefetch(void);
 
@@ -166,6 +170,7 @@ typedef struct srt_kd_job {
      * past p1 when the same thread's next call goes on from there for the same outputs */
     int64_t pf_end;
     srt_pf pf; /* prefetch distances in quads (the kernel table's kd pair) */
+    int32_t pass_tiles; /* x86 kmi4: output tiles a pass covers (the kernel table's kd_pass_tiles) */
 } srt_kd_job;
 
 /* The end of the list positions a kmi4 / kmi8 kernel's call for [p0, p1) prefetches up to. */
