@@ -107,7 +107,7 @@ const char *srt_cpu_feature_names(uint32_t mask, char *buf, int cap) {
     return buf;
 }
 
-/* AMD's cores (Zen 2-4: CPUID vendor "AuthenticAMD", or Hygon's Zen-based "HygonGenuine"). */
+/* AMD's cores (CPUID vendor "AuthenticAMD", or Hygon's Zen-based "HygonGenuine"). */
 static bool cpu_is_amd(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
@@ -132,7 +132,7 @@ srt_pf_set srt_cpu_prefetch(void) {
      * into L1 and 16 into L2 (dense kmi4r 294-305 -> 227-234 µs, at d = 0.5 166-175 -> 153-158; without
      * the L2 prefetch 480-517 µs: the hardware prefetchers alone serve these rows poorly); kmi4 one
      * quad ahead into L1 instead of two, dense 5632 -> 2048 380-385 -> 318-333 µs. Distances into L1
-     * beyond one row lost there (2 rows: 289-291 µs, 6: 294-305): an AMD core's software prefetches
+     * beyond one row lost there (2 rows: 289-291 µs, 6: 292-309): an AMD core's software prefetches
      * probably hold its L1 miss buffers, which the loads then wait for. */
     /* And kmi4 passes of 32 output tiles instead of 16, so that a neuron vector of 4,096 outputs (the
      * 8B shape's down projection) is read whole in one pass rather than in two 1 KB halves a list
