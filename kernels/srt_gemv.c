@@ -481,11 +481,11 @@ typedef struct kd_task {
 /* The kernel and the job (no input yet) of a kmi4 / kmi8 matrix. */
 static void kd_setup(const srt_ctx *ctx, const srt_matrix *m, void (**fn)(const srt_kd_job *, int64_t, int64_t, float *),
                      srt_kd_job *job) {
+    const srt_kernels *k = srt_ctx_kernels(ctx);
     const bool k8 = m->layout == SRT_LAYOUT_KMI8;
-    *fn = k8 ? srt_ctx_kernels(ctx)->kmi8 : srt_ctx_kernels(ctx)->kmi4;
+    *fn = k8 ? k->kmi8 : k->kmi4;
     *job = (srt_kd_job){m->rows, m->data, k8 ? srt_k8_rows_pad(m->rows) : srt_kd_rows_pad(m->rows), m->cols / SRT_QK,
-                        NULL, NULL, 0, NULL, 0, 0, 0, srt_ctx_kernels(ctx)->pf.kd,
-                        srt_ctx_kernels(ctx)->pf.kd_pass_tiles};
+                        NULL, NULL, 0, NULL, 0, 0, 0, k->pf.kd, k->pf.kd_pass_tiles};
 }
 
 static void kd_thread(void *arg, int tid, int nth) {

@@ -38,8 +38,9 @@ _Static_assert(offsetof(srt_block_q4_0, qs) == 2 && offsetof(srt_block_q8_0, qs)
 /* Software prefetch distances (and the width of a kmi4 pass): how far ahead of the one it computes a
  * kernel asks for lines into L1 (l1) and into L2 (l2), in list positions (rows for the row kernels,
  * quads of four neurons for kmi4 and kmi8). The best distances depend on the CPU's prefetchers and
- * miss buffers, so they are chosen per CPU kind when the kernel tables are built (srt_cpu_prefetch) and every job carries its
- * layout's pair; they change no result, only which lines are asked for early (and in what order). */
+ * miss buffers, so they are chosen per CPU kind when the kernel tables are built (srt_cpu_prefetch)
+ * and every job carries its layout's pair; they change no result, only which lines are asked for
+ * early (and in what order). */
 typedef struct srt_pf {
     int32_t l1, l2;
 } srt_pf;

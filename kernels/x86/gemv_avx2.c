@@ -93,10 +93,11 @@ static inline __m256i dot_q8(const uint8_t *blk, const int8_t *a) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* GGML q4_0 (Q4) or q8_0 rows with the AVX-512 kernels' prefetch schedule: rows j->pf.l1 list positions
- * ahead into L1 and j->pf.l2 ahead into L2 (the kmi4r distances for q4_0's bytes per weight, q8_0's for
- * its: rows_setup picks the pair), each step of eight blocks taking its share of their lines (srt_pf_share: a division per
- * block to find it cost the q8_0 rows more than their dots, 1.64x the floor against 1.25x). */
+/* GGML q4_0 (Q4) or q8_0 rows with the AVX-512 kernels' prefetch schedule: rows j->pf.l1 list
+ * positions ahead into L1 and j->pf.l2 ahead into L2 (the kmi4r distances for q4_0's bytes per weight,
+ * q8_0's for its: rows_setup picks the pair), each step of eight blocks taking its share of their
+ * lines (srt_pf_share: a division per block to find it cost the q8_0 rows more than their dots, 1.64x
+ * the floor against 1.25x). */
 static inline __attribute__((always_inline)) void rows_blocks_avx2(const srt_rows_job *j, int64_t i0, int64_t i1,
                                                                    const int Q4) {
     const int64_t bs = Q4 ? SRT_Q4_BYTES : SRT_Q8_BYTES, ahead = j->pf.l1, far = j->pf.l2;

@@ -47,7 +47,6 @@
 #include "../srt_kern.h"
 
 #define KD_MAX_QUADS 8 /* 32 neurons per K-block */
-#define KD_CHUNK SRT_KD_PASS_MAX /* at most this many output tiles per pass (j->pass_tiles) */
 #define KD_NH (64 / VB) /* vectors per 64-byte tile */
 #define KD_LANES (VB / 4)
 /* Prefetch distances in quads (j->pf, srt_kern.h): every line twice, j->pf.l2
@@ -155,9 +154,9 @@ static void SRT_SFX(kd)(const srt_kd_job *j, int64_t p0, int64_t p1, float *y) {
     srt_kd_tiles_of(j, SRT_KD_TILE, rp / SRT_KD_TILE, &t0, &nt);
     const int8_t *hq = j->h->q;
     /* a pass's outputs: their float sums fa and a K-block's integer sums ia (in L1 at 16 tiles, 16 KB) */
-    _Alignas(64) float fa[KD_CHUNK * SRT_KD_TILE];
-    _Alignas(64) VI ia[KD_CHUNK * KD_NH * 8];
-    const int64_t chunk = j->pass_tiles < 1 ? 1 : j->pass_tiles > KD_CHUNK ? KD_CHUNK : j->pass_tiles;
+    _Alignas(64) float fa[SRT_KD_PASS_MAX * SRT_KD_TILE];
+    _Alignas(64) VI ia[SRT_KD_PASS_MAX * KD_NH * 8];
+    const int64_t chunk = j->pass_tiles < 1 ? 1 : j->pass_tiles > SRT_KD_PASS_MAX ? SRT_KD_PASS_MAX : j->pass_tiles;
     for (int64_t c0 = t0; c0 < nt; c0 += chunk) {
         const int64_t c1 = c0 + chunk < nt ? c0 + chunk : nt;
         srt_kd_start(j, fa, c0 * SRT_KD_TILE, (c1 - c0) * SRT_KD_TILE);
