@@ -224,6 +224,30 @@ void cli_blas_fix_kernels(char **argv) {
     unsetenv(BLAS_AUTO_ENV);
 }
 
+sc_status cli_ctx_create(srt_ctx **out, srt_isa isa, int threads, sc_err *err) {
+    srt_status st = srt_ctx_create(out, isa, threads);
+    if (st == SRT_OK) return SC_OK;
+    if (st == SRT_EPREFETCH)
+        return sc_errf(err, SC_EARG, "SPARSECAL_PREFETCH=\"%s\" is malformed: expected %s", getenv("SPARSECAL_PREFETCH"),
+                       SRT_PREFETCH_SYNTAX);
+    if (st == SRT_EISA)
+        return sc_errf(err, SC_EARG, "ISA %s is not available on this CPU",
+                       isa == SRT_ISA_AUTO ? "(SPARSECAL_ISA)" : srt_isa_name(isa));
+    return sc_errf(err, SC_ENOMEM, "cannot start a kernel context with %d threads (%s)", threads, srt_status_str(st));
+}
+
+bool cli_prefetch_desc(char *buf, int cap) {
+    srt_ctx *ctx = NULL;
+    sc_err err = {0};
+    if (cli_ctx_create(&ctx, SRT_ISA_SCALAR, 1, &err) != SC_OK) {
+        snprintf(buf, (size_t)cap, "%s", err.msg);
+        return false;
+    }
+    srt_ctx_prefetch(ctx, buf, cap);
+    srt_ctx_free(ctx);
+    return true;
+}
+
 void cli_print_provenance(FILE *f, const sc_config *c) {
     char avail[128], chosen[128];
     isa_lists(avail, sizeof avail, chosen, sizeof chosen);
@@ -243,6 +267,13 @@ void cli_print_provenance(FILE *f, const sc_config *c) {
                 b.coretype_env[0] ? "=" : " unset", b.coretype_env, b.threads);
     fprintf(f, "threads     %d (%s%s): BLAS %d, runtime kernels %d\n", n, sc_threads_source_name(why),
             !c && why == SC_THREADS_ALL_CORES ? "; 1 for models with layers under 4M parameters" : "", blas_n, n);
+    char pf[512];
+    const char *pe = getenv("SPARSECAL_PREFETCH");
+    if (cli_prefetch_desc(pf, sizeof pf))
+        fprintf(f, "prefetch    %s (%s%s%s)\n", pf, pe ? "SPARSECAL_PREFETCH=" : "this CPU kind's distances; SPARSECAL_PREFETCH unset",
+                pe ? pe : "", pe ? " over this CPU kind's" : "");
+    else
+        fprintf(f, "prefetch    none: %s\n", pf);
 }
 
 void cli_provenance_json(cJSON *j, const sc_config *c) {
@@ -253,6 +284,9 @@ void cli_provenance_json(cJSON *j, const sc_config *c) {
     for (int i = 0; i < SRT_ISA_COUNT; i++)
         if (srt_isa_available((srt_isa)i)) cJSON_AddItemToArray(arr, cJSON_CreateString(srt_isa_name((srt_isa)i)));
     cJSON_AddStringToObject(k, "selected", chosen);
+    char pf[512];
+    if (cli_prefetch_desc(pf, sizeof pf)) cJSON_AddStringToObject(k, "prefetch", pf);
+    else cJSON_AddNullToObject(k, "prefetch");
     sc_threads_source why;
     int blas_n, n = threads_for(c, &why, &blas_n);
     sc_blas_desc b;

@@ -130,6 +130,13 @@ sc_status cli_steps(int64_t n_predict, int64_t steps_given, int64_t n_prompt, in
     {"top-p", 0, SC_ARG_FLOAT, &(top_p), "P", "nucleus sampling threshold; 1 = off (default 0.9)", 0, 1},             \
     {"seed", 's', SC_ARG_U64, &(seed), "S", "sampling seed (default 0: from the clock)", 0, 0}
 
+/* srt_ctx_create with the reason in err when it fails: SPARSECAL_PREFETCH malformed (naming it and
+ * the syntax), the ISA not available here, or no memory / threads. */
+sc_status cli_ctx_create(srt_ctx **out, srt_isa isa, int threads, sc_err *err);
+/* The prefetch distances a context of this process starts with (SPARSECAL_PREFETCH applied) into
+ * buf; false, with the reason in buf, when SPARSECAL_PREFETCH is malformed. */
+bool cli_prefetch_desc(char *buf, int cap);
+
 /* Prints j on one line to stdout and frees it (the --json output of every command). */
 struct cJSON;
 void cli_print_json(struct cJSON *j);

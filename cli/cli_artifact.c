@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "cli.h"
 #include "filekind.h"
 #include "threads.h"
 
@@ -22,7 +23,8 @@ sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, srt_
         return sc_errf(err, SC_EARG, "ISA %s is not available on this CPU",
                        isa == SRT_ISA_AUTO ? "(SPARSECAL_ISA)" : srt_isa_name(isa));
     /* the thread count depends on the model's shape: open with one thread, then move to the pool */
-    if (srt_ctx_create(&a->ctx1, isa, 1) != SRT_OK) return sc_errf(err, SC_ENOMEM, "out of memory");
+    sc_status cs0 = cli_ctx_create(&a->ctx1, isa, 1, err);
+    if (cs0 != SC_OK) return cs0;
     char msg[1024] = "";
     srt_model_opts mo = {ctx_cap, a->ctx1, kv};
     srt_ct_status cs = srt_model_open(path, &mo, &a->m, msg, sizeof msg);

@@ -741,7 +741,7 @@ static void machine(char *cpu, size_t cap) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dims = "6144:1536", *sps = "0.3,0.5,0.6,0.7", *ths = "1,2", *isa_name = "auto";
-    const char *csv = NULL, *md = NULL, *png = NULL;
+    const char *csv = NULL, *md = NULL, *png = NULL, *prefetch = NULL;
     int64_t layers = 35, warm = 5, passes = 50, runs = 3;
     double mem_gib = 6.0;
     bool json = false, quick = false;
@@ -757,6 +757,8 @@ int cmd_bench(int argc, char **argv) {
         {"runs", 0, SC_ARG_INT, &runs, "N", "repeats of the whole measurement; medians of runs (default 3)", 1, 15},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, amx, neon, dotprod, i8mm (default auto: "
             "the best here)", 0, 0},
+        {"prefetch", 0, SC_ARG_STR, &prefetch, "SPEC", "software prefetch distances over this CPU's (and "
+            "SPARSECAL_PREFETCH's): " SRT_PREFETCH_SYNTAX, 0, 0},
         {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
         {"huge-pages", 0, SC_ARG_FLAG, &huge_pages, NULL, "weights in 2 MB-aligned memory advised for transparent huge pages (as run --no-mmap)", 0, 0},
         {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV (default: none)", 0, 0},
@@ -815,6 +817,20 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "sparsecal bench: instruction set '%s' not available here\n", isa_name);
         return 2;
     }
+    /* the distances every context below runs with (checked before the matrices are made) */
+    char pf[128];
+    {
+        srt_ctx *c = NULL;
+        sc_err err = {{0}};
+        if (cli_ctx_create(&c, isa, 1, &err) != SC_OK || (prefetch && srt_ctx_set_prefetch(c, prefetch) != SRT_OK)) {
+            if (c) snprintf(err.msg, sizeof err.msg, "--prefetch \"%s\" is malformed: expected %s", prefetch, SRT_PREFETCH_SYNTAX);
+            fprintf(stderr, "sparsecal bench: %s\n", err.msg);
+            srt_ctx_free(c);
+            return 2;
+        }
+        srt_ctx_prefetch(c, pf, sizeof pf);
+        srt_ctx_free(c);
+    }
     int th[MAX_THREADS];
     for (int t = 0; t < nth; t++) th[t] = (int)thd[t];
     result *R = calloc((size_t)(nd / 2 * nth * 64), sizeof(result));
@@ -842,6 +858,7 @@ int cmd_bench(int argc, char **argv) {
         for (int t = 0; t < nth && !rc; t++) {
             B->nth = th[t];
             srt_status st = srt_ctx_create(&B->ctx, isa, th[t]);
+            if (st == SRT_OK && prefetch) st = srt_ctx_set_prefetch(B->ctx, prefetch);
             if (st != SRT_OK) {
                 fprintf(stderr, "sparsecal bench: %s\n", srt_status_str(st));
                 rc = 1;
@@ -863,6 +880,7 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(root, "cpu", cpu);
         cJSON_AddStringToObject(root, "features", feat);
         cJSON_AddStringToObject(root, "isa", srt_isa_name(isa));
+        cJSON_AddStringToObject(root, "prefetch", pf);
         cJSON_AddNumberToObject(root, "warmup", (double)warm);
         cJSON_AddNumberToObject(root, "passes", (double)passes);
         cJSON_AddNumberToObject(root, "runs", (double)runs);
@@ -902,9 +920,10 @@ int cmd_bench(int argc, char **argv) {
     for (int o = 0; o < 2 && !rc; o++) {
         FILE *f = outs[o];
         if (!f) continue;
-        fprintf(f, "Machine: %s, %ld CPUs online; features: %s; kernels: %s. Settings: %lld warm-up + %lld timed passes, "
-                   "%lld run%s (median of run medians; min/max over all timed GEMVs); live sets: %s; weights in %s.\n",
-                cpu, sysconf(_SC_NPROCESSORS_ONLN), feat, srt_isa_name(isa), (long long)warm, (long long)passes,
+        fprintf(f, "Machine: %s, %ld CPUs online; features: %s; kernels: %s, prefetch %s. Settings: %lld warm-up + %lld "
+                   "timed passes, %lld run%s (median of run medians; min/max over all timed GEMVs); live sets: %s; weights "
+                   "in %s.\n",
+                cpu, sysconf(_SC_NPROCESSORS_ONLN), feat, srt_isa_name(isa), pf, (long long)warm, (long long)passes,
                 (long long)runs, runs > 1 ? "s" : "", clustered ? live_desc : "uniformly random per layer",
                 huge_pages ? "huge-page-advised memory" : "4 KB pages");
         for (int d = 0; d < nd; d += 2)

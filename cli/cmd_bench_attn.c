@@ -138,10 +138,8 @@ int cmd_bench_attention(int argc, char **argv) {
         return cli_fail("bench-attention", SC_EARG, &err);
     }
     srt_ctx *ctx = NULL;
-    if (srt_ctx_create(&ctx, isa, 1) != SRT_OK) {
-        sc_errf(&err, SC_ENOMEM, "out of memory");
-        return cli_fail("bench-attention", SC_ENOMEM, &err);
-    }
+    sc_status cs = cli_ctx_create(&ctx, isa, 1, &err);
+    if (cs != SC_OK) return cli_fail("bench-attention", cs, &err);
     attn_row rows[MAX_POS];
     int st = 0;
     for (int i = 0; i < npos && !st; i++) {

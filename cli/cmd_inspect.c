@@ -353,8 +353,9 @@ int cmd_verify(int argc, char **argv) {
             srt_ctx *ctx = NULL;
             srt_model *m = NULL;
             srt_model_opts mo = {1, NULL, SRT_KV_F32}; /* one position: the cache is not what is checked */
-            if (srt_ctx_create(&ctx, SRT_ISA_SCALAR, 1) != SRT_OK) {
-                snprintf(msg, sizeof msg, "%s: cannot create a kernel context", path);
+            sc_err ce;
+            if (cli_ctx_create(&ctx, SRT_ISA_SCALAR, 1, &ce) != SC_OK) {
+                snprintf(msg, sizeof msg, "%s", ce.msg);
             } else {
                 mo.ctx = ctx;
                 if (srt_model_open(path, &mo, &m, msg, sizeof msg) == SRT_CT_OK) msg[0] = '\0';

@@ -354,6 +354,8 @@ int cmd_run(int argc, char **argv) {
         }
         cJSON_AddNumberToObject(j, "ffn_dim", (double)c->ffn_dim);
         cJSON_AddStringToObject(j, "isa", srt_isa_name(srt_ctx_isa(ctx)));
+        char pf[128];
+        cJSON_AddStringToObject(j, "prefetch", srt_ctx_prefetch(ctx, pf, sizeof pf));
         cJSON_AddNumberToObject(j, "threads", (double)threads);
         cJSON_AddNumberToObject(j, "weight_bytes", (double)srt_model_weight_bytes(m));
         cJSON_AddNumberToObject(j, "kv_cache_positions", (double)srt_model_ctx_allocated(m));

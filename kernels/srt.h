@@ -50,7 +50,8 @@ typedef enum srt_status {
     SRT_ESCRATCH, /* the context's scratch is too small: srt_ctx_reserve (no longer returned; kept for
                    * the numbering) */
     SRT_ENOTSUP,  /* the layout has no kernel for this operation */
-    SRT_ENONFINITE /* the model produced NaN or inf (srt_model_fault says where) */
+    SRT_ENONFINITE, /* the model produced NaN or inf (srt_model_fault says where) */
+    SRT_EPREFETCH   /* a prefetch spec (SPARSECAL_PREFETCH, srt_ctx_set_prefetch) is malformed */
 } srt_status;
 
 const char *srt_status_str(srt_status st);
@@ -103,6 +104,21 @@ srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads);
 void srt_ctx_free(srt_ctx *ctx);
 srt_isa srt_ctx_isa(const srt_ctx *ctx);
 int srt_ctx_threads(const srt_ctx *ctx);
+/* Software prefetch distances. The GEMV kernels ask for the weights' lines ahead of where they
+ * read: rows (kmi4r, q4_0, q8_0) or quads of four neurons (kmi4, kmi8) ahead into L1 and, further,
+ * into L2; the x86 kmi4 kernel also covers a number of 128-output tiles per pass over its list.
+ * Each context starts from its CPU kind's distances (measured on Intel Xeons and AMD Zen 4), then
+ * SPARSECAL_PREFETCH when set (srt_ctx_create returns SRT_EPREFETCH if it is malformed). A spec is
+ * a comma- or space-separated list of kr=L1/L2 (kmi4r and q4_0 rows), q8=L1/L2 (q8_0 rows),
+ * kd=L1/L2 (kmi4, kmi8) and pass=N, each optional; "default" alone (or "") changes nothing.
+ * L1 0..64, L2 0..1024, N 1..32; 0 prefetches the lines being read (no look-ahead). Distances
+ * change no result, only speed. */
+#define SRT_PREFETCH_SYNTAX "kr=L1/L2,q8=L1/L2,kd=L1/L2,pass=N (any of them; L1 0-64, L2 0-1024, N 1-32)"
+/* Applies spec on top of ctx's distances; on SRT_EPREFETCH nothing changes. */
+srt_status srt_ctx_set_prefetch(srt_ctx *ctx, const char *spec);
+/* ctx's distances as a spec ("kr=1/16,q8=3/16,kd=1/8,pass=32") into buf. */
+const char *srt_ctx_prefetch(const srt_ctx *ctx, char *buf, int cap);
+
 /* Per-thread scratch (decode's attention heads keep their scores there when
  * run over the pool): floats per extra thread. The default covers 65536
  * positions. (The kmi4 / kmi8 GEMVs grow a buffer of their own as needed.) */

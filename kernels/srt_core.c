@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ const char *srt_status_str(srt_status st) {
     case SRT_ESCRATCH: return "context scratch too small";
     case SRT_ENOTSUP: return "operation not supported by this layout";
     case SRT_ENONFINITE: return "non-finite values";
+    case SRT_EPREFETCH: return "malformed prefetch spec (expected " SRT_PREFETCH_SYNTAX ")";
     }
     return "unknown status";
 }
@@ -210,7 +212,8 @@ const srt_kernels *srt_kernels_get(srt_isa isa) {
 
 struct srt_ctx {
     srt_isa isa;
-    const srt_kernels *k;
+    const srt_kernels *k; /* &kt */
+    srt_kernels kt;       /* the ISA's table with this context's prefetch distances */
     int nthreads;
     srt_pool *pool;
     float *scratch; /* (nthreads - 1) x scratch_floats */
@@ -240,8 +243,14 @@ srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads) {
     srt_ctx *c = calloc(1, sizeof *c);
     if (!c) return SRT_ENOMEM;
     c->isa = chosen;
-    c->k = srt_kernels_get(chosen);
+    c->kt = *srt_kernels_get(chosen);
+    c->k = &c->kt;
     c->nthreads = nthreads;
+    const char *pf = getenv("SPARSECAL_PREFETCH");
+    if (pf && srt_ctx_set_prefetch(c, pf) != SRT_OK) {
+        free(c);
+        return SRT_EPREFETCH;
+    }
     if (nthreads > 1) {
         st = srt_pool_create(&c->pool, nthreads);
         if (st == SRT_OK) st = srt_ctx_reserve(c, 65536);
@@ -252,6 +261,57 @@ srt_status srt_ctx_create(srt_ctx **out, srt_isa isa, int nthreads) {
     }
     *out = c;
     return SRT_OK;
+}
+
+/* "N" or "A/B" at *p into v[0..n), each within [lo, hi] of its own; advances *p past it. */
+static bool pf_ints(const char **p, int32_t *v, int n, const int32_t *lo, const int32_t *hi) {
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && *(*p)++ != '/') return false;
+        if (**p < '0' || **p > '9') return false;
+        char *e;
+        errno = 0;
+        long x = strtol(*p, &e, 10);
+        if (errno || x < lo[i] || x > hi[i]) return false;
+        v[i] = (int32_t)x;
+        *p = e;
+    }
+    return true;
+}
+
+srt_status srt_ctx_set_prefetch(srt_ctx *ctx, const char *spec) {
+    if (!ctx || !spec) return SRT_EINVAL;
+    srt_pf_set pf = ctx->kt.pf;
+    const char *p = spec;
+    while (*p == ' ' || *p == ',') p++;
+    if (strcmp(p, "default") == 0) return SRT_OK;
+    static const int32_t lo2[2] = {0, 0}, hi2[2] = {64, 1024}, lo1[1] = {1}, hi1[1] = {SRT_KD_PASS_MAX};
+    while (*p) {
+        const char *eq = strchr(p, '=');
+        if (!eq) return SRT_EPREFETCH;
+        const size_t kl = (size_t)(eq - p);
+        int32_t v[2];
+        srt_pf *dst = NULL;
+        if (kl == 2 && strncmp(p, "kr", 2) == 0) dst = &pf.kr;
+        else if (kl == 2 && strncmp(p, "q8", 2) == 0) dst = &pf.q8;
+        else if (kl == 2 && strncmp(p, "kd", 2) == 0) dst = &pf.kd;
+        else if (!(kl == 4 && strncmp(p, "pass", 4) == 0)) return SRT_EPREFETCH;
+        p = eq + 1;
+        if (!pf_ints(&p, v, dst ? 2 : 1, dst ? lo2 : lo1, dst ? hi2 : hi1)) return SRT_EPREFETCH;
+        if (dst) *dst = (srt_pf){v[0], v[1]};
+        else pf.kd_pass_tiles = v[0];
+        if (*p && *p != ' ' && *p != ',') return SRT_EPREFETCH;
+        while (*p == ' ' || *p == ',') p++;
+    }
+    ctx->kt.pf = pf;
+    return SRT_OK;
+}
+
+const char *srt_ctx_prefetch(const srt_ctx *ctx, char *buf, int cap) {
+    if (!buf || cap < 1) return buf;
+    const srt_pf_set *f = &ctx->kt.pf;
+    snprintf(buf, (size_t)cap, "kr=%d/%d,q8=%d/%d,kd=%d/%d,pass=%d", (int)f->kr.l1, (int)f->kr.l2, (int)f->q8.l1,
+             (int)f->q8.l2, (int)f->kd.l1, (int)f->kd.l2, (int)f->kd_pass_tiles);
+    return buf;
 }
 
 void srt_ctx_free(srt_ctx *ctx) {

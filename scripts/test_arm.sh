@@ -36,13 +36,13 @@ done
 objs+=("$OUT/kmi4_dotprod.o" "$OUT/rows_i8mm.o")
 "$CC" "${CFLAGS[@]}" -c tests/support/testing.c -o "$OUT/testing.o"
 
-for t in tests/test_kernels.c tests/test_kernels_layouts.c; do
+for t in tests/test_kernels.c tests/test_kernels_layouts.c tests/test_prefetch.c; do
   "$CC" "${CFLAGS[@]}" "$t" "$OUT/testing.o" "${objs[@]}" -lm -lpthread -o "$OUT/$(basename "${t%.c}")"
 done
 # every (test, CPU) run under qemu, one per core at a time (qemu-user runs each test's threads on the
 # host's; the runs are independent), then their outputs in order
 runs=()
-for name in test_kernels test_kernels_layouts; do
+for name in test_kernels test_kernels_layouts test_prefetch; do
   for cpu in max cortex-a76 cortex-a72; do
     runs+=("$name $cpu")
     if SRT_TEST_QUICK=1 "$QEMU" -cpu "$cpu" -L "$SYSROOT" "$OUT/$name" >"$OUT/$name.$cpu.log" 2>&1; then

@@ -6,6 +6,7 @@
  *  - sc_calib_options_diff on canonical option strings;
  *  - progress on a stderr that is not a terminal: whole lines, no '\r', at
  *    most one per tenth of the work (the run is shorter than 10 s). */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,12 @@ int main(void) {
     says(a, 2, "dim 63 is not a multiple of n_heads 2");
     snprintf(a, sizeof a, "generate -m %s --tokenizer %s --steps 3 -p 'Once upon a time there was'", M, T);
     says(a, 2, "fills all 3 steps");
+    /* prefetch distances: a malformed spec is named, before any work (and before the artifact is read) */
+    says("bench --quick --prefetch kd=1/8,pass=0", 2, "--prefetch \"kd=1/8,pass=0\" is malformed: expected kr=L1/L2,");
+    CHECK(setenv("SPARSECAL_PREFETCH", "kr=1/2;", 1) == 0);
+    says("bench --quick", 2, "SPARSECAL_PREFETCH=\"kr=1/2;\" is malformed: expected kr=L1/L2,");
+    says("run -m missing.spk -n 1", 2, "SPARSECAL_PREFETCH=\"kr=1/2;\" is malformed: expected kr=L1/L2,");
+    CHECK(unsetenv("SPARSECAL_PREFETCH") == 0);
 
     /* progress into a pipe: whole lines, each "ppl: i/400 sequences", the last 400/400 */
     snprintf(a, sizeof a, "ppl -m %s --tokenizer %s -f %s --max-docs 400", M, T, X);

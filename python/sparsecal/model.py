@@ -49,6 +49,8 @@ class Model:
             raise SparsecalError(f"threads {threads}: must be 1..1024")
         ctx = ctypes.c_void_p()
         st = L.srt_ctx_create(ctypes.byref(ctx), isa_id.value, int(threads))
+        if st == 8:  # SRT_EPREFETCH
+            raise SparsecalError(f"SPARSECAL_PREFETCH={os.environ.get('SPARSECAL_PREFETCH')!r}: {status_str(st)}")
         if st != 0:
             raise SparsecalError(f"cannot create a kernel context with {threads} threads ({status_str(st)})")
         self._ctx = ctx

@@ -213,6 +213,12 @@ class TestSparsecal(unittest.TestCase):
                 m.generate([1], steps=100000)
         with self.assertRaisesRegex(sparsecal.SparsecalError, "tokenize"):
             sparsecal.tokenize(self.scal, "x")
+        os.environ["SPARSECAL_PREFETCH"] = "kd=1/8,pass=99"
+        try:
+            with self.assertRaisesRegex(sparsecal.SparsecalError, "SPARSECAL_PREFETCH='kd=1/8,pass=99'.*kr=L1/L2"):
+                sparsecal.Model(self.spk)
+        finally:
+            del os.environ["SPARSECAL_PREFETCH"]
 
 
 if __name__ == "__main__":
