@@ -757,8 +757,8 @@ int cmd_bench(int argc, char **argv) {
         {"runs", 0, SC_ARG_INT, &runs, "N", "repeats of the whole measurement; medians of runs (default 3)", 1, 15},
         {"isa", 0, SC_ARG_STR, &isa_name, "ISA", "auto, scalar, avx2, avx512, amx, neon, dotprod, i8mm (default auto: "
             "the best here)", 0, 0},
-        {"prefetch", 0, SC_ARG_STR, &prefetch, "SPEC", "software prefetch distances over this CPU's (and "
-            "SPARSECAL_PREFETCH's): " SRT_PREFETCH_SYNTAX, 0, 0},
+        {"prefetch", 0, SC_ARG_STR, &prefetch, "SPEC", "software prefetch distances, " SRT_PREFETCH_SYNTAX
+            " (default: this CPU kind's, with SPARSECAL_PREFETCH's on top)", 0, 0},
         {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
         {"huge-pages", 0, SC_ARG_FLAG, &huge_pages, NULL, "weights in 2 MB-aligned memory advised for transparent huge pages (as run --no-mmap)", 0, 0},
         {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV (default: none)", 0, 0},
