@@ -10,10 +10,16 @@
 #include "srt_model_internal.h"
 
 bool srt_vec_finite(const float *x, int64_t n) {
-    /* x - x is 0 for finite x and NaN for inf or NaN: one branch-free pass */
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n; i++) acc += x[i] - x[i];
-    return acc == 0.0f;
+    /* x - x is 0 for finite x and NaN for inf or NaN: one branch-free pass, in eight sums so the adds
+     * do not wait on each other (one chain cost 2 µs per 2,048 values, 44 times a token) */
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[i + k] - x[i + k];
+    for (; i < n; i++) acc[0] += x[i] - x[i];
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += acc[k];
+    return s == 0.0f;
 }
 
 typedef struct stage {

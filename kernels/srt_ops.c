@@ -2,10 +2,16 @@
 #include "srt_ops.h"
 
 float srt_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    /* four sums, so the double adds do not wait on each other (a single chain took 2-3 µs per 2,048
+     * values); the float r they round to is the same but for a sum within 2^-53 of a rounding step */
+    double s4[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) s4[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++) s4[0] += (double)x[i] * x[i];
+    const double ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
     float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    for (int64_t i = 0; i < n; i++) out[i] = w[i] * (r * x[i]);
+    for (i = 0; i < n; i++) out[i] = w[i] * (r * x[i]);
     return r;
 }
 
