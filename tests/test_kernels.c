@@ -13,12 +13,7 @@
 #include "testing.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd_u32(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t rnd_u32(void) { return sc_test_u32(&rng); }
 static float rnd_unit(void) { return (float)(rnd_u32() & 0xffffff) / 16777216.0f; }
 static float rnd_gauss(void) {
     float u = rnd_unit() + 1e-7f, v = rnd_unit();

@@ -21,12 +21,7 @@ __attribute__((target("f16c"))) static uint16_t f16c_fp32_to_fp16(float f) {
 #endif
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd_u32(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t rnd_u32(void) { return sc_test_u32(&rng); }
 static float rnd_unit(void) { return (float)(rnd_u32() & 0xffffff) / 16777216.0f; }
 static float rnd_gauss(void) {
     float u = rnd_unit() + 1e-7f, v = rnd_unit();

@@ -13,12 +13,7 @@
 #include "testing.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd_u32(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t rnd_u32(void) { return sc_test_u32(&rng); }
 static float rnd_sym(void) { return ((float)(rnd_u32() & 0xffffff) / 8388608.0f) - 1.0f; }
 
 static void test_syntax(void) {

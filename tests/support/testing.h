@@ -12,6 +12,14 @@
 
 extern int sc_test_passed, sc_test_failed;
 
+/* The tests' reproducible random stream: xorshift64 (13, 7, 17) on *s, bits 16-47 of the new state. */
+static inline uint32_t sc_test_u32(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 16);
+}
+
 struct sc_model;
 struct sc_layer;
 /* The f32 weights of layer l (sc_model_layer; the view of a layer converted on
