@@ -62,7 +62,19 @@ static void usage(FILE *f) {
     fprintf(f, "sparsecal %s - calibration toolchain for activation sparsity\n\nusage: sparsecal COMMAND [options]\n\n"
                "commands:\n", SC_VERSION);
     for (const command *c = commands; c->name; c++) fprintf(f, "  %-14s %s\n", c->name, c->help);
-    fprintf(f, "\n'sparsecal COMMAND --help' describes each command's options.\n");
+    fprintf(f, "\n'sparsecal COMMAND --help' describes each command's options.\n"
+               "\nenvironment:\n"
+               "  SPARSECAL_ISA          runtime kernels: scalar, avx2, avx512, amx, neon, dotprod, i8mm (default: the best here)\n"
+               "  SPARSECAL_PREFETCH     the kernels' prefetch distances (default: this CPU kind's; docs/BENCH.md: a sweep):\n"
+               "                         %s\n"
+               "  OPENBLAS_NUM_THREADS   threads for BLAS and the runtime kernels (default: every CPU this process may\n"
+               "                         use; 1 for models with layers under 4M parameters)\n"
+               "  OPENBLAS_CORETYPE      OpenBLAS's kernel set (default: OpenBLAS's choice, widened by sparsecal when it is\n"
+               "                         narrower than the CPU)\n"
+               "  SPARSECAL_SPILL_DIR    where compute spills calibration samples (default: $TMPDIR, else /tmp; off: memory)\n"
+               "  SPARSECAL_MEM_AVAILABLE the memory budget in bytes (default: MemAvailable in /proc/meminfo)\n"
+               "'sparsecal --version' shows the kernels, BLAS, threads and prefetch distances this machine gets.\n",
+            SRT_PREFETCH_SYNTAX);
 }
 
 int main(int argc, char **argv) {
