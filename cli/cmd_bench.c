@@ -312,7 +312,7 @@ static double config_bytes(const bench *B, const config *c) {
         const int64_t r8 = (B->out + 63) / 64 * 64;
         return (double)live * (double)r8 + blk_hit * (double)r8 * 2.0;
     }
-    case K_ZIGZAG: return (double)l->zz.bytes * frac;
+    case K_ZIGZAG: return (double)l->zz.bytes * (c->sp >= 0 && srt_zz_reads_all(B->ctx, &l->zz, live) ? 1.0 : frac);
     case K_KMI4R: return (double)l->u.bytes * frac;
     case K_MLP:
     case K_MLPIN: {

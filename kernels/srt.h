@@ -110,10 +110,11 @@ int srt_ctx_threads(const srt_ctx *ctx);
  * Each context starts from its CPU kind's distances (measured on Intel Xeons and AMD Zen 4), then
  * SPARSECAL_PREFETCH when set (srt_ctx_create returns SRT_EPREFETCH if it is malformed). A spec is
  * a comma- or space-separated list of kr=L1/L2 (kmi4r and q4_0 rows), q8=L1/L2 (q8_0 rows),
- * kd=L1/L2 (kmi4, kmi8) and pass=N, each optional; "default" alone (or "") changes nothing.
- * L1 0..64, L2 0..1024, N 1..32; 0 prefetches the lines being read (no look-ahead). Distances
- * change no result, only speed. */
-#define SRT_PREFETCH_SYNTAX "kr=L1/L2,q8=L1/L2,kd=L1/L2,pass=N (any of them; L1 0-64, L2 0-1024, N 1-32)"
+ * kd=L1/L2 (kmi4, kmi8), pass=N and zz=F, each optional; "default" alone (or "") changes nothing.
+ * L1 0..64, L2 0..1024, N 1..32; 0 prefetches the lines being read (no look-ahead). zz: the live
+ * fraction (0..2) above which a zigzag column-sparse GEMV reads every channel (above 1: never). None
+ * of them changes a result, only speed. */
+#define SRT_PREFETCH_SYNTAX "kr=L1/L2,q8=L1/L2,kd=L1/L2,pass=N,zz=F (any of them; L1 0-64, L2 0-1024, N 1-32, F 0-2)"
 /* Applies spec on top of ctx's distances; on SRT_EPREFETCH nothing changes. */
 srt_status srt_ctx_set_prefetch(srt_ctx *ctx, const char *spec);
 /* ctx's distances as a spec ("kr=1/16,q8=3/16,kd=1/8,pass=32") into buf. */
@@ -244,6 +245,11 @@ srt_status srt_matrix_check(const srt_matrix *m);
 /* Row r of a row layout (f32, q8_0, q4_0, kmi4r) dequantised into out[cols]
  * (an embedding lookup); SRT_ENOTSUP for the other layouts. */
 srt_status srt_matrix_row(const srt_matrix *m, int64_t r, float *out);
+
+/* Whether ctx's zigzag column-sparse GEMV over n live channels of m reads every channel (the dead
+ * ones as zeros, the same bits) rather than the live ones: above the CPU kind's fraction, or zz=F of
+ * the context's prefetch spec. What it reads, for the byte counts. */
+bool srt_zz_reads_all(const srt_ctx *ctx, const srt_matrix *m, int64_t n);
 
 /* y[v] = W x[v] for v < nvec (a prompt's tokens): row layouts read each block of rows once for all
  * inputs, and every y[v] equals the single-input GEMV's bit for bit; the other layouts run one GEMV

@@ -294,7 +294,18 @@ srt_status srt_ctx_set_prefetch(srt_ctx *ctx, const char *spec) {
         if (kl == 2 && strncmp(p, "kr", 2) == 0) dst = &pf.kr;
         else if (kl == 2 && strncmp(p, "q8", 2) == 0) dst = &pf.q8;
         else if (kl == 2 && strncmp(p, "kd", 2) == 0) dst = &pf.kd;
-        else if (!(kl == 4 && strncmp(p, "pass", 4) == 0)) return SRT_EPREFETCH;
+        else if (kl == 2 && strncmp(p, "zz", 2) == 0) { /* a fraction of the channels, 0-2 */
+            p = eq + 1;
+            if (*p < '0' || *p > '9') return SRT_EPREFETCH;
+            char *e;
+            errno = 0;
+            const double f = strtod(p, &e);
+            if (errno || !(f >= 0.0 && f <= 2.0) || (*e && *e != ' ' && *e != ',')) return SRT_EPREFETCH;
+            pf.zz_dense_above = (float)f;
+            p = e;
+            while (*p == ' ' || *p == ',') p++;
+            continue;
+        } else if (!(kl == 4 && strncmp(p, "pass", 4) == 0)) return SRT_EPREFETCH;
         p = eq + 1;
         if (!pf_ints(&p, v, dst ? 2 : 1, dst ? lo2 : lo1, dst ? hi2 : hi1)) return SRT_EPREFETCH;
         if (dst) *dst = (srt_pf){v[0], v[1]};
@@ -309,8 +320,8 @@ srt_status srt_ctx_set_prefetch(srt_ctx *ctx, const char *spec) {
 const char *srt_ctx_prefetch(const srt_ctx *ctx, char *buf, int cap) {
     if (!buf || cap < 1) return buf;
     const srt_pf_set *f = &ctx->kt.pf;
-    snprintf(buf, (size_t)cap, "kr=%d/%d,q8=%d/%d,kd=%d/%d,pass=%d", (int)f->kr.l1, (int)f->kr.l2, (int)f->q8.l1,
-             (int)f->q8.l2, (int)f->kd.l1, (int)f->kd.l2, (int)f->kd_pass_tiles);
+    snprintf(buf, (size_t)cap, "kr=%d/%d,q8=%d/%d,kd=%d/%d,pass=%d,zz=%.3g", (int)f->kr.l1, (int)f->kr.l2,
+             (int)f->q8.l1, (int)f->q8.l2, (int)f->kd.l1, (int)f->kd.l2, (int)f->kd_pass_tiles, (double)f->zz_dense_above);
     return buf;
 }
 

@@ -126,7 +126,7 @@ srt_pf_set srt_cpu_prefetch(void) {
      * rows 6 ahead into L1 and 32 into L2 (48 or 64 for L2 alike), q8_0 rows 3 and 16, kmi4 2 and 8
      * quads (6 to 24 for L2 alike), kmi4 passes of 16 output tiles (2,048 outputs, whose sums stay in
      * L1). Every other CPU starts from these. */
-    srt_pf_set p = {.kr = {6, 32}, .q8 = {3, 16}, .kd = {2, 8}, .kd_pass_tiles = 16};
+    srt_pf_set p = {.kr = {6, 32}, .q8 = {3, 16}, .kd = {2, 8}, .kd_pass_tiles = 16, .zz_dense_above = 2.0f};
     /* Zen 4 (EPYC 9004 kind, 2-vCPU VM, 1 thread, bench 2048 -> 5632 and 5632 -> 2048): the row
      * kernels ran at 1.4-1.5x the stream floor with Intel's distances and 1.1-1.2x with the next row
      * into L1 and 16 into L2 (dense kmi4r 294-305 -> 227-234 µs, at d = 0.5 166-175 -> 153-158; without
@@ -138,6 +138,10 @@ srt_pf_set srt_cpu_prefetch(void) {
      * 8B shape's down projection) is read whole in one pass rather than in two 1 KB halves a list
      * apart, scattered reads this core serves at half a stream's speed (bench 14336 -> 4096: dense
      * 2062-2149 -> 1705-1754 µs, d = 0.5 1110-1170 -> 1013-1052; 5632 -> 2048 unchanged). */
-    if (cpu_is_amd()) p.kr = (srt_pf){1, 16}, p.kd = (srt_pf){1, 8}, p.kd_pass_tiles = 32;
+    /* And zigzag's live channels (128-byte pieces of 256-row row-blocks) read at 8-9 GB/s there against
+     * 25-30 for the whole matrix, so above a third of the channels live its column-sparse GEMV reads them
+     * all (bench 5632 -> 2048, 1 thread: d = 0.5 sparse 346-395 µs, dense 250-300); on the Intel Xeons
+     * sparse took 0.68x of dense at d = 0.5, so they never do. */
+    if (cpu_is_amd()) p.kr = (srt_pf){1, 16}, p.kd = (srt_pf){1, 8}, p.kd_pass_tiles = 32, p.zz_dense_above = 0.35f;
     return p;
 }

@@ -61,9 +61,9 @@ static double live_bytes(const srt_weight *w, int64_t n, int64_t blocks) {
 
 /* Packed bytes a GEMV over w reads: all of them, or for the live list idx[0..n)
  * the live rows (row layouts), the live neurons' vectors and the scales of
- * every K-block they touch (kmi4), the live channels' share (zigzag). */
-static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
-    if (!idx) return (double)w->m.bytes;
+ * every K-block they touch (kmi4), the live channels' share (zigzag; all of it when srt_zz_reads_all). */
+static double bytes_read(const srt_model *m, const srt_weight *w, const uint32_t *idx, int64_t n) {
+    if (!idx || (w->m.layout == SRT_LAYOUT_ZIGZAG && srt_zz_reads_all(m->ctx, &w->m, n))) return (double)w->m.bytes;
     int64_t blocks = 0; /* only kmi4 and kmi8 count them (a pass over the list per GEMV otherwise) */
     if (w->tr->sparse != SRT_SPARSE_ROWS && (w->m.layout == SRT_LAYOUT_KMI4 || w->m.layout == SRT_LAYOUT_KMI8))
         for (int64_t i = 0; i < n; i++) blocks += i == 0 || idx[i] / 32 != idx[i - 1] / 32;
@@ -73,7 +73,7 @@ static double bytes_read(const srt_weight *w, const uint32_t *idx, int64_t n) {
 static srt_status mv(srt_model *m, const srt_weight *w, const float *x, float *y) {
     srt_input in;
     srt_status st = input_for(m, w, x, &in);
-    m->tm.weight_bytes += bytes_read(w, NULL, 0);
+    m->tm.weight_bytes += bytes_read(m, w, NULL, 0);
     return st != SRT_OK ? st : w->tr->gemv(m->ctx, &w->m, &in, y);
 }
 
@@ -82,7 +82,7 @@ static srt_status mv_sparse(srt_model *m, const srt_weight *w, const float *x, c
     srt_input in;
     srt_live lv = {idx, n, NULL};
     srt_status st = input_for(m, w, x, &in);
-    m->tm.weight_bytes += bytes_read(w, idx, n);
+    m->tm.weight_bytes += bytes_read(m, w, idx, n);
     return st != SRT_OK ? st : w->tr->gemv_sparse(m->ctx, &w->m, &in, &lv, y);
 }
 
@@ -593,7 +593,7 @@ static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, i
     for (int64_t t = 0; t < n; t++) {
         const bool sp = live && live[t].idx;
         any_dense = any_dense || !sp;
-        if (!once) m->tm.weight_bytes += bytes_read(w, sp ? live[t].idx : NULL, sp ? live[t].n : 0);
+        if (!once) m->tm.weight_bytes += bytes_read(m, w, sp ? live[t].idx : NULL, sp ? live[t].n : 0);
         in[t].f = x[t];
         in[t].q = NULL;
         if (w->tr->input == SRT_IN_F32) continue;
@@ -603,7 +603,7 @@ static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, i
         if (st != SRT_OK) return st;
         in[t].q = &act[t];
     }
-    if (once && any_dense) m->tm.weight_bytes += bytes_read(w, NULL, 0);
+    if (once && any_dense) m->tm.weight_bytes += bytes_read(m, w, NULL, 0);
     if (once && !any_dense) { /* the union of the live rows / neurons */
         const int64_t lim = rows ? w->m.rows : w->m.cols;
         uint8_t *mark = m->pf_mark;

@@ -764,12 +764,25 @@ srt_status srt_gemv_zigzag(srt_ctx *ctx, const srt_matrix *m, const srt_input *x
     return st != SRT_OK ? st : zz_run(ctx, m, x, NULL, m->cols, NULL, y);
 }
 
+bool srt_zz_reads_all(const srt_ctx *ctx, const srt_matrix *m, int64_t n) {
+    return (double)n > (double)srt_ctx_kernels(ctx)->pf.zz_dense_above * (double)m->cols;
+}
+
 srt_status srt_gemv_zigzag_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,
                                   float *y) {
     srt_status st = ctx && live ? check_input(m, x, y) : SRT_EINVAL;
     if (st == SRT_OK && m->layout != SRT_LAYOUT_ZIGZAG) st = SRT_ENOTSUP;
     if (st == SRT_OK) st = check_list(live->idx, live->n, m->cols);
-    return st != SRT_OK ? st : zz_run(ctx, m, x, live->idx, live->n, NULL, y);
+    if (st != SRT_OK) return st;
+    /* Many live channels: every channel read, the dead ones as zeros. A run's activations are
+     * quantised by its largest |x s| and a zero adds nothing to any sum, so the bits are the sparse
+     * kernel's (test_kernels checks it at every ISA); only the order of the reads changes. */
+    float *xz = srt_zz_reads_all(ctx, m, live->n) ? srt_ctx_shared(ctx, m->cols) : NULL;
+    if (!xz) return zz_run(ctx, m, x, live->idx, live->n, NULL, y);
+    memset(xz, 0, (size_t)m->cols * sizeof(float));
+    for (int64_t i = 0; i < live->n; i++) xz[live->idx[i]] = x->f[live->idx[i]];
+    const srt_input in = {xz, NULL};
+    return zz_run(ctx, m, &in, NULL, m->cols, NULL, y);
 }
 
 srt_status srt_gemv_stripe_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,

@@ -51,6 +51,10 @@ typedef struct srt_pf_set {
     /* x86 kmi4: output tiles (128 outputs) one pass over the live list covers, 1..SRT_KD_PASS_MAX;
      * a neuron vector longer than that is read in pieces, one per pass */
     int32_t kd_pass_tiles;
+    /* zigzag: the live fraction above which the column-sparse GEMV reads every channel instead (the
+     * dense kernel on the input with the dead channels zeroed: the same bits, srt_zz_reads_all), where
+     * this CPU reads the live channels' 128-byte pieces slower than the whole matrix; above 1: never */
+    float zz_dense_above;
 } srt_pf_set;
 #define SRT_KD_PASS_MAX 32
 /* The distances for the CPU this runs on (srt_cpu.c). */

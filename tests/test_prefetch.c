@@ -2,7 +2,8 @@
  * (srt_ctx_set_prefetch: every accepted form, every rejected one leaving the distances as they
  * were), SPARSECAL_PREFETCH at context creation, and that the distances change no result: every
  * layout whose kernels read them (q8_0, q4_0 and kmi4r rows, kmi4 and kmi8 neuron vectors; dense,
- * sparse and batched) gives the same bits under extreme and odd distances as under this CPU's,
+ * sparse and batched; zigzag read channel by channel or whole, zz) gives the same bits under extreme
+ * and odd distances as under this CPU's,
  * for every ISA here at 1 and 2 threads. The kmi4 shape (4,300 outputs) takes several passes at
  * every pass width from 1 tile to 32. */
 #define _POSIX_C_SOURCE 200809L
@@ -29,9 +30,9 @@ static void test_syntax(void) {
         {"", NULL},
         {"default", NULL},
         {" , ", NULL},
-        {"kr=0/0,q8=0/0,kd=0/0,pass=1", "kr=0/0,q8=0/0,kd=0/0,pass=1"},
-        {"kr=64/1024 q8=64/1024 kd=64/1024 pass=32", "kr=64/1024,q8=64/1024,kd=64/1024,pass=32"},
-        {"pass=7,kd=2/3,kr=3/5,q8=1/2", "kr=3/5,q8=1/2,kd=2/3,pass=7"},
+        {"kr=0/0,q8=0/0,kd=0/0,pass=1,zz=0", "kr=0/0,q8=0/0,kd=0/0,pass=1,zz=0"},
+        {"kr=64/1024 q8=64/1024 kd=64/1024 pass=32 zz=2", "kr=64/1024,q8=64/1024,kd=64/1024,pass=32,zz=2"},
+        {"zz=0.5,pass=7,kd=2/3,kr=3/5,q8=1/2", "kr=3/5,q8=1/2,kd=2/3,pass=7,zz=0.5"},
         {"kr=1/2,kr=4/9", NULL}, /* the last one counts: checked below */
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -49,7 +50,8 @@ static void test_syntax(void) {
     static const char *bad[] = {"kr=1",      "kr=65/1", "kr=1/1025", "pass=0",    "pass=33",   "xx=1/2",
                                 "kr=1/2x",   "kr=-1/2", "kr=+1/2",   "kr",        "kr=1/2;",   "pass=1/2",
                                 "kd=1/8,zz", "kr=/3",   "kr=3/",     "q8=99999999999999999999/1", "defaults",
-                                "kd=1/8,pass=40", "kr 1/2", "kr=1//2"};
+                                "kd=1/8,pass=40", "kr 1/2", "kr=1//2", "zz=2.5", "zz=-1", "zz=x", "zz=0.5x",
+                                "zz=", "zz=nan", "zz=1e400", "zz=.5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_MSG(srt_ctx_set_prefetch(c, bad[i]) == SRT_EPREFETCH, "'%s' accepted", bad[i]);
         srt_ctx_prefetch(c, got, sizeof got);
@@ -79,8 +81,8 @@ static void test_syntax(void) {
 }
 
 /* Distances to compare with the CPU's: none ahead, far ahead, odd */
-static const char *specs[] = {"kr=0/0,q8=0/0,kd=0/0,pass=1", "kr=64/1024,q8=64/1024,kd=64/1024,pass=32",
-                              "kr=3/5,q8=1/2,kd=2/3,pass=7", "kr=1/1,q8=2/40,kd=1/1,pass=13"};
+static const char *specs[] = {"kr=0/0,q8=0/0,kd=0/0,pass=1,zz=0", "kr=64/1024,q8=64/1024,kd=64/1024,pass=32,zz=2",
+                              "kr=3/5,q8=1/2,kd=2/3,pass=7,zz=0.5", "kr=1/1,q8=2/40,kd=1/1,pass=13,zz=0.3"};
 #define NSPEC (int)(sizeof specs / sizeof specs[0])
 #define NV 5 /* batch inputs */
 
@@ -177,5 +179,6 @@ int main(void) {
     test_same_bits(SRT_LAYOUT_Q8_0, 133, 1056);
     test_same_bits(SRT_LAYOUT_KMI4, 4300, 320);
     test_same_bits(SRT_LAYOUT_KMI8, 1000, 192);
+    test_same_bits(SRT_LAYOUT_ZIGZAG, 300, 1056); /* zz: every channel read or the live ones only */
     return sc_test_finish();
 }
