@@ -19,12 +19,11 @@ const char *cli_kv_name(srt_kv_type kv) { return kv == SRT_KV_F16 ? "f16" : "f32
 sc_status cli_artifact_open(const char *path, srt_isa isa, int64_t ctx_cap, srt_kv_type kv, cli_artifact *a,
                             sc_err *err) {
     memset(a, 0, sizeof *a);
-    if (srt_isa_resolve(isa, &isa) != SRT_OK || !srt_isa_available(isa))
-        return sc_errf(err, SC_EARG, "ISA %s is not available on this CPU",
-                       isa == SRT_ISA_AUTO ? "(SPARSECAL_ISA)" : srt_isa_name(isa));
-    /* the thread count depends on the model's shape: open with one thread, then move to the pool */
+    /* the thread count depends on the model's shape: open with one thread, then move to the pool (an
+     * ISA this CPU lacks or a malformed SPARSECAL_PREFETCH is refused here, in one line) */
     sc_status cs0 = cli_ctx_create(&a->ctx1, isa, 1, err);
     if (cs0 != SC_OK) return cs0;
+    isa = srt_ctx_isa(a->ctx1); /* resolved: the pool's context runs the same */
     char msg[1024] = "";
     srt_model_opts mo = {ctx_cap, a->ctx1, kv};
     srt_ct_status cs = srt_model_open(path, &mo, &a->m, msg, sizeof msg);

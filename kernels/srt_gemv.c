@@ -776,7 +776,8 @@ srt_status srt_gemv_zigzag_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_i
     if (st != SRT_OK) return st;
     /* Many live channels: every channel read, the dead ones as zeros. A run's activations are
      * quantised by its largest |x s| and a zero adds nothing to any sum, so the bits are the sparse
-     * kernel's (test_kernels checks it at every ISA); only the order of the reads changes. */
+     * kernel's (test_prefetch checks it at every ISA, test_run_routers in decode); only the order of the
+     * reads changes. */
     float *xz = srt_zz_reads_all(ctx, m, live->n) ? srt_ctx_shared(ctx, m->cols) : NULL;
     if (!xz) return zz_run(ctx, m, x, live->idx, live->n, NULL, y);
     memset(xz, 0, (size_t)m->cols * sizeof(float));
