@@ -116,7 +116,18 @@ int main(void) {
     CHECK(setenv("SPARSECAL_PREFETCH", "kr=1/2;", 1) == 0);
     says("bench --quick", 2, "SPARSECAL_PREFETCH=\"kr=1/2;\" is malformed: expected kr=L1/L2,");
     says("run -m missing.spk -n 1", 2, "SPARSECAL_PREFETCH=\"kr=1/2;\" is malformed: expected kr=L1/L2,");
+    says("bench-attention --positions 16", 2, "SPARSECAL_PREFETCH=\"kr=1/2;\" is malformed: expected kr=L1/L2,");
+    /* --version says it on its prefetch line instead of failing */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s --version 2>&1", SC_CLI_PATH);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, "\nprefetch    none: SPARSECAL_PREFETCH=\"kr=1/2;\" is malformed") != NULL, "[%s]", out);
     CHECK(unsetenv("SPARSECAL_PREFETCH") == 0);
+    /* a good spec runs, and the benchmark reports it */
+    snprintf(cmd, sizeof cmd, "%s bench --quick --dims 64:64 --sparsity 0.5 -t 1 --layers 3 --prefetch kd=0/4,zz=0 --json 2>&1",
+             SC_CLI_PATH);
+    CHECK(sc_run(cmd, out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, "kd=0/4,pass=") != NULL && strstr(out, ",zz=0\"") != NULL, "[%.300s]", out);
 
     /* progress into a pipe: whole lines, each "ppl: i/400 sequences", the last 400/400 */
     snprintf(a, sizeof a, "ppl -m %s --tokenizer %s -f %s --max-docs 400", M, T, X);

@@ -184,6 +184,20 @@ int main(void) {
             CHECK_MSG(rel(nr, er.ppl.nll_sum) < tol, "%s %s: %.3g", layouts[li], names[k], rel(nr, er.ppl.nll_sum));
             if (k != 2) CHECK_MSG(fabs(dr - de) < 0.01, "%s density %.4f vs %.4f", names[k], dr, de);
             CHECK(dr < 0.95);
+            if (li == 1) { /* zigzag read whole (zz=0: the dead channels as zeros) or live channel by channel
+                            * (zz=2), whichever this CPU kind picks: the same bits, the bytes counted as read */
+                srt_model_timing t0, t2;
+                CHECK(srt_ctx_set_prefetch(ctx, "zz=2") == SRT_OK);
+                const double n2 = sc_test_rt_nll(rt, &ev, NULL, NULL);
+                srt_model_get_timing(rt, &t2);
+                CHECK(srt_ctx_set_prefetch(ctx, "zz=0") == SRT_OK);
+                const double n0 = sc_test_rt_nll(rt, &ev, NULL, NULL);
+                srt_model_get_timing(rt, &t0);
+                printf("zigzag teal weight bytes per step: live channels %.0f, all %.0f; nll %.9g / %.9g\n",
+                       t2.weight_bytes / t2.steps, t0.weight_bytes / t0.steps, n2, n0);
+                CHECK_MSG(n0 == n2, "zz=0 %.9g vs zz=2 %.9g", n0, n2);
+                CHECK(t0.steps == t2.steps && t0.weight_bytes > 1.05 * t2.weight_bytes);
+            }
             if (li == 2) { /* the masks save bytes: attention and the gate read only their live input columns */
                 srt_model_timing tc, tt;
                 srt_model_get_timing(rt, &tt);
