@@ -19,10 +19,13 @@ int cmd_pack(int argc, char **argv) {
     cli_inputs in = {0};
     const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL, *lora = NULL, *params = NULL;
     double density = NAN; /* not given */
-    int64_t compress = 0;
+    int64_t compress = 0, column_min_rows = SC_PACK_COLUMN_MIN_ROWS;
     bool json = false, quiet = false, permute = false;
     /* the routers an artifact runs (the registry's), and the density they pack with by default */
-    char names[512], method_help[768], density_help[512];
+    char names[512], method_help[768], density_help[512], column_help[320];
+    snprintf(column_help, sizeof column_help, "kmi4-in: attention and gate matrices with fewer output rows stay kmi4r "
+             "rows, read whole: a live input channel's column is N/2 bytes, and shorter ones cost more read one by one "
+             "than the whole matrix streamed (default %d; 1 stores every one column-sparse)", SC_PACK_COLUMN_MIN_ROWS);
     sc_route_method_names(names, sizeof names, true);
     snprintf(method_help, sizeof method_help, "the artifact's default router: %s (larosa folds the calibration's "
              "rotations into the weights)", names);
@@ -38,6 +41,7 @@ int cmd_pack(int argc, char **argv) {
         {"layout", 0, SC_ARG_STR, &layout, "L", "f32, q8_0, kmi8 (q8_0 with the row-sparse MLP's down projection "
             "neuron-major), q4_0, kmi4 (row-sparse MLP, default), kmi4-in (kmi4 with column-sparse attention and gate, for "
             "teal-cats), zigzag (column-sparse)", 0, 0},
+        {"column-min-rows", 0, SC_ARG_INT, &column_min_rows, "N", column_help, 1, 1 << 30},
         {"method", 0, SC_ARG_STR, &method, "M", method_help, 0, 0},
         {"params", 0, SC_ARG_STR, &params, "K=V,..", "method parameters for the stored routing data: larosa in=,h=; "
             "cett target=; clada lambda=,gamma=,qs=,qh=; cwic apr=,stripe=,dist=,stats= (default: each "
@@ -114,7 +118,7 @@ int cmd_pack(int argc, char **argv) {
     if (!st) st = sc_params_read(params, lspec, 2, "larosa", &err);
     if (!st) {
         sc_pack_opts o = {layout, c, method, density, (int)compress, permute, quiet ? NULL : stderr, lin, lh, params,
-                          density_default};
+                          density_default, column_min_rows};
         st = sc_pack(in.model, in.tok, &o, out, &res, &err);
     }
     if (!st) {
@@ -128,8 +132,13 @@ int cmd_pack(int argc, char **argv) {
             cJSON_AddNumberToObject(j, "seconds", res.seconds);
             cJSON_AddNumberToObject(j, "mb_per_second", mbps);
             cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)cli_peak_rss_bytes());
+            if (!strcmp(layout, "kmi4-in")) cJSON_AddStringToObject(j, "rows_kept", res.rows_kept);
             cli_print_json(j);
         } else if (!quiet) {
+            if (res.rows_kept[0])
+                fprintf(stderr, "note: %s stay kmi4r rows, read whole: fewer than %lld output rows, so a live input "
+                        "channel's column is under %lld bytes (--column-min-rows)\n", res.rows_kept,
+                        (long long)column_min_rows, (long long)column_min_rows / 2);
             fprintf(stderr, "wrote %s (%s): %.1f MB from %.1f MB of f32 weights in %.2f s (%.0f MB/s)\n", out, layout,
                     (double)res.bytes_out / 1e6, (double)res.f32_bytes_in / 1e6, res.seconds, mbps);
         }

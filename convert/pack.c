@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,19 @@ static const layout_plan plans[] = {
 static srt_layout fit(srt_layout l, int64_t cols) {
     const int64_t pad = (cols + SRT_KMI4R_TILE - 1) / SRT_KMI4R_TILE * SRT_KMI4R_TILE;
     return l == SRT_LAYOUT_KMI4R && 8 * pad > 9 * cols ? SRT_LAYOUT_Q4_0 : l;
+}
+
+/* kmi4-in's input-sparse matrices (attention, the gate) read a live input channel's column: rows / 2
+ * bytes of nibbles. Columns shorter than SC_PACK_COLUMN_MIN_ROWS / 2 bytes cost more one by one than the
+ * whole matrix costs streamed as kmi4r rows (TinyLlama-1.1B's 256-row key and value projections under
+ * teal-cats at density 0.5: 22.8 us a projection read live against 11.9 us whole at two threads on a
+ * Zen 4; 512 rows were 5-7% slower live, 1024 even), so they stay rows: the same q4_0 values, and TEAL
+ * still masks their inputs. min_rows 0 takes the default. */
+static srt_layout in_sparse(srt_layout l, int64_t rows, int64_t cols, int64_t min_rows, bool *kept) {
+    if (l != SRT_LAYOUT_KMI4) return fit(l, cols);
+    if (rows >= (min_rows > 0 ? min_rows : SC_PACK_COLUMN_MIN_ROWS)) return l;
+    *kept = true;
+    return fit(SRT_LAYOUT_KMI4R, cols);
 }
 
 static const layout_plan *find_plan(const char *name) {
@@ -398,6 +412,14 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
             st = sc_errf(err, SC_ENOMEM, "out of memory for the LaRoSA folding");
         for (int64_t i = 0; !st && i < D; i++) fb.ones[i] = 1.0f;
     }
+    /* the input-sparse plan's matrices whose columns are too short to read one by one stay rows */
+    bool kq = false, kkv = false, ko = false, kg = false;
+    const int64_t mr = o->column_min_rows;
+    const srt_layout lq = in_sparse(plan->attn, qd, D, mr, &kq), lkv = in_sparse(plan->attn, kvd, D, mr, &kkv),
+                     lo = in_sparse(plan->attn, D, qd, mr, &ko), lg = in_sparse(plan->gate, F, D, mr, &kg);
+    snprintf(res->rows_kept, sizeof res->rows_kept, "%s%s%s%s", kq ? "wq " : "", kkv ? "wk wv " : "", ko ? "wo " : "",
+             kg ? "wg " : "");
+    if (res->rows_kept[0]) res->rows_kept[strlen(res->rows_kept) - 1] = '\0';
     int64_t n_folded = 0;
     const char *perm_how = NULL;
     sc_progress pr;
@@ -455,11 +477,11 @@ sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts
         }
         if ((st = add_f32(&p, NAME(SRT_SEC_ATTN_NORM), an, D, err)) ||
             (st = add_f32(&p, NAME(SRT_SEC_FFN_NORM), fn, D, err)) ||
-            (st = add_matrix(&p, NAME(SRT_SEC_WQ), fit(plan->attn, D), wq, qd, D, err)) ||
-            (st = add_matrix(&p, NAME(SRT_SEC_WK), fit(plan->attn, D), wk, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME(SRT_SEC_WV), fit(plan->attn, D), wv, kvd, D, err)) ||
-            (st = add_matrix(&p, NAME(SRT_SEC_WO), fit(plan->attn, qd), L->wo, D, qd, err)) ||
-            (st = add_matrix(&p, NAME(SRT_SEC_WG), fit(plan->gate, D), wg, F, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WQ), lq, wq, qd, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WK), lkv, wk, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WV), lkv, wv, kvd, D, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WO), lo, L->wo, D, qd, err)) ||
+            (st = add_matrix(&p, NAME(SRT_SEC_WG), lg, wg, F, D, err)) ||
             (st = add_matrix(&p, NAME(SRT_SEC_WU), fit(plan->up, D), wu, F, D, err)) ||
             (st = add_matrix(&p, NAME(SRT_SEC_WD), fit(plan->down, F), wd, D, F, err)))
             break;

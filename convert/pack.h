@@ -33,12 +33,18 @@ typedef struct sc_pack_opts {
      * clada lambda/gamma/qs/qh, cwic apr/stripe/dist/stats, larosa in/h) */
     const char *params;
     bool density_default; /* density was not asked for: the manifest says "density_source": "default" */
+    /* kmi4-in: attention and gate matrices with fewer output rows than this (0: SC_PACK_COLUMN_MIN_ROWS) stay
+     * kmi4r rows, their columns too short to read live (pack.c, in_sparse) */
+    int64_t column_min_rows;
 } sc_pack_opts;
+
+#define SC_PACK_COLUMN_MIN_ROWS 1024
 
 typedef struct sc_pack_result {
     double seconds;
     uint64_t f32_bytes_in; /* f32 weight bytes quantised */
     uint64_t bytes_out;    /* file size */
+    char rows_kept[32];    /* kmi4-in: the input-sparse matrices kept as rows ("wk wv", ...; "" for none) */
 } sc_pack_result;
 
 sc_status sc_pack(const sc_model *m, const sc_tokenizer *tok, const sc_pack_opts *o, const char *path,

@@ -103,6 +103,15 @@ int main(void) {
     says(a, 2, "method cett needs a calibration file (--calib)");
     snprintf(a, sizeof a, "pack -m %s --tokenizer %s --method larosa --density 0.5 -o %s", M, T, sc_tmp_path("x.spk"));
     says(a, 2, "--method larosa needs a calibration file with larosa statistics (--calib)");
+    /* kmi4-in says which matrices stay rows (stories260K's are all short), and --json lists them */
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout kmi4-in -o %s", M, T, sc_tmp_path("in.spk"));
+    CHECK(cli(a) == 0);
+    CHECK_MSG(strstr(out, "note: wq wk wv wo wg stay kmi4r rows, read whole: fewer than 1024 output rows") != NULL, "[%s]",
+              out);
+    snprintf(a, sizeof a, "%s pack -m %s --tokenizer %s --layout kmi4-in --column-min-rows 40 --json -o %s 2>/dev/null",
+             SC_CLI_PATH, M, T, sc_tmp_path("in.spk"));
+    CHECK(sc_run(a, out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, "\"rows_kept\": \"wk wv\"") || strstr(out, "\"rows_kept\":\"wk wv\""), "[%.400s]", out);
     snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method nope -o %s", M, T, X, sc_tmp_path("x.scal"));
     says(a, 2, "unknown method 'nope'");
     snprintf(a, sizeof a, "diag -m %s --tokenizer %s -f %s --max-docs 2 --calib %s", M, T, X, base);

@@ -204,6 +204,66 @@ static void test_padded_tiles(srt_ctx *const ctxs[2]) {
     sc_model_free(ref);
 }
 
+/* kmi4-in keeps as kmi4r rows the attention and gate matrices whose columns are shorter than
+ * column_min_rows / 2 bytes (pack.c): a synthetic model with 512-row q and o, 128-row k and v and a
+ * 1024-row gate, packed at the default (1024), at 512 and at 1 (every one column-sparse). The
+ * manifest and the pack result say which; each artifact's dense logits agree with the reference
+ * forward on its q4_0 values (the layouts hold the same values), at 1 and 2 threads. */
+static void test_column_rows(srt_ctx *const ctxs[2]) {
+    sc_synth_opts so;
+    sc_synth_opts_default(&so);
+    so.dim = 512, so.ffn_dim = 1024, so.n_layers = 2, so.n_heads = 8, so.n_kv_heads = 2, so.vocab_size = 96;
+    so.max_seq_len = 64, so.family = "llama", so.seed = 12;
+    const char *dir = sc_tmp_path("colrows_synth");
+    CHECK_MSG(sc_synth_write(&so, dir, &err) == SC_OK, "%s", err.msg);
+    sc_model *m = NULL;
+    CHECK_MSG(sc_model_load(dir, &m, &err) == SC_OK, "%s", err.msg);
+    if (!m) return;
+    const int64_t mins[3] = {0, 512, 1};
+    const char *kept[3] = {"wq wk wv wo", "wk wv", ""};
+    const char *secs[] = {"l0.wq", "l0.wk", "l1.wv", "l1.wo", "l0.wg", "l1.wu", "l1.wd"};
+    /* the layout of each section at each minimum: k columns (kmi4) or r rows (kmi4r) */
+    const char *want[3] = {"rrrrkrk", "krrkkrk", "kkkkkrk"};
+    for (int t = 0; t < 3; t++) {
+        char name[64];
+        snprintf(name, sizeof name, "colrows_%d.spk", t);
+        const char *p = sc_tmp_path(name);
+        sc_pack_opts po = {.layout = "kmi4-in", .column_min_rows = mins[t]};
+        sc_pack_result pr;
+        CHECK_MSG(sc_pack(m, NULL, &po, p, &pr, &err) == SC_OK, "%s", err.msg);
+        CHECK_MSG(!strcmp(pr.rows_kept, kept[t]), "min %lld: kept '%s', not '%s'", (long long)mins[t], pr.rows_kept,
+                  kept[t]);
+        srt_container *c = NULL;
+        char msg[1024] = "";
+        CHECK(srt_container_open(p, SRT_CT_SPAK, &c, msg, sizeof msg) == SRT_CT_OK);
+        const srt_json *ts = c ? srt_json_get(srt_container_manifest(c), SRT_MAN_TENSORS) : NULL;
+        for (int k = 0; ts && k < 7; k++) {
+            const char *lay = srt_json_str(srt_json_get(srt_json_get(ts, secs[k]), SRT_TEN_LAYOUT), "?");
+            const char *w = want[t][k] == 'k' ? "kmi4" : "kmi4r";
+            CHECK_MSG(!strcmp(lay, w), "min %lld: %s is %s, not %s", (long long)mins[t], secs[k], lay, w);
+        }
+        srt_container_close(c);
+        sc_model *ref = NULL;
+        CHECK_MSG(sc_model_load(p, &ref, &err) == SC_OK, "%s", err.msg);
+        int32_t ids[16];
+        for (int i = 0; i < 16; i++) ids[i] = (int32_t)((i * 29 + 3) % 96);
+        for (int k = 0; ref && k < 2; k++) {
+            srt_model *rt = NULL;
+            srt_model_opts mo = {16, ctxs[k], SRT_KV_F32};
+            CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
+            if (!rt) continue;
+            int64_t agree = 0;
+            double mean = 0.0, w = compare_logits(rt, ref, NULL, ids, 16, &agree, &mean);
+            printf("kmi4-in, column_min_rows %lld (%d thread%s): max rel diff %.2e (mean %.2e)\n", (long long)mins[t],
+                   k + 1, k ? "s" : "", w, mean);
+            CHECK_MSG(w <= 0.05, "column_min_rows %lld: %.3g > 0.05", (long long)mins[t], w); /* the q4_0 plan's */
+            srt_model_close(rt);
+        }
+        sc_model_free(ref);
+    }
+    sc_model_free(m);
+}
+
 int main(void) {
     const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
                *text = sc_asset("text/tinystories_valid_a.txt");
@@ -234,6 +294,7 @@ int main(void) {
     {
         srt_ctx *const both[2] = {ctx1, ctx2};
         test_padded_tiles(both);
+        test_column_rows(both);
     }
 
     /* Tolerances (relative to the step's largest |logit|), per layout:
