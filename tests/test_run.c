@@ -157,6 +157,30 @@ static void expect_open_error(const char *path, srt_ctx *ctx, const char *needle
     srt_model_close(m);
 }
 
+/* The artifact p's dense logits at 1 and 2 threads (ctxs) against the reference forward on its own
+ * weights (loaded from p) over 24 fixed tokens of a 96-token vocabulary, within the q4_0 plan's dense
+ * tolerance (main, below). */
+static void dense_logits_agree(const char *p, srt_ctx *const ctxs[2], const char *what) {
+    sc_model *ref = NULL;
+    CHECK_MSG(sc_model_load(p, &ref, &err) == SC_OK, "%s", err.msg);
+    int32_t ids[24];
+    for (int t = 0; t < 24; t++) ids[t] = (int32_t)((t * 37 + 5) % 96);
+    char msg[1024] = "";
+    for (int k = 0; ref && k < 2; k++) {
+        srt_model *rt = NULL;
+        srt_model_opts mo = {24, ctxs[k], SRT_KV_F32};
+        CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
+        if (!rt) continue;
+        int64_t agree = 0;
+        double mean = 0.0, w = compare_logits(rt, ref, NULL, ids, 24, &agree, &mean);
+        printf("%s (%d thread%s): max rel diff %.2e (mean %.2e), argmax agrees %lld/24\n", what, k + 1, k ? "s" : "", w,
+               mean, (long long)agree);
+        CHECK_MSG(w <= 0.05, "%s: %.3g > 0.05", what, w);
+        srt_model_close(rt);
+    }
+    sc_model_free(ref);
+}
+
 /* The q4_0 plan on a model whose widths are not multiples of 512: rows of 480 and 1472 inputs pad to 512
  * and 1536 (6.7% and 4.3% more bytes), so every matrix is kmi4r tiles (stories260K's 64 and 172 would
  * grow 8x and 3x: they stay GGML q4_0 rows, which the main test runs). The padded tiles' dense logits
@@ -169,7 +193,7 @@ static void test_padded_tiles(srt_ctx *const ctxs[2]) {
     so.max_seq_len = 64, so.family = "llama", so.seed = 11;
     const char *dir = sc_tmp_path("padded_synth"), *p = sc_tmp_path("padded_q4.spk");
     CHECK_MSG(sc_synth_write(&so, dir, &err) == SC_OK, "%s", err.msg);
-    sc_model *m = NULL, *ref = NULL;
+    sc_model *m = NULL;
     CHECK_MSG(sc_model_load(dir, &m, &err) == SC_OK, "%s", err.msg);
     if (!m) return;
     sc_pack_opts po = {.layout = "q4_0", .compress = 0};
@@ -186,22 +210,7 @@ static void test_padded_tiles(srt_ctx *const ctxs[2]) {
         CHECK_MSG(strcmp(lay, "kmi4r") == 0, "%s is %s, not padded kmi4r tiles", secs[k], lay);
     }
     srt_container_close(c);
-    CHECK_MSG(sc_model_load(p, &ref, &err) == SC_OK, "%s", err.msg);
-    int32_t ids[24];
-    for (int t = 0; t < 24; t++) ids[t] = (int32_t)((t * 37 + 5) % 96);
-    for (int k = 0; ref && k < 2; k++) {
-        srt_model *rt = NULL;
-        srt_model_opts mo = {24, ctxs[k], SRT_KV_F32};
-        CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
-        if (!rt) continue;
-        int64_t agree;
-        double mean, w = compare_logits(rt, ref, NULL, ids, 24, &agree, &mean);
-        printf("padded kmi4r tiles (%d thread%s): max rel diff %.2e (mean %.2e), argmax agrees %lld/24\n", k + 1,
-               k ? "s" : "", w, mean, (long long)agree);
-        CHECK_MSG(w <= 0.05, "padded tiles: %.3g > 0.05", w); /* the q4_0 plan's dense tolerance below */
-        srt_model_close(rt);
-    }
-    sc_model_free(ref);
+    dense_logits_agree(p, ctxs, "padded kmi4r tiles");
 }
 
 /* kmi4-in keeps as kmi4r rows the attention and gate matrices whose columns are shorter than
@@ -243,23 +252,9 @@ static void test_column_rows(srt_ctx *const ctxs[2]) {
             CHECK_MSG(!strcmp(lay, w), "min %lld: %s is %s, not %s", (long long)mins[t], secs[k], lay, w);
         }
         srt_container_close(c);
-        sc_model *ref = NULL;
-        CHECK_MSG(sc_model_load(p, &ref, &err) == SC_OK, "%s", err.msg);
-        int32_t ids[16];
-        for (int i = 0; i < 16; i++) ids[i] = (int32_t)((i * 29 + 3) % 96);
-        for (int k = 0; ref && k < 2; k++) {
-            srt_model *rt = NULL;
-            srt_model_opts mo = {16, ctxs[k], SRT_KV_F32};
-            CHECK_MSG(srt_model_open(p, &mo, &rt, msg, sizeof msg) == SRT_CT_OK, "%s", msg);
-            if (!rt) continue;
-            int64_t agree = 0;
-            double mean = 0.0, w = compare_logits(rt, ref, NULL, ids, 16, &agree, &mean);
-            printf("kmi4-in, column_min_rows %lld (%d thread%s): max rel diff %.2e (mean %.2e)\n", (long long)mins[t],
-                   k + 1, k ? "s" : "", w, mean);
-            CHECK_MSG(w <= 0.05, "column_min_rows %lld: %.3g > 0.05", (long long)mins[t], w); /* the q4_0 plan's */
-            srt_model_close(rt);
-        }
-        sc_model_free(ref);
+        char what[64];
+        snprintf(what, sizeof what, "kmi4-in, column_min_rows %lld", (long long)mins[t]);
+        dense_logits_agree(p, ctxs, what);
     }
     sc_model_free(m);
 }
