@@ -19,7 +19,7 @@ int cmd_pack(int argc, char **argv) {
     cli_inputs in = {0};
     const char *calib = NULL, *layout = "kmi4", *method = NULL, *out = NULL, *lora = NULL, *params = NULL;
     double density = NAN; /* not given */
-    int64_t compress = 0, column_min_rows = SC_PACK_COLUMN_MIN_ROWS;
+    int64_t compress = 0, column_min_rows = 0; /* 0: not given (SC_PACK_COLUMN_MIN_ROWS) */
     bool json = false, quiet = false, permute = false;
     /* the routers an artifact runs (the registry's), and the density they pack with by default */
     char names[512], method_help[768], density_help[512], column_help[320];
@@ -65,6 +65,10 @@ int cmd_pack(int argc, char **argv) {
     if (r) return r == SC_ARGS_HELP ? 0 : 2;
     if (!out) {
         fprintf(stderr, "sparsecal pack: no output file (-o FILE)\n");
+        return 2;
+    }
+    if (column_min_rows && strcmp(layout, "kmi4-in") != 0) {
+        fprintf(stderr, "sparsecal pack: --column-min-rows applies to --layout kmi4-in only, not %s\n", layout);
         return 2;
     }
     /* the default router must be one the runtime has */
@@ -138,7 +142,8 @@ int cmd_pack(int argc, char **argv) {
             if (res.rows_kept[0])
                 fprintf(stderr, "note: %s stay kmi4r rows, read whole: fewer than %lld output rows, so a live input "
                         "channel's column is under %lld bytes (--column-min-rows)\n", res.rows_kept,
-                        (long long)column_min_rows, (long long)column_min_rows / 2);
+                        (long long)(column_min_rows ? column_min_rows : SC_PACK_COLUMN_MIN_ROWS),
+                        (long long)(column_min_rows ? column_min_rows : SC_PACK_COLUMN_MIN_ROWS) / 2);
             fprintf(stderr, "wrote %s (%s): %.1f MB from %.1f MB of f32 weights in %.2f s (%.0f MB/s)\n", out, layout,
                     (double)res.bytes_out / 1e6, (double)res.f32_bytes_in / 1e6, res.seconds, mbps);
         }

@@ -112,6 +112,8 @@ int main(void) {
              SC_CLI_PATH, M, T, sc_tmp_path("in.spk"));
     CHECK(sc_run(a, out, sizeof out) == 0);
     CHECK_MSG(strstr(out, "\"rows_kept\": \"wk wv\"") || strstr(out, "\"rows_kept\":\"wk wv\""), "[%.400s]", out);
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout kmi4 --column-min-rows 40 -o %s", M, T, sc_tmp_path("k.spk"));
+    says(a, 2, "--column-min-rows applies to --layout kmi4-in only, not kmi4");
     snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method nope -o %s", M, T, X, sc_tmp_path("x.scal"));
     says(a, 2, "unknown method 'nope'");
     snprintf(a, sizeof a, "diag -m %s --tokenizer %s -f %s --max-docs 2 --calib %s", M, T, X, base);
