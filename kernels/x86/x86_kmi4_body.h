@@ -43,6 +43,7 @@
  *                        and subtracts the high sum at the end: one AND less
  *                        per vector)
  *   VF_SCALES(p)         VB/4 fp16 values at p as floats
+ *   KD_SEQ_L2_MAX        the longest vectors (bytes) whose L2 look-ahead goes in address order (kd_pass)
  *   VF_SET1 VF_LOAD VF_STORE VF_MUL VF_FMA VF_CVT (int32 -> float) */
 #include "../srt_kern.h"
 
@@ -72,18 +73,18 @@ static inline __attribute__((always_inline)) void SRT_SFX(kd_pass)(const uint8_t
                                                                    const int last) {
     const VI av[2] = {VI_SET1(word[0]), VI_SET1(word[NQ - 1])};
     /* When the vectors a look-ahead asks for are one run in memory (each the pass's whole span after the
-     * last: a dense K-block, or consecutive live neurons) and short (at most 16 lines each), their lines go
-     * out in address order instead, the same lines: one stream, not 4 NQ streams too short for the
-     * hardware to follow. Zen 4, dense kmi4, medians of 4-6 alternated rounds at one thread: 5632 -> 2048
-     * (1 KB vectors) 1.48x -> 1.38x the streaming floor (AVX2 kernel 1.56x -> 1.20x), 5632 -> 1024 4-6%
-     * faster; 14336 -> 4096 (2 KB
-     * vectors, which the hardware follows) was 5% slower that way, so longer vectors keep the per-vector
-     * order. Sorted, distinct vectors at least a vector apart (clamped ones repeat) span exactly
-     * (4 NQ - 1) x span only when they are consecutive and a pass covers them whole. */
+     * last: a dense K-block, or consecutive live neurons), their lines go out in address order instead,
+     * the same lines: one stream, not 4 NQ streams too short for the hardware to follow. Into L1 for
+     * vectors of up to 1 KB (longer runs asked for in order sit in L1 a pass early, where the pass's sums
+     * need the room), into L2 up to the includer's KD_SEQ_L2_MAX. Zen 4, dense kmi4, medians of 3-6
+     * alternated rounds at one thread: 5632 -> 2048 (1 KB vectors) 1.48x -> 1.38x the streaming floor with
+     * AVX-512, 1.56x -> 1.20x with AVX2; 5632 -> 1024 4-6% faster; 14336 -> 4096 (2 KB) 6-13% faster with
+     * AVX2 in L2, 5% slower with AVX-512 (so its limit stays 1 KB). Sorted, distinct vectors at least a
+     * vector apart (clamped ones repeat) span exactly (4 NQ - 1) x span only when they are consecutive and
+     * a pass covers them whole. */
     const int64_t span = 64 * (c1 - c0), nl = 4 * NQ;
-    const int shortv = span <= 1024 && c0 == 0; /* a run starts at tile 0 of its first vector */
-    const int run1 = shortv && pf[nl - 1] == pf[0] + (nl - 1) * span;
-    const int run2 = shortv && pf2[nl - 1] == pf2[0] + (nl - 1) * span;
+    const int run1 = c0 == 0 && span <= 1024 && pf[nl - 1] == pf[0] + (nl - 1) * span;
+    const int run2 = c0 == 0 && span <= KD_SEQ_L2_MAX && pf2[nl - 1] == pf2[0] + (nl - 1) * span;
     for (int64_t t = c0; t < c1; t++)
         for (int h = 0; h < KD_NH; h++) {
             if (h == 0) {
