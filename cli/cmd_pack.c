@@ -139,11 +139,10 @@ int cmd_pack(int argc, char **argv) {
             if (!strcmp(layout, "kmi4-in")) cJSON_AddStringToObject(j, "rows_kept", res.rows_kept);
             cli_print_json(j);
         } else if (!quiet) {
+            const long long mr = column_min_rows ? column_min_rows : SC_PACK_COLUMN_MIN_ROWS;
             if (res.rows_kept[0])
                 fprintf(stderr, "note: %s stay kmi4r rows, read whole: fewer than %lld output rows, so a live input "
-                        "channel's column is under %lld bytes (--column-min-rows)\n", res.rows_kept,
-                        (long long)(column_min_rows ? column_min_rows : SC_PACK_COLUMN_MIN_ROWS),
-                        (long long)(column_min_rows ? column_min_rows : SC_PACK_COLUMN_MIN_ROWS) / 2);
+                        "channel's column is under %lld bytes (--column-min-rows)\n", res.rows_kept, mr, mr / 2);
             fprintf(stderr, "wrote %s (%s): %.1f MB from %.1f MB of f32 weights in %.2f s (%.0f MB/s)\n", out, layout,
                     (double)res.bytes_out / 1e6, (double)res.f32_bytes_in / 1e6, res.seconds, mbps);
         }

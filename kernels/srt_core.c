@@ -321,7 +321,8 @@ const char *srt_ctx_prefetch(const srt_ctx *ctx, char *buf, int cap) {
     if (!buf || cap < 1) return buf;
     const srt_pf_set *f = &ctx->kt.pf;
     snprintf(buf, (size_t)cap, "kr=%d/%d,q8=%d/%d,kd=%d/%d,pass=%d,zz=%.3g", (int)f->kr.l1, (int)f->kr.l2,
-             (int)f->q8.l1, (int)f->q8.l2, (int)f->kd.l1, (int)f->kd.l2, (int)f->kd_pass_tiles, (double)f->zz_dense_above);
+             (int)f->q8.l1, (int)f->q8.l2, (int)f->kd.l1, (int)f->kd.l2, (int)f->kd_pass_tiles,
+             (double)f->zz_dense_above);
     return buf;
 }
 

@@ -106,13 +106,14 @@ int main(void) {
     /* kmi4-in says which matrices stay rows (stories260K's are all short), and --json lists them */
     snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout kmi4-in -o %s", M, T, sc_tmp_path("in.spk"));
     CHECK(cli(a) == 0);
-    CHECK_MSG(strstr(out, "note: wq wk wv wo wg stay kmi4r rows, read whole: fewer than 1024 output rows") != NULL, "[%s]",
-              out);
+    CHECK_MSG(strstr(out, "note: wq wk wv wo wg stay kmi4r rows, read whole: fewer than 1024 output rows") != NULL,
+              "[%s]", out);
     snprintf(a, sizeof a, "%s pack -m %s --tokenizer %s --layout kmi4-in --column-min-rows 40 --json -o %s 2>/dev/null",
              SC_CLI_PATH, M, T, sc_tmp_path("in.spk"));
     CHECK(sc_run(a, out, sizeof out) == 0);
     CHECK_MSG(strstr(out, "\"rows_kept\": \"wk wv\"") || strstr(out, "\"rows_kept\":\"wk wv\""), "[%.400s]", out);
-    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout kmi4 --column-min-rows 40 -o %s", M, T, sc_tmp_path("k.spk"));
+    snprintf(a, sizeof a, "pack -m %s --tokenizer %s --layout kmi4 --column-min-rows 40 -o %s", M, T,
+             sc_tmp_path("k.spk"));
     says(a, 2, "--column-min-rows applies to --layout kmi4-in only, not kmi4");
     snprintf(a, sizeof a, "compute -m %s --tokenizer %s -f %s --method nope -o %s", M, T, X, sc_tmp_path("x.scal"));
     says(a, 2, "unknown method 'nope'");

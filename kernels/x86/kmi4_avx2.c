@@ -34,7 +34,8 @@
 #define VF_MUL(a, b) _mm256_mul_ps(a, b)
 #define VF_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define VF_CVT(v) _mm256_cvtepi32_ps(v)
-/* the longest vectors whose L2 look-ahead goes out in address order (x86_kmi4_body.h; Zen 4: 2 KB vectors in address order: 6-13% faster) */
+/* the longest vectors whose L2 look-ahead goes out in address order (x86_kmi4_body.h; Zen 4: 2 KB
+ * vectors that way were 6-13% faster) */
 #define KD_SEQ_L2_MAX 4096
 #include "x86_kmi4_body.h"
 /* kmi8: vpmaddubsw of |w| and h with w's sign (|w| <= 128, so a pair is at most 2 x 128 x 127 < 2^15),

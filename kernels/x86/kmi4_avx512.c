@@ -38,7 +38,8 @@
 #define VF_MUL(a, b) _mm512_mul_ps(a, b)
 #define VF_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VF_CVT(v) _mm512_cvtepi32_ps(v)
-/* the longest vectors whose L2 look-ahead goes out in address order (x86_kmi4_body.h; Zen 4: 2 KB vectors' lines in address order ran 5% slower here) */
+/* the longest vectors whose L2 look-ahead goes out in address order (x86_kmi4_body.h; Zen 4: 2 KB
+ * vectors that way ran 5% slower) */
 #define KD_SEQ_L2_MAX 1024
 #include "x86_kmi4_body.h"
 /* kmi8: the sign bit flipped makes the weights w + 128 as unsigned bytes, so vpdpbusd started from
