@@ -734,19 +734,25 @@ static void zz_thread(void *arg, int tid, int nth) {
     const int64_t lo = total * tid / nth, hi = total * (tid + 1) / nth;
     _Alignas(64) float tmp[4096];
     int64_t cum = 0;
-    for (int64_t rb = 0; rb < nrb && cum < hi; rb++) {
+    for (int64_t rb = 0; rb < nrb && cum < hi; cum += nck * (ZZ_LIVE(rb) + SRT_QK), rb++) {
+        /* this thread's chunks of the row-block, [c0, c1), in one call: the kernels read each live
+         * channel's piece for all of them in one pass */
         const int64_t cost = ZZ_LIVE(rb) + SRT_QK;
-        for (int64_t ck = 0; ck < nck; ck++, cum += cost) {
-            if (cum < lo || cum >= hi) continue;
-            const int64_t g0 = 8 * ck, g1 = g0 + 8 < G ? g0 + 8 : G, s = t->offsets ? t->offsets[rb] : 0;
-            const srt_zz_job job = {(const uint8_t *)t->m->data + rb * rbb, t->m->cols, R, t->x, g0, g1};
-            const int64_t r0 = rb * R + SRT_QK * g0, r1 = rb * R + SRT_QK * g1;
-            if (r1 <= rows) {
-                t->fn(&job, t->idx, s, ZZ_LIVE(rb), t->y + rb * R);
-            } else { /* the last row-block's padding rows go to tmp */
-                t->fn(&job, t->idx, s, ZZ_LIVE(rb), tmp);
-                if (r0 < rows) memcpy(t->y + r0, tmp + SRT_QK * g0, (size_t)(rows - r0) * sizeof(float));
+        int64_t c0 = -1, c1 = -1; /* the chunks whose cost starts in [lo, hi): a contiguous range */
+        for (int64_t ck = 0; ck < nck; ck++)
+            if (cum + ck * cost >= lo && cum + ck * cost < hi) {
+                if (c0 < 0) c0 = ck;
+                c1 = ck + 1;
             }
+        if (c0 < 0) continue;
+        const int64_t g0 = 8 * c0, g1 = 8 * c1 < G ? 8 * c1 : G, s = t->offsets ? t->offsets[rb] : 0;
+        const srt_zz_job job = {(const uint8_t *)t->m->data + rb * rbb, t->m->cols, R, t->x, g0, g1};
+        const int64_t r0 = rb * R + SRT_QK * g0, r1 = rb * R + SRT_QK * g1;
+        if (r1 <= rows) {
+            t->fn(&job, t->idx, s, ZZ_LIVE(rb), t->y + rb * R);
+        } else { /* the last row-block's padding rows go to tmp */
+            t->fn(&job, t->idx, s, ZZ_LIVE(rb), tmp);
+            if (r0 < rows) memcpy(t->y + r0, tmp + SRT_QK * g0, (size_t)(rows - r0) * sizeof(float));
         }
     }
 #undef ZZ_LIVE

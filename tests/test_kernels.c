@@ -417,8 +417,8 @@ static void test_gemv(void) {
             int64_t rows = shapes[s][0], cols = shapes[s][1];
             if (l == SRT_LAYOUT_Q4_0T && rows % 32) continue;
             if (l == SRT_LAYOUT_ZIGZAG) {
-                const int64_t groups[] = {32, 256, 512};
-                for (int g = 0; g < 3; g++) run_case((srt_layout)l, rows, cols, groups[g]);
+                const int64_t groups[] = {32, 256, 320, 512, 2048};
+                for (int g = 0; g < 5; g++) run_case((srt_layout)l, rows, cols, groups[g]);
             } else if (l == SRT_LAYOUT_STRIPE) {
                 run_case((srt_layout)l, rows, cols, 64);
                 run_case((srt_layout)l, rows, cols, 0);

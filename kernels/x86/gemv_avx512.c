@@ -381,8 +381,8 @@ static void axpy_q4_0t_avx512(const srt_axpy_job *j, int64_t b0, int64_t b1) {
  * are exact. The next run is quantised before the dots of the current one, so that its chain (loads,
  * divisions, shuffles) overlaps them. */
 
-#define ZZ_AHEAD 32 /* prefetch distances in channels: into L1 */
-#define ZZ_FAR 128  /* into L2 (scattered channels 3-9% faster; both needed) */
+#define ZZ_AHEAD 32         /* prefetch distances: into L1, in channels */
+#define ZZ_FAR_BYTES 16384  /* into L2, in bytes of the channels' pieces, at least 16 channels beyond L1's */
 
 typedef struct zz_run_q {
     _Alignas(64) int8_t a[SRT_QK / 2][64]; /* quad x 2 + half h: lane L, every dword: the quad's q of group 4h + L */
@@ -471,14 +471,17 @@ static inline __attribute__((always_inline)) __m512i zz_dp(__m512i acc, __m512i 
     return acc;
 }
 
-/* One 256-row chunk (G8 <= 8 groups) of a row-block. IDX, NH (halves of four groups: 1 or 2) and
- * FULL (G8 == 8) are constants in every inlined copy. */
-static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job *j, const uint32_t *idx,
-                                                                int64_t first, int64_t n, int64_t ck, int G8,
-                                                                float *y, const int IDX, const int NH,
-                                                                const int FULL) {
+/* Chunks [ck0, ck1) (256 rows each, G8 <= 8 groups in every one) of a row-block, in one pass over
+ * the list: run by run (a 32-channel block), each chunk of the run in turn, so a live channel's
+ * column piece for these rows (128 bytes a chunk) is read in one sweep. The float sums of chunk ck
+ * live at fa + 256 (ck - ck0) in the dots' lane order. Every row still adds its runs' terms in list
+ * order, one fma per run, so the bits do not depend on the chunks taken together. IDX, NH (halves of
+ * four groups: 1 or 2) and FULL (G8 == 8) are constants in every inlined copy. */
+static inline __attribute__((always_inline)) void zz_body(const srt_zz_job *j, const uint32_t *idx, int64_t first,
+                                                          int64_t n, int64_t ck0, int64_t ck1, int G8, float *fab,
+                                                          const int IDX, const int NH, const int FULL) {
     const int64_t R = j->R, G = R / SRT_QK, cs = R / 2;
-    const uint8_t *nib0 = j->w + ck * 128, *sc0 = j->w + srt_zz_nib_bytes(j->cols, R) + 2 * 8 * ck;
+    const uint8_t *const scb = j->w + srt_zz_nib_bytes(j->cols, R);
     const __mmask8 gm = (__mmask8)((1u << G8) - 1);
     const __mmask64 lm0 = FULL || G8 >= 4 ? ~(__mmask64)0 : ((__mmask64)1 << (16 * G8)) - 1;
     const __mmask64 lm1 = FULL || G8 >= 8 ? ~(__mmask64)0 : G8 > 4 ? ((__mmask64)1 << (16 * (G8 - 4))) - 1 : 0;
@@ -486,33 +489,46 @@ static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job
     const __m512i bidx4 = _mm512_add_epi32(bidx, _mm512_set1_epi32(4));
     const __m512i m_hi = _mm512_set1_epi8((char)0xf0);
 #define ZZ_CH(pos) (IDX ? (int64_t)idx[first + (pos)] : first + (pos))
-    _Alignas(64) float fa[2][2][4][16]; /* half, low/high, m, lane */
-    for (int i = 0; i < 256; i += 16) _mm512_store_ps(&fa[0][0][0][0] + i, _mm512_setzero_ps());
+    for (int64_t i = 0; i < 256 * (ck1 - ck0); i += 16) _mm512_storeu_ps(fab + i, _mm512_setzero_ps());
     zz_run_q rqs[2];
-    int64_t p = 0, e = 0, pn = 0; /* the run [p, e) to multiply; pn: the next to quantise */
-    for (int it = 0;; it++) {
-        int64_t en = pn;
-        if (pn < n) {
-            const int64_t kb = ZZ_CH(pn) / SRT_QK;
-            if (IDX) { /* the list ascends: the run is the prefix of the next <= 32 entries below 32 (kb + 1) */
-                const int64_t left = n - pn;
-                const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-                const __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
-                const __m512i lim = _mm512_set1_epi32((int)((kb + 1) * SRT_QK));
-                const __mmask16 b0 = _mm512_mask_cmplt_epu32_mask(m0, _mm512_maskz_loadu_epi32(m0, idx + first + pn), lim);
-                const __mmask16 b1 = _mm512_mask_cmplt_epu32_mask(m1, _mm512_maskz_loadu_epi32(m1, idx + first + pn + (left > 16 ? 16 : 0)), lim);
-                en = pn + __builtin_ctzll(((uint64_t)b1 << 16 | b0) + 1); /* the length of the run of ones */
-            } else
-                en = (kb + 1) * SRT_QK - first < n ? (kb + 1) * SRT_QK - first : n;
-            zz_quant(&rqs[it & 1], sc0, G, j->x, IDX ? idx : NULL, first + pn, en - pn, gm, FULL);
+    /* the end of the run that starts at list position pn */
+#define ZZ_RUN_END(pn, en)                                                                                                            \
+    do {                                                                                                                             \
+        const int64_t kb = ZZ_CH(pn) / SRT_QK;                                                                                       \
+        if (IDX) { /* the list ascends: the run is the prefix of the next <= 32 entries below 32 (kb + 1) */                        \
+            const int64_t left = n - (pn);                                                                                           \
+            const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);                                               \
+            const __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;                         \
+            const __m512i lim = _mm512_set1_epi32((int)((kb + 1) * SRT_QK));                                                         \
+            const __mmask16 b0 = _mm512_mask_cmplt_epu32_mask(m0, _mm512_maskz_loadu_epi32(m0, idx + first + (pn)), lim);            \
+            const __mmask16 b1 =                                                                                                     \
+                _mm512_mask_cmplt_epu32_mask(m1, _mm512_maskz_loadu_epi32(m1, idx + first + (pn) + (left > 16 ? 16 : 0)), lim);     \
+            en = (pn) + __builtin_ctzll(((uint64_t)b1 << 16 | b0) + 1); /* the length of the run of ones */                        \
+        } else                                                                                                                       \
+            en = (kb + 1) * SRT_QK - first < n ? (kb + 1) * SRT_QK - first : n;                                                      \
+    } while (0)
+    /* steps (run [p, e), chunk ck) in that order; the next step is quantised before the dots of the
+     * current one, so that its chain (loads, divisions, shuffles) overlaps them */
+    int64_t p = 0, e = 0, ck = ck0;
+    const int64_t nck = ck1 - ck0, pbytes = FULL ? 128 * nck : 64 * NH; /* a channel's piece */
+    const int64_t far = ZZ_FAR_BYTES / pbytes > ZZ_AHEAD + 16 ? ZZ_FAR_BYTES / pbytes : ZZ_AHEAD + 16;
+    int64_t pfc = n < far ? n : far, pf_due = 0; /* the L2 cursor */
+    if (n > 0) {
+        ZZ_RUN_END(p, e);
+        zz_quant(&rqs[0], scb + 16 * ck, G, j->x, IDX ? idx : NULL, first + p, e - p, gm, FULL);
+    }
+    for (int it = 0; n > 0; it++) {
+        int64_t pn = p, en = e, ckn = ck + 1;
+        if (ckn == ck1) { /* the next run */
+            pn = e, ckn = ck0;
+            if (pn < n) ZZ_RUN_END(pn, en);
         }
-        if (it == 0) {
-            if (pn >= n) break;
-            p = pn;
-            e = pn = en;
-            continue;
-        }
-        const zz_run_q *rqp = &rqs[(it - 1) & 1];
+        const bool more = pn < n;
+        if (more) zz_quant(&rqs[(it + 1) & 1], scb + 16 * ckn, G, j->x, IDX ? idx : NULL, first + pn, en - pn, gm, FULL);
+        const uint8_t *nib0 = j->w + ck * 128, *sc0 = scb + 16 * ck, *nibf = j->w + ck0 * 128;
+        const bool nextck = ck + 1 < ck1; /* the run's next chunk comes next */
+        float(*fa)[2][4][16] = (float(*)[2][4][16])(void *)(fab + 256 * (ck - ck0)); /* half, low/high, m, lane */
+        const zz_run_q *rqp = &rqs[it & 1];
         /* lanes 4L .. 4L + 3: group L (half 0) or 4 + L (half 1); H starts at -128 S (8 x 16 hi), L at
          * -136 S, so that L - H is the low nibbles' sum with its -8 S */
         const __m512i s0 = _mm512_permutexvar_epi32(bidx, _mm512_castsi256_si512(rqp->sum));
@@ -534,47 +550,48 @@ static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job
                     c2 = nib0 + ZZ_CH(q + 2 < e ? q + 2 : q) * cs;
                     c3 = nib0 + ZZ_CH(q + 3 < e ? q + 3 : q) * cs;
                 }
-                if (q + ZZ_FAR + 4 <= n) { /* no bounds to check: the usual case */
+                /* into L1: these channels' next chunk, or the next runs' first chunk and the scales of the
+                 * channels ZZ_AHEAD on */
+                if (nextck) {
+                    const uint8_t *cq[4] = {c0, c1, c2, c3};
                     for (int r = 0; r < 4; r++) {
-                        const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
-                        _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
-                        if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(cq[r] + 128), _MM_HINT_T0);
+                        if (NH == 2) _mm_prefetch((const char *)(cq[r] + 192), _MM_HINT_T0);
                     }
-                    for (int r = 0; r < 4; r++) { /* and into L2 */
-                        const int64_t nx = ZZ_CH(q + ZZ_FAR + r);
-                        _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T1);
-                        if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T1);
-                        _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T1);
+                }
+                for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
+                    const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
+                    if (!nextck) {
+                        _mm_prefetch((const char *)(nibf + nx * cs), _MM_HINT_T0);
+                        if (NH == 2) _mm_prefetch((const char *)(nibf + nx * cs + 64), _MM_HINT_T0);
                     }
-                } else {
-                    for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
-                        const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
-                        _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
-                        if (NH == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
-                    }
+                    _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
                 }
             } else { /* consecutive channels */
                 c1 = q + 1 < e ? c0 + cs : c0;
                 c2 = q + 2 < e ? c0 + 2 * cs : c0;
                 c3 = q + 3 < e ? c0 + 3 * cs : c0;
-                if (q + ZZ_AHEAD + 4 <= n) { /* the last channels were fetched before */
-                    const uint8_t *f = c0 + ZZ_AHEAD * cs;
+                if (nextck) /* into L1: these channels' next chunk */
+                    for (int r = 0; r < 4; r++) {
+                        _mm_prefetch((const char *)(c0 + r * cs + 128), _MM_HINT_T0);
+                        if (NH == 2) _mm_prefetch((const char *)(c0 + r * cs + 192), _MM_HINT_T0);
+                    }
+                else if (q + ZZ_AHEAD + 4 <= n) { /* the next runs' first; the last channels were fetched before */
+                    const uint8_t *f = c0 - nib0 + nibf + ZZ_AHEAD * cs;
                     for (int r = 0; r < 4; r++) {
                         _mm_prefetch((const char *)(f + r * cs), _MM_HINT_T0);
                         if (NH == 2) _mm_prefetch((const char *)(f + r * cs + 64), _MM_HINT_T0);
                     }
                     _mm_prefetch((const char *)(sc0 + 2 * (first + q + ZZ_AHEAD) * G), _MM_HINT_T0);
                 }
-                if (q + ZZ_FAR + 4 <= n) { /* and into L2 */
-                    const uint8_t *f = c0 + ZZ_FAR * cs;
-                    for (int r = 0; r < 4; r++) {
-                        _mm_prefetch((const char *)(f + r * cs), _MM_HINT_T1);
-                        if (NH == 2) _mm_prefetch((const char *)(f + r * cs + 64), _MM_HINT_T1);
-                    }
-                    _mm_prefetch((const char *)(sc0 + 2 * (first + q + ZZ_FAR) * G), _MM_HINT_T1);
-                }
+            }
+            /* into L2: the pieces (these chunks' bytes) of the channels from the cursor on, whole and in
+             * list order, 4 / nck of them a quad, so that the cursor keeps its lead */
+            for (pf_due += 4; pf_due >= nck && pfc < n; pf_due -= nck, pfc++) {
+                const int64_t ch = ZZ_CH(pfc);
+                for (int64_t o = 0; o < pbytes; o += 64) _mm_prefetch((const char *)(nibf + ch * cs + o), _MM_HINT_T1);
+                _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck0), _MM_HINT_T1);
+                _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck1 - 1), _MM_HINT_T1);
             }
             const int8_t(*av)[64] = rqp->a + (q - p) / 2;
 #define ZZ_HALF(h, LM, X0, X1, X2, X3, Y0, Y1, Y2, Y3)                                                            \
@@ -603,8 +620,8 @@ static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job
 #define ZZ_EPI(h, m, LL, HH)                                                                                     \
     do {                                                                                                         \
         const __m512i lo_ = _mm512_sub_epi32(LL, HH);                                                            \
-        _mm512_store_ps(fa[h][0][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo_), dl, _mm512_load_ps(fa[h][0][m]))); \
-        _mm512_store_ps(fa[h][1][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(HH), dh, _mm512_load_ps(fa[h][1][m])));  \
+        _mm512_storeu_ps(fa[h][0][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo_), dl, _mm512_loadu_ps(fa[h][0][m]))); \
+        _mm512_storeu_ps(fa[h][1][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(HH), dh, _mm512_loadu_ps(fa[h][1][m]))); \
     } while (0)
         {
             const __m512 dl = _mm512_permutexvar_ps(bidx, _mm512_castps256_ps512(rqp->d));
@@ -623,36 +640,51 @@ static inline __attribute__((always_inline)) void zz_chunk_body(const srt_zz_job
             ZZ_EPI(1, 3, L13, H13);
         }
 #undef ZZ_EPI
-        if (pn >= n) break;
-        p = pn;
-        e = pn = en;
+        if (!more) break;
+        p = pn, e = en, ck = ckn;
     }
+#undef ZZ_RUN_END
 #undef ZZ_CH
-    /* lane 4L + k of (h, m) is row 32(4h + L) + 4m + k, + 16 for the high nibbles */
+}
+
+/* fa (a chunk's float sums in the dots' lane order, G8 groups) to y in row order: lane 4L + k of
+ * (h, m) is row 32(4h + L) + 4m + k, + 16 for the high nibbles. fa and y may be the same. */
+static void zz_rows(float *y, const float *fab, int G8) {
+    _Alignas(64) float fa[2][2][4][16];
+    memcpy(fa, fab, sizeof fa);
     for (int g = 0; g < G8; g++)
         for (int m = 0; m < 4; m++)
             for (int hl = 0; hl < 2; hl++)
                 memcpy(y + 32 * g + 16 * hl + 4 * m, &fa[g / 4][hl][m][4 * (g % 4)], 4 * sizeof(float));
 }
 
-static void zz_chunk(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, int64_t ck, int G8,
-                     float *y) {
+/* The full chunks [ck0, ck1) in one pass, their sums kept in y's own rows until put in row order. */
+static void zz_full(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, int64_t ck0, int64_t ck1,
+                    float *y) {
+    _Alignas(64) float fa[4096];
+    if (idx) zz_body(j, idx, first, n, ck0, ck1, 8, fa, 1, 2, 1);
+    else zz_body(j, idx, first, n, ck0, ck1, 8, fa, 0, 2, 1);
+    for (int64_t ck = 0; ck < ck1 - ck0; ck++) zz_rows(y + ck * SRT_ZZ_CHUNK, fa + ck * SRT_ZZ_CHUNK, 8);
+}
+
+/* A last chunk of G8 < 8 groups (row-blocks that are not a multiple of 256 rows). */
+static void zz_part(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, int64_t ck, int G8,
+                    float *y) {
+    _Alignas(64) float fa[SRT_ZZ_CHUNK];
     if (idx) {
-        if (G8 == 8) zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 2, 1);
-        else if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 2, 0);
-        else zz_chunk_body(j, idx, first, n, ck, G8, y, 1, 1, 0);
+        if (G8 > 4) zz_body(j, idx, first, n, ck, ck + 1, G8, fa, 1, 2, 0);
+        else zz_body(j, idx, first, n, ck, ck + 1, G8, fa, 1, 1, 0);
     } else {
-        if (G8 == 8) zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 2, 1);
-        else if (G8 > 4) zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 2, 0);
-        else zz_chunk_body(j, idx, first, n, ck, G8, y, 0, 1, 0);
+        if (G8 > 4) zz_body(j, idx, first, n, ck, ck + 1, G8, fa, 0, 2, 0);
+        else zz_body(j, idx, first, n, ck, ck + 1, G8, fa, 0, 1, 0);
     }
+    zz_rows(y, fa, G8);
 }
 
 static void zigzag_avx512(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
-    for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
-        const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
-        zz_chunk(j, idx, first, n, ck, G8, y + ck * SRT_ZZ_CHUNK);
-    }
+    const int64_t ck0 = j->g0 / 8, nfull = j->g1 / 8; /* chunks [ck0, nfull) are whole */
+    if (nfull > ck0) zz_full(j, idx, first, n, ck0, nfull, y + ck0 * SRT_ZZ_CHUNK);
+    if (nfull * 8 < j->g1 && nfull >= ck0) zz_part(j, idx, first, n, nfull, (int)(j->g1 - nfull * 8), y + nfull * SRT_ZZ_CHUNK);
 }
 
 /* ---- activation and attention -------------------------------------------------------------- */
