@@ -330,6 +330,7 @@ static double config_bytes(const bench *B, const config *c) {
 /* ---- set-up ---------------------------------------------------------------------------- */
 
 static bool huge_pages; /* --huge-pages: weights as `run --no-mmap` holds them */
+static int64_t zz_rows;  /* --zz-rows: zigzag's row-block (0: pack's) */
 
 /* A weight matrix's memory: srt_alloc's (64-byte aligned, 4 KB pages), or 2 MB aligned and
  * advised for transparent huge pages. Freed with srt_free either way (both come from malloc). */
@@ -449,7 +450,8 @@ static int setup(bench *B, int64_t in, int64_t out, int64_t nlayers, const doubl
     bad |= pack_copies(&B->L[0].q4t, st, nlayers, SRT_LAYOUT_Q4_0T, w, out, in, 0);
     bad |= pack_copies(&B->L[0].kd, st, nlayers, SRT_LAYOUT_KMI4, w, out, in, 0);
     bad |= pack_copies(&B->L[0].k8, st, nlayers, SRT_LAYOUT_KMI8, w, out, in, 0);
-    bad |= pack_copies(&B->L[0].zz, st, nlayers, SRT_LAYOUT_ZIGZAG, w, out, in, 256);
+    bad |= pack_copies(&B->L[0].zz, st, nlayers, SRT_LAYOUT_ZIGZAG, w, out, in,
+                       zz_rows ? zz_rows : srt_layout_default_group(SRT_LAYOUT_ZIGZAG, out));
     /* gate and up: in x out viewed as [in rows x out cols] (same random values) */
     bad |= pack_copies(&B->L[0].g, st, nlayers, SRT_LAYOUT_KMI4R, w, in, out, 0);
     bad |= pack_copies(&B->L[0].u, st, nlayers, SRT_LAYOUT_KMI4R, w, in, out, 0);
@@ -761,6 +763,7 @@ int cmd_bench(int argc, char **argv) {
             " (default: this CPU kind's, with SPARSECAL_PREFETCH's on top)", 0, 0},
         {"mem-gib", 0, SC_ARG_FLOAT, &mem_gib, "G", "cap on weight memory; fewer layers above it (default 6)", 0.1, 1024},
         {"huge-pages", 0, SC_ARG_FLAG, &huge_pages, NULL, "weights in 2 MB-aligned memory advised for transparent huge pages (as run --no-mmap)", 0, 0},
+        {"zz-rows", 0, SC_ARG_INT, &zz_rows, "R", "zigzag's row-block, a multiple of 32 (default: pack's, 1024 for 2048 outputs)", 32, 4096},
         {"csv", 0, SC_ARG_STR, &csv, "FILE", "also write the results as CSV (default: none)", 0, 0},
         {"md", 0, SC_ARG_STR, &md, "FILE", "also write the Markdown tables to FILE (default: none)", 0, 0},
         {"png", 0, SC_ARG_STR, &png, "FILE", "plot speed-ups against sparsity with gnuplot (default: none)", 0, 0},
@@ -798,6 +801,10 @@ int cmd_bench(int argc, char **argv) {
         dd[nd++] = (double)a;
         dd[nd++] = (double)b;
         s = *end ? end + 1 : end;
+    }
+    if (zz_rows % 32) {
+        fprintf(stderr, "sparsecal bench: --zz-rows wants a multiple of 32 rows (e.g. 256, 1024)\n");
+        return 2;
     }
     int64_t group = strcmp(live_kind, "clustered") == 0 ? 32 : strcmp(live_kind, "random") == 0 ? 1 : 0;
     if (!group && strncmp(live_kind, "groups:", 7) == 0) {
@@ -885,6 +892,7 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(root, "passes", (double)passes);
         cJSON_AddNumberToObject(root, "runs", (double)runs);
         cJSON_AddBoolToObject(root, "huge_pages", huge_pages);
+        cJSON_AddNumberToObject(root, "zz_rows", (double)zz_rows); /* 0: pack's rule */
         for (int i = 0; i < nres; i++) {
             const result *x = &R[i];
             cJSON *o = cJSON_CreateObject();
@@ -917,15 +925,17 @@ int cmd_bench(int argc, char **argv) {
         rc = 2;
     }
     FILE *outs[2] = {json ? NULL : stdout, mdf};
+    char zzr[40] = "as pack makes them"; /* srt_layout_default_group */
+    if (zz_rows) snprintf(zzr, sizeof zzr, "of %lld rows", (long long)zz_rows);
     for (int o = 0; o < 2 && !rc; o++) {
         FILE *f = outs[o];
         if (!f) continue;
         fprintf(f, "Machine: %s, %ld CPUs online; features: %s; kernels: %s, prefetch %s. Settings: %lld warm-up + %lld "
                    "timed passes, %lld run%s (median of run medians; min/max over all timed GEMVs); live sets: %s; weights "
-                   "in %s.\n",
+                   "in %s; zigzag row-blocks %s.\n",
                 cpu, sysconf(_SC_NPROCESSORS_ONLN), feat, srt_isa_name(isa), pf, (long long)warm, (long long)passes,
                 (long long)runs, runs > 1 ? "s" : "", clustered ? live_desc : "uniformly random per layer",
-                huge_pages ? "huge-page-advised memory" : "4 KB pages");
+                huge_pages ? "huge-page-advised memory" : "4 KB pages", zzr);
         for (int d = 0; d < nd; d += 2)
             for (int t = 0; t < nth; t++) {
                 print_table(f, R, nres, (int64_t)dd[d], (int64_t)dd[d + 1], th[t], srt_isa_name(isa));

@@ -140,10 +140,8 @@ static void matrix_entry(packer *p, const char *name, const srt_layout_traits *t
 static sc_status add_matrix(packer *p, const char *name, srt_layout l, const float *W, int64_t rows, int64_t cols,
                             sc_err *err) {
     const srt_layout_traits *tr = srt_layout_get(l);
-    /* zigzag row-blocks of 256 rows (8 groups: one pass of the AVX-512 kernel's registers), fewer
-     * for short matrices so that padding stays under 32 rows */
-    int64_t g = l == SRT_LAYOUT_STRIPE ? p->group
-              : l == SRT_LAYOUT_ZIGZAG ? (rows >= 256 ? 256 : round_up(rows, 32)) : 0;
+    /* zigzag row-blocks by the layout's rule (srt_layout_default_group) */
+    int64_t g = l == SRT_LAYOUT_STRIPE ? p->group : l == SRT_LAYOUT_ZIGZAG ? srt_layout_default_group(l, rows) : 0;
     int64_t rq = l == SRT_LAYOUT_F32 ? 1 : 32, cq = l == SRT_LAYOUT_F32 ? 1 : 32;
     if (g) rq = g;
     int64_t rs = round_up(rows, rq), cs = round_up(cols, cq);

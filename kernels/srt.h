@@ -239,6 +239,12 @@ typedef struct srt_layout_traits {
 } srt_layout_traits;
 
 const srt_layout_traits *srt_layout_get(srt_layout layout);
+/* The row-block (zigzag) or stripe (stripe) a pack of rows rows takes when its group is 0; 0 for the
+ * other layouts. stripe: CWIC's 512 rows, or the whole (32-padded) column for small models. zigzag:
+ * the whole (32-padded) column up to 256 rows, else the longest of 1024, 512 and 256 rows that pads
+ * no more than 256 would (a live channel's piece of a row-block is read in one pass: 128-byte
+ * pieces read at a third of a stream's speed on some cores, 512-byte ones near the kmi4 vectors'). */
+int64_t srt_layout_default_group(srt_layout l, int64_t rows);
 srt_status srt_layout_parse(const char *name, srt_layout *out);
 /* Checks shape, group, size and alignment of m against its layout. */
 srt_status srt_matrix_check(const srt_matrix *m);
@@ -248,7 +254,8 @@ srt_status srt_matrix_row(const srt_matrix *m, int64_t r, float *out);
 
 /* Whether ctx's zigzag column-sparse GEMV over n live channels of m reads every channel (the dead
  * ones as zeros, the same bits) rather than the live ones: above the CPU kind's fraction, or zz=F of
- * the context's prefetch spec. What it reads, for the byte counts. */
+ * the context's prefetch spec, for row-blocks under 512 rows; above twice that for longer ones. What
+ * it reads, for the byte counts. */
 bool srt_zz_reads_all(const srt_ctx *ctx, const srt_matrix *m, int64_t n);
 
 /* y[v] = W x[v] for v < nvec (a prompt's tokens): row layouts read each block of rows once for all

@@ -141,7 +141,8 @@ srt_pf_set srt_cpu_prefetch(void) {
     /* And zigzag's live channels (128-byte pieces of 256-row row-blocks) read at 8-9 GB/s there against
      * 25-30 for the whole matrix, so above a third of the channels live its column-sparse GEMV reads them
      * all (bench 5632 -> 2048, 1 thread: d = 0.5 sparse 346-395 µs, dense 250-300); on the Intel Xeons
-     * sparse took 0.68x of dense at d = 0.5, so they never do. */
+     * sparse took 0.68x of dense at d = 0.5, so they never do. Row-blocks of 512 rows and more are read
+     * in one pass per live channel and switch at twice the fraction (srt_zz_reads_all). */
     if (cpu_is_amd()) p.kr = (srt_pf){1, 16}, p.kd = (srt_pf){1, 8}, p.kd_pass_tiles = 32, p.zz_dense_above = 0.35f;
     return p;
 }

@@ -771,7 +771,12 @@ srt_status srt_gemv_zigzag(srt_ctx *ctx, const srt_matrix *m, const srt_input *x
 }
 
 bool srt_zz_reads_all(const srt_ctx *ctx, const srt_matrix *m, int64_t n) {
-    return (double)n > (double)srt_ctx_kernels(ctx)->pf.zz_dense_above * (double)m->cols;
+    /* zz_dense_above is the line for 128-byte pieces (256-row row-blocks); pieces of 256 bytes and
+     * more, read in one pass, lose to the whole matrix only at twice that fraction (Zen 4, bench
+     * 5632 -> 2048, 1 thread: sparse and dense even at 0.35 live for 256-row blocks, 0.7 for 512, 0.8
+     * for 1024) */
+    const double f = (double)srt_ctx_kernels(ctx)->pf.zz_dense_above * (m->group >= 512 ? 2.0 : 1.0);
+    return (double)n > f * (double)m->cols;
 }
 
 srt_status srt_gemv_zigzag_sparse(srt_ctx *ctx, const srt_matrix *m, const srt_input *x, const srt_live *live,

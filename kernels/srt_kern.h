@@ -53,7 +53,8 @@ typedef struct srt_pf_set {
     int32_t kd_pass_tiles;
     /* zigzag: the live fraction above which the column-sparse GEMV reads every channel instead (the
      * dense kernel on the input with the dead channels zeroed: the same bits, srt_zz_reads_all), where
-     * this CPU reads the live channels' 128-byte pieces slower than the whole matrix; above 1: never */
+     * this CPU reads the live channels' 128-byte pieces (256-row row-blocks) slower than the whole
+     * matrix; twice that for row-blocks of 512 rows and more; above 1: never */
     float zz_dense_above;
 } srt_pf_set;
 #define SRT_KD_PASS_MAX 32

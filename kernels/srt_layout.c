@@ -26,13 +26,18 @@ static bool all_finite(const float *w, int64_t n) {
     return true;
 }
 
-/* zigzag default row-block, stripe default stripe size (CWIC: 512, or the
- * whole (32-padded) column for small models). */
+int64_t srt_layout_default_group(srt_layout l, int64_t rows) {
+    const int64_t r = srt_round_up(rows, SRT_QK);
+    if (l == SRT_LAYOUT_STRIPE) return r < 512 ? r : 512;
+    if (l != SRT_LAYOUT_ZIGZAG) return 0;
+    if (r <= 256) return r;
+    /* the longest row-block of 1024, 512 or 256 rows that pads no more rows than 256 would */
+    const int64_t pad = srt_round_up(rows, 256) - rows;
+    return srt_round_up(rows, 1024) - rows <= pad ? 1024 : srt_round_up(rows, 512) - rows <= pad ? 512 : 256;
+}
+
 static int64_t group_of(srt_layout l, int64_t rows, int64_t group) {
-    if (group != 0) return group;
-    if (l == SRT_LAYOUT_ZIGZAG) return 256;
-    int64_t r = srt_round_up(rows, SRT_QK);
-    return r < 512 ? r : 512;
+    return group != 0 ? group : srt_layout_default_group(l, rows);
 }
 
 static srt_status size_any(srt_layout l, size_t *bytes, int64_t rows, int64_t cols, int64_t group) {

@@ -294,6 +294,31 @@ static void test_roundtrip(int64_t rows, int64_t cols) {
     free(wt);
 }
 
+/* The row-blocks pack gives zigzag (and stripe) when its group is 0: the whole column up to 256 rows,
+ * then the longest of 1024, 512 and 256 rows that pads no more than 256 would; a pack with group 0
+ * takes it. */
+static void test_default_group(void) {
+    const int64_t zz[][2] = {{1, 32},      {64, 64},     {250, 256},   {256, 256},   {300, 512},  {1000, 1024},
+                             {1024, 1024}, {1536, 512},  {2048, 1024}, {2304, 256},  {5632, 512}, {8192, 1024},
+                             {14336, 1024}, {11008, 256}, {2560, 512}};
+    for (size_t i = 0; i < sizeof zz / sizeof zz[0]; i++)
+        CHECK_MSG(srt_layout_default_group(SRT_LAYOUT_ZIGZAG, zz[i][0]) == zz[i][1], "zigzag %lld rows: %lld, want %lld",
+                  (long long)zz[i][0], (long long)srt_layout_default_group(SRT_LAYOUT_ZIGZAG, zz[i][0]),
+                  (long long)zz[i][1]);
+    CHECK(srt_layout_default_group(SRT_LAYOUT_STRIPE, 100) == 128 && srt_layout_default_group(SRT_LAYOUT_STRIPE, 5000) == 512);
+    CHECK(srt_layout_default_group(SRT_LAYOUT_KMI4, 2048) == 0);
+    float *w = malloc(sizeof(float) * 1000 * 64);
+    fill_weights(w, 1000 * 64);
+    srt_matrix m;
+    if (pack_new(&m, SRT_LAYOUT_ZIGZAG, w, 1000, 64, 0)) {
+        CHECK(m.group == 1024);
+        srt_free((void *)m.data);
+    } else {
+        CHECK(!"zigzag 1000 x 64 packs");
+    }
+    free(w);
+}
+
 static void test_hostile(void) {
     const srt_layout_traits *t = srt_layout_get(SRT_LAYOUT_KMI4);
     size_t b;
@@ -483,6 +508,7 @@ int main(void) {
     const int64_t shapes[][2] = {{1, 32}, {3, 64}, {32, 96}, {100, 512}, {128, 544}, {129, 1056}, {300, 64}, {64, 32}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_roundtrip(shapes[i][0], shapes[i][1]);
     test_hostile();
+    test_default_group();
     test_topk();
     test_topk_lanes();
     return sc_test_finish();

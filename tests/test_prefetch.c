@@ -171,6 +171,30 @@ static void test_same_bits(srt_layout l, int64_t rows, int64_t cols) {
     free(w);
 }
 
+/* zz=F is the line for 256-row row-blocks (128-byte pieces); from 512 rows on, read in one pass,
+ * the line is 2F (zz=0.35 with 1,000 channels: 350 and 700 live). */
+static void test_zz_line(void) {
+    const srt_layout_traits *t = srt_layout_get(SRT_LAYOUT_ZIGZAG);
+    const int64_t rows = 2048, cols = 1000, groups[] = {256, 512, 1024};
+    float *w = malloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++) w[i] = 0.05f * rnd_sym();
+    srt_ctx *c = NULL;
+    CHECK(srt_ctx_create(&c, SRT_ISA_SCALAR, 1) == SRT_OK && srt_ctx_set_prefetch(c, "zz=0.35") == SRT_OK);
+    for (int g = 0; g < 3 && c; g++) {
+        size_t bytes;
+        CHECK(t->size(&bytes, rows, cols, groups[g]) == SRT_OK);
+        void *mem = srt_alloc(bytes);
+        srt_matrix m;
+        CHECK(t->pack(&m, mem, bytes, w, rows, cols, groups[g]) == SRT_OK && m.group == groups[g]);
+        const bool short_pieces = groups[g] == 256;
+        CHECK(!srt_zz_reads_all(c, &m, 340) && srt_zz_reads_all(c, &m, 360) == short_pieces);
+        CHECK(srt_zz_reads_all(c, &m, 690) == short_pieces && srt_zz_reads_all(c, &m, 710));
+        srt_free(mem);
+    }
+    srt_ctx_free(c);
+    free(w);
+}
+
 int main(void) {
     CHECK(unsetenv("SPARSECAL_PREFETCH") == 0); /* the test sets its own */
     test_syntax();
@@ -180,5 +204,6 @@ int main(void) {
     test_same_bits(SRT_LAYOUT_KMI4, 4300, 320);
     test_same_bits(SRT_LAYOUT_KMI8, 1000, 192);
     test_same_bits(SRT_LAYOUT_ZIGZAG, 300, 1056); /* zz: every channel read or the live ones only */
+    test_zz_line();
     return sc_test_finish();
 }
