@@ -185,8 +185,8 @@ static void axpy_q4_0t_avx2(const srt_axpy_job *j, int64_t b0, int64_t b1) {
  * rest, so they go through L1; doing the chunk in passes of two groups instead (all in registers,
  * the run's lines read four times from L1) ran 1.3x slower, the accesses no longer in stream order. */
 
-#define ZZ_AHEAD 32 /* prefetch distances in channels: into L1 */
-#define ZZ_FAR 128  /* into L2 */
+#define ZZ_AHEAD 32         /* prefetch distances: into L1, in channels */
+#define ZZ_FAR_BYTES 16384  /* into L2, in bytes of the channels' pieces (gemv_avx512.c) */
 
 typedef struct zz_run {
     _Alignas(32) int8_t a[8][4][2][32]; /* quad, position v, pair: in 128-bit lane L its q of group 2v + L, x8 */
@@ -287,21 +287,28 @@ static inline __attribute__((always_inline)) void zz_quad(__m256i (*ia)[4], cons
     }
 }
 
-/* One 256-row chunk (G8 <= 8 groups) of a row-block; IDX and FULL (G8 == 8) are constants in each
+/* Chunks [ck0, ck1) (256 rows each, G8 <= 8 groups in every one) of a row-block in one pass over the
+ * list, as the AVX-512 kernel goes: run by run, each chunk of the run in turn, the float sums of chunk
+ * ck at fa + 256 (ck - ck0) in the dots' lane order; every row adds its runs' terms in list order, so
+ * the bits do not depend on the chunks taken together. IDX and FULL (G8 == 8) are constants in each
  * inlined copy. */
-static inline __attribute__((always_inline)) void zz_chunk_avx2(const srt_zz_job *j, const uint32_t *idx,
-                                                                int64_t first, int64_t n, int64_t ck, int G8_,
-                                                                float *y, const int IDX, const int FULL) {
+static inline __attribute__((always_inline)) void zz_body_avx2(const srt_zz_job *j, const uint32_t *idx,
+                                                               int64_t first, int64_t n, int64_t ck0, int64_t ck1,
+                                                               int G8_, float *fab, const int IDX, const int FULL,
+                                                               const int ONE) {
     const int G8 = FULL ? 8 : G8_;
-    const int64_t R = j->R, G = R / SRT_QK, cs = R / 2;
-    const uint8_t *nib0 = j->w + ck * 128, *sc0 = j->w + srt_zz_nib_bytes(j->cols, R) + 2 * 8 * ck;
+    const int64_t R = j->R, G = R / SRT_QK, cs = R / 2, nck = ONE ? 1 : ck1 - ck0;
+    const uint8_t *const scb = j->w + srt_zz_nib_bytes(j->cols, R), *const nibf = j->w + ck0 * 128;
     const int npass = (G8 + 1) / 2, nh = G8 > 4 ? 2 : 1, odd = G8 % 2;
     const uint32_t *ix = IDX ? idx : NULL;
 #define ZZ_CH(pos) (IDX ? (int64_t)idx[first + (pos)] : first + (pos))
-    _Alignas(32) float fa[4][4][2][8]; /* position, row block m, even/odd, lane */
-    for (int i = 0; i < 4 * 4 * 2 * 8; i += 8) _mm256_store_ps(&fa[0][0][0][0] + i, _mm256_setzero_ps());
+    for (int64_t i = 0; i < 256 * nck; i += 8) _mm256_storeu_ps(fab + i, _mm256_setzero_ps());
     for (int64_t k = 0; k < n && k < ZZ_AHEAD; k++) /* what the quads' look-ahead skips */
-        for (int l = 0; l < nh; l++) _mm_prefetch((const char *)(nib0 + ZZ_CH(k) * cs + 64 * l), _MM_HINT_T0);
+        for (int l = 0; l < nh; l++) _mm_prefetch((const char *)(nibf + ZZ_CH(k) * cs + 64 * l), _MM_HINT_T0);
+    /* into L2: a cursor over the channels' pieces (these chunks' bytes), ZZ_FAR_BYTES ahead */
+    const int64_t pbytes = FULL ? 128 * nck : 64 * nh;
+    const int64_t far = ZZ_FAR_BYTES / pbytes > ZZ_AHEAD + 16 ? ZZ_FAR_BYTES / pbytes : ZZ_AHEAD + 16;
+    int64_t pfc = n < far ? n : far, pf_due = 0;
     zz_run rq;
     __m256i ia[4][4];
     int64_t p = 0;
@@ -309,40 +316,63 @@ static inline __attribute__((always_inline)) void zz_chunk_avx2(const srt_zz_job
         const int64_t kb = ZZ_CH(p) / SRT_QK;
         int64_t e = p;
         while (e < n && ZZ_CH(e) / SRT_QK == kb) e++;
-        zz_quant_avx2(&rq, sc0, G, G8, npass, j->x, ix, first + p, e - p);
-        for (int v = 0; v < npass; v++)
-            for (int m = 0; m < 4; m++) ia[v][m] = _mm256_setzero_si256();
-        for (int64_t q = p; q < e; q += 4) {
-            const uint8_t *c[4];
-            for (int r = 0; r < 4; r++) c[r] = nib0 + ZZ_CH(q + r < e ? q + r : q) * cs;
-            for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
-                const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
-                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T0);
-                if (nh == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T0);
-                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+        for (int64_t ck = ck0; ck < ck1; ck++) {
+            const uint8_t *nib0 = j->w + ck * 128, *sc0 = scb + 2 * 8 * ck;
+            const bool nextck = !ONE && ck + 1 < ck1; /* the run's next chunk comes next */
+            float(*fa)[4][2][8] = (float(*)[4][2][8])(void *)(fab + 256 * (ck - ck0)); /* position, m, even/odd, lane */
+            zz_quant_avx2(&rq, sc0, G, G8, npass, j->x, ix, first + p, e - p);
+            for (int v = 0; v < npass; v++)
+                for (int m = 0; m < 4; m++) ia[v][m] = _mm256_setzero_si256();
+            for (int64_t q = p; q < e; q += 4) {
+                const uint8_t *c[4];
+                for (int r = 0; r < 4; r++) c[r] = nib0 + ZZ_CH(q + r < e ? q + r : q) * cs;
+                /* into L1: these channels' next chunk, or the next runs' first chunk; the scales ZZ_AHEAD on */
+                if (nextck)
+                    for (int r = 0; r < 4; r++)
+                        for (int l = 0; l < nh; l++) _mm_prefetch((const char *)(c[r] + 128 + 64 * l), _MM_HINT_T0);
+                for (int r = 0; r < 4 && q + ZZ_AHEAD + r < n; r++) {
+                    const int64_t nx = ZZ_CH(q + ZZ_AHEAD + r);
+                    if (!nextck)
+                        for (int l = 0; l < nh; l++) _mm_prefetch((const char *)(nibf + nx * cs + 64 * l), _MM_HINT_T0);
+                    if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T0);
+                }
+                if (ONE) { /* one chunk: the lines of the channels `far` on, as they come */
+                    for (int r = 0; r < 4 && q + far + r < n; r++) {
+                        const int64_t nx = ZZ_CH(q + far + r);
+                        for (int l = 0; l < nh; l++) _mm_prefetch((const char *)(nibf + nx * cs + 64 * l), _MM_HINT_T1);
+                        if (IDX || r == 0) _mm_prefetch((const char *)(scb + 2 * nx * G + 16 * ck0), _MM_HINT_T1);
+                    }
+                } else { /* a cursor: whole pieces (these chunks' bytes) in list order, 4 / nck channels a quad */
+                    for (pf_due += 4; pf_due >= nck && pfc < n; pf_due -= nck, pfc++) {
+                        const int64_t ch = ZZ_CH(pfc);
+                        for (int64_t o = 0; o < pbytes; o += 64) _mm_prefetch((const char *)(nibf + ch * cs + o), _MM_HINT_T1);
+                        _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck0), _MM_HINT_T1); /* its scales */
+                        _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck1 - 1), _MM_HINT_T1);
+                    }
+                }
+                zz_quad(ia, c, &rq, (int)((q - p) / 4), npass, odd);
             }
-            for (int r = 0; r < 4 && q + ZZ_FAR + r < n; r++) { /* and into L2 */
-                const int64_t nx = ZZ_CH(q + ZZ_FAR + r);
-                _mm_prefetch((const char *)(nib0 + nx * cs), _MM_HINT_T1);
-                if (nh == 2) _mm_prefetch((const char *)(nib0 + nx * cs + 64), _MM_HINT_T1);
-                if (IDX || r == 0) _mm_prefetch((const char *)(sc0 + 2 * nx * G), _MM_HINT_T1);
-            }
-            zz_quad(ia, c, &rq, (int)((q - p) / 4), npass, odd);
-        }
-        for (int v = 0; v < npass; v++) {
-            const __m256i off = _mm256_load_si256((const __m256i *)(const void *)rq.off[v]);
-            const __m256 d = _mm256_load_ps(rq.d[v]);
-            for (int m = 0; m < 4; m++) { /* the sums mod 2^16, offset removed, are exact in int16 */
-                const __m256i s = _mm256_sub_epi16(ia[v][m], off);
-                const __m256i ev = _mm256_srai_epi32(_mm256_slli_epi32(s, 16), 16), od = _mm256_srai_epi32(s, 16);
-                _mm256_store_ps(fa[v][m][0], _mm256_fmadd_ps(_mm256_cvtepi32_ps(ev), d, _mm256_load_ps(fa[v][m][0])));
-                _mm256_store_ps(fa[v][m][1], _mm256_fmadd_ps(_mm256_cvtepi32_ps(od), d, _mm256_load_ps(fa[v][m][1])));
+            for (int v = 0; v < npass; v++) {
+                const __m256i off = _mm256_load_si256((const __m256i *)(const void *)rq.off[v]);
+                const __m256 d = _mm256_load_ps(rq.d[v]);
+                for (int m = 0; m < 4; m++) { /* the sums mod 2^16, offset removed, are exact in int16 */
+                    const __m256i s = _mm256_sub_epi16(ia[v][m], off);
+                    const __m256i ev = _mm256_srai_epi32(_mm256_slli_epi32(s, 16), 16), od = _mm256_srai_epi32(s, 16);
+                    _mm256_storeu_ps(fa[v][m][0], _mm256_fmadd_ps(_mm256_cvtepi32_ps(ev), d, _mm256_loadu_ps(fa[v][m][0])));
+                    _mm256_storeu_ps(fa[v][m][1], _mm256_fmadd_ps(_mm256_cvtepi32_ps(od), d, _mm256_loadu_ps(fa[v][m][1])));
+                }
             }
         }
         p = e;
     }
 #undef ZZ_CH
-    /* lane 4L + k of (v, m, even/odd) is row 32(2v + L) + 8m + 2k (+ 1) */
+}
+
+/* fa (a chunk's float sums in the dots' lane order, G8 groups) to y in row order: lane 4L + k of
+ * (v, m, even/odd) is row 32(2v + L) + 8m + 2k (+ 1). fa and y may be the same. */
+static void zz_rows_avx2(float *y, const float *fab, int G8) {
+    _Alignas(32) float fa[4][4][2][8];
+    memcpy(fa, fab, sizeof fa);
     for (int g = 0; g < G8; g++)
         for (int m = 0; m < 4; m++) {
             const __m128 ev = _mm_load_ps(&fa[g / 2][m][0][4 * (g % 2)]);
@@ -353,16 +383,24 @@ static inline __attribute__((always_inline)) void zz_chunk_avx2(const srt_zz_job
 }
 
 static void zigzag_avx2(const srt_zz_job *j, const uint32_t *idx, int64_t first, int64_t n, float *y) {
-    for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
-        const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
-        float *yc = y + ck * SRT_ZZ_CHUNK;
-        if (idx) {
-            if (G8 == 8) zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 1, 1);
-            else zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 1, 0);
+    const int64_t ck0 = j->g0 / 8, nfull = j->g1 / 8; /* chunks [ck0, nfull) are whole */
+    if (nfull > ck0) {
+        _Alignas(32) float fa[4096];
+        if (nfull - ck0 == 1) { /* a single chunk (256-row row-blocks): the look-ahead as it comes */
+            if (idx) zz_body_avx2(j, idx, first, n, ck0, nfull, 8, fa, 1, 1, 1);
+            else zz_body_avx2(j, idx, first, n, ck0, nfull, 8, fa, 0, 1, 1);
         } else {
-            if (G8 == 8) zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 0, 1);
-            else zz_chunk_avx2(j, idx, first, n, ck, G8, yc, 0, 0);
+            if (idx) zz_body_avx2(j, idx, first, n, ck0, nfull, 8, fa, 1, 1, 0);
+            else zz_body_avx2(j, idx, first, n, ck0, nfull, 8, fa, 0, 1, 0);
         }
+        for (int64_t ck = ck0; ck < nfull; ck++) zz_rows_avx2(y + ck * SRT_ZZ_CHUNK, fa + (ck - ck0) * SRT_ZZ_CHUNK, 8);
+    }
+    if (nfull * 8 < j->g1 && nfull >= ck0) { /* a last chunk of fewer than 8 groups */
+        const int G8 = (int)(j->g1 - nfull * 8);
+        _Alignas(32) float fa[SRT_ZZ_CHUNK];
+        if (idx) zz_body_avx2(j, idx, first, n, nfull, nfull + 1, G8, fa, 1, 0, 1);
+        else zz_body_avx2(j, idx, first, n, nfull, nfull + 1, G8, fa, 0, 0, 1);
+        zz_rows_avx2(y + nfull * SRT_ZZ_CHUNK, fa, G8);
     }
 }
 

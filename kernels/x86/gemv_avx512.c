@@ -585,13 +585,20 @@ static inline __attribute__((always_inline)) void zz_body(const srt_zz_job *j, c
                     _mm_prefetch((const char *)(sc0 + 2 * (first + q + ZZ_AHEAD) * G), _MM_HINT_T0);
                 }
             }
-            /* into L2: the pieces (these chunks' bytes) of the channels from the cursor on, whole and in
-             * list order, 4 / nck of them a quad, so that the cursor keeps its lead */
-            for (pf_due += 4; pf_due >= nck && pfc < n; pf_due -= nck, pfc++) {
-                const int64_t ch = ZZ_CH(pfc);
-                for (int64_t o = 0; o < pbytes; o += 64) _mm_prefetch((const char *)(nibf + ch * cs + o), _MM_HINT_T1);
-                _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck0), _MM_HINT_T1);
-                _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck1 - 1), _MM_HINT_T1);
+            /* into L2, `far` channels ahead */
+            if (nck == 1) { /* one chunk: the lines of the channels `far` on, as they come */
+                for (int r = 0; r < 4 && q + far + r < n; r++) {
+                    const int64_t nx = ZZ_CH(q + far + r);
+                    for (int l = 0; l < NH; l++) _mm_prefetch((const char *)(nibf + nx * cs + 64 * l), _MM_HINT_T1);
+                    if (IDX || r == 0) _mm_prefetch((const char *)(scb + 2 * nx * G + 16 * ck0), _MM_HINT_T1);
+                }
+            } else { /* a cursor: whole pieces (these chunks' bytes) in list order, 4 / nck channels a quad */
+                for (pf_due += 4; pf_due >= nck && pfc < n; pf_due -= nck, pfc++) {
+                    const int64_t ch = ZZ_CH(pfc);
+                    for (int64_t o = 0; o < pbytes; o += 64) _mm_prefetch((const char *)(nibf + ch * cs + o), _MM_HINT_T1);
+                    _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck0), _MM_HINT_T1); /* its scales */
+                    _mm_prefetch((const char *)(scb + 2 * ch * G + 16 * ck1 - 1), _MM_HINT_T1);
+                }
             }
             const int8_t(*av)[64] = rqp->a + (q - p) / 2;
 #define ZZ_HALF(h, LM, X0, X1, X2, X3, Y0, Y1, Y2, Y3)                                                            \
