@@ -362,7 +362,7 @@ static void axpy_q4_0t_avx512(const srt_axpy_job *j, int64_t b0, int64_t b1) {
     }
 }
 
-/* ---- zigzag: integer dots, 256 rows (8 groups) per pass ---------------------------------------
+/* ---- zigzag: integer dots, 256 rows (8 groups) in the registers, a call's chunks in one pass ----
  *
  * The channels of a 32-channel run (ref_zigzag) are quantised first: c = x * s for the chunk's 8
  * groups (one 16-byte row of fp16 scales per channel), per group d = amax / 127 and q = rint(c / d),

@@ -18,6 +18,7 @@
 #
 # A third artifact, kmi4-in (attention and gate stored column-sparse), runs teal-cats: TEAL's calibrated input
 # thresholds on attention and the gate combined with CATS top-K rows on up and down, one density for both.
+# A fourth, zigzag (every linear layer column-sparse), runs TEAL alone at density 0.5 (configuration 12).
 #
 # Before the rounds the script prints how the peer was built (CMAKE_BUILD_TYPE, GGML_NATIVE from its
 # CMakeCache.txt, the ISA the compiler saw) and how many tensors llama.cpp repacked at load (q4_0 -> q4_0_8x8):
@@ -28,7 +29,7 @@
 # (stories of the shipped TinyStories text the CATS and TEAL thresholds are calibrated on, default 8: ~500
 # tokens), SHAPE ("--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4": TinyLlama-1.1B), SEED (1),
 # CONFIGS (the configuration numbers to run, default all: 0 llama.cpp, 1-5 as above, 6-7 teal-cats at 0.5 and
-# 0.3, 8 ik_llama.cpp), IK_LLAMA_CPP_DIR (an ik_llama.cpp checkout with build/bin/llama-bench: its tg$NGEN
+# 0.3, 8 ik_llama.cpp, 12 TEAL on zigzag), IK_LLAMA_CPP_DIR (an ik_llama.cpp checkout with build/bin/llama-bench: its tg$NGEN
 # with run-time repacking, -rtr 1, on the same Q4_0 GGUF; without it configuration 8 is skipped).
 # The 8-bit table (not in the default CONFIGS): 9 llama.cpp on the F16 file quantised to Q8_0, 10 sparsecal's
 # q8_0 artifact dense, 11 its kmi8 artifact (W_d neuron-major) with CATS top-K at 0.5; their "x llama.cpp"
@@ -54,7 +55,7 @@ SHAPE=${SHAPE:-"--dim 2048 --ffn 5632 --layers 22 --heads 32 --kv-heads 4"}
 SEED=${SEED:-1}
 CALIB_DOCS=${CALIB_DOCS:-8}
 NO_MMAP=${NO_MMAP:-1}
-CONFIGS=${CONFIGS:-"0 1 2 3 4 5 6 7 8"}
+CONFIGS=${CONFIGS:-"0 1 2 3 4 5 6 7 8 12"}
 PROMPT=${PROMPT:-0}
 DEPTH=${DEPTH:-0}
 LLAMA_ARGS=${LLAMA_ARGS:-}
@@ -80,7 +81,7 @@ if ((DEPTH > 1)) && [[ ! -x $LBB ]]; then
 fi
 mkdir -p "$OUT"
 F16=$OUT/model-f16.gguf Q4=$OUT/model-q4_0.gguf
-SPK_Q4=$OUT/model-q4_0.spk SPK_KMI4=$OUT/model-kmi4.spk SPK_IN=$OUT/model-kmi4-in.spk
+SPK_Q4=$OUT/model-q4_0.spk SPK_KMI4=$OUT/model-kmi4.spk SPK_IN=$OUT/model-kmi4-in.spk SPK_ZZ=$OUT/model-zigzag.spk
 # shellcheck disable=SC2086
 [[ -f $F16 ]] || "$S" synth $SHAPE --vocab 32000 --seed "$SEED" --dtype f16 --gguf --gguf-vocab "$VOCAB" -o "$F16"
 [[ -f $Q4 ]] || "$LQ" "$F16" "$Q4" Q4_0 >"$OUT/quantize.log" 2>&1
@@ -97,11 +98,16 @@ if [[ " $CONFIGS " == *" 9 "* || " $CONFIGS " == *" 10 "* || " $CONFIGS " == *" 
   [[ -f $SPK_KMI8 ]] || "$S" pack -m "$F16" --layout kmi8 --method cats --density 0.5 -q -o "$SPK_KMI8"
 fi
 TCAL=$OUT/teal.scal
-if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* ]]; then
+if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* || " $CONFIGS " == *" 12 "* ]]; then
   [[ -f $TCAL ]] || "$S" compute -m "$F16" -f "$A/text/tinystories_valid_a.txt" --max-docs "$CALIB_DOCS" --method teal \
                      --params teal_greedy=0 -o "$TCAL" 2>/dev/null
+fi
+if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* ]]; then
   [[ -f $SPK_IN ]] || "$S" pack -m "$F16" --calib "$TCAL" --layout kmi4-in --method teal-cats --density 0.5 -q \
                         -o "$SPK_IN"
+fi
+if [[ " $CONFIGS " == *" 12 "* ]]; then
+  [[ -f $SPK_ZZ ]] || "$S" pack -m "$F16" --calib "$TCAL" --layout zigzag --method teal --density 0.5 -q -o "$SPK_ZZ"
 fi
 
 # the peer's build: Release, native ISA, q4_0 repacked at load
@@ -139,7 +145,7 @@ configs=("llama.cpp q4_0 ($LBN $LBT)" "sparsecal q4_0 artifact, dense" "sparseca
          "sparsecal kmi4, CATS top-K d=0.5" "sparsecal kmi4, CATS top-K d=0.3" "sparsecal kmi4, CATS thresholds d=0.5"
          "sparsecal kmi4-in, teal-cats d=0.5" "sparsecal kmi4-in, teal-cats d=0.3"
          "ik_llama.cpp q4_0 -rtr 1 (llama-bench $LBT)" "llama.cpp q8_0 ($LBN $LBT)"
-         "sparsecal q8_0 artifact, dense" "sparsecal kmi8, CATS top-K d=0.5")
+         "sparsecal q8_0 artifact, dense" "sparsecal kmi8, CATS top-K d=0.5" "sparsecal zigzag, TEAL d=0.5")
 run_configs=()
 for c in $CONFIGS; do
   [[ $c == 8 && ( -z $IK_LB || $DEPTH -gt 1 ) ]] && continue
@@ -169,6 +175,7 @@ tps_of() { # config index, threads
        [[ $1 == 7 ]] && art=$SPK_IN meth=(--method teal-cats --density 0.3)
        [[ $1 == 10 ]] && art=$SPK_Q8
        [[ $1 == 11 ]] && art=$SPK_KMI8 meth=(--method cats --density 0.5)
+       [[ $1 == 12 ]] && art=$SPK_ZZ meth=(--method teal --density 0.5)
        [[ $NO_MMAP == 1 ]] && meth+=(--no-mmap)
        out=$("$S" run -m "$art" "${RUNGEN[@]}" --temp 0 --threads "$2" "${meth[@]}" --json)
        grep -o "\"$KEY\":[0-9.e+-]*" <<<"$out" | cut -d: -f2 ;;
@@ -198,7 +205,7 @@ for c in "${run_configs[@]}"; do
   line="| ${configs[$c]} |"
   for t in $THREADS; do
     b=0
-    [[ $c -ge 9 ]] && b=9 # the 8-bit rows against llama.cpp's Q8_0
+    [[ $c -ge 9 && $c -le 11 ]] && b=9 # the 8-bit rows against llama.cpp's Q8_0
     m=$(median "${res[$c,$t]}") base=$(median "${res[$b,$t]:-0}") # no peer row in CONFIGS: no ratio
     line+=" $(printf '%.1f' "$m") | $(awk -v a="$m" -v b="$base" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "-"}') |"
   done
