@@ -99,7 +99,7 @@ static void axpy_q4_0t_neon(const srt_axpy_job *j, int64_t b0, int64_t b1) {
     }
 }
 
-/* ---- zigzag: per 32-channel run, its int8 values (ref_zigzag), then 64 rows (two groups)
+/* ---- zigzag: per 32-channel run and chunk, its int8 values (ref_zigzag), then 64 rows (two groups)
  * in 16 registers per pass; the products q (w - 8) are small integers, so the float sums
  * of a run are exact and one multiply by the group's d finishes them ------------------------- */
 
@@ -143,13 +143,15 @@ static void zigzag_neon(const srt_zz_job *j, const uint32_t *idx, int64_t first,
     const uint8_t *sc = j->w + srt_zz_nib_bytes(j->cols, R);
     for (int64_t o = SRT_QK * j->g0; o < SRT_QK * j->g1; o++) y[o] = 0.0f;
     float qf[SRT_QK][8], d[8];
-    for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
-        const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
-        int64_t p = 0;
-        while (p < n) {
-            const int64_t kb = (idx ? idx[first + p] : first + p) / SRT_QK;
-            int64_t e = p;
-            while (e < n && (idx ? idx[first + e] : first + e) / SRT_QK == kb) e++;
+    /* run by run, each chunk of the call's in turn (as the x86 kernels): a live channel's piece for
+     * these rows is read in one sweep; every row adds its runs' terms in list order either way */
+    int64_t p = 0;
+    while (p < n) {
+        const int64_t kb = (idx ? idx[first + p] : first + p) / SRT_QK;
+        int64_t e = p;
+        while (e < n && (idx ? idx[first + e] : first + e) / SRT_QK == kb) e++;
+        for (int64_t ck = j->g0 / 8; ck * 8 < j->g1; ck++) {
+            const int G8 = (int)(j->g1 - ck * 8 < 8 ? j->g1 - ck * 8 : 8);
             zz_quant_neon(qf, d, sc + 2 * 8 * ck, G, G8, j->x, idx, first + p, e - p);
             for (int g0 = 0; g0 < G8; g0 += 2) {
                 const int ng = G8 - g0 >= 2 ? 2 : 1;
@@ -173,8 +175,8 @@ static void zigzag_neon(const srt_zz_job *j, const uint32_t *idx, int64_t first,
                     for (int k = 0; k < 8; k++) vst1q_f32(yg + 4 * k, vfmaq_n_f32(vld1q_f32(yg + 4 * k), acc[8 * g + k], d[g0 + g]));
                 }
             }
-            p = e;
         }
+        p = e;
     }
 }
 
