@@ -370,11 +370,10 @@ static inline __attribute__((always_inline)) void zz_body_avx2(const srt_zz_job 
 #undef ZZ_CH
 }
 
-/* fa (a chunk's float sums in the dots' lane order, G8 groups) to y in row order: lane 4L + k of
- * (v, m, even/odd) is row 32(2v + L) + 8m + 2k (+ 1). fa and y may be the same. */
+/* fa (a chunk's float sums in the dots' lane order, G8 groups; 32-byte aligned) to y in row order:
+ * lane 4L + k of (v, m, even/odd) is row 32(2v + L) + 8m + 2k (+ 1). */
 static void zz_rows_avx2(float *y, const float *fab, int G8) {
-    _Alignas(32) float fa[4][4][2][8];
-    memcpy(fa, fab, sizeof fa);
+    const float(*fa)[4][2][8] = (const float(*)[4][2][8])(const void *)fab;
     for (int g = 0; g < G8; g++)
         for (int m = 0; m < 4; m++) {
             const __m128 ev = _mm_load_ps(&fa[g / 2][m][0][4 * (g % 2)]);

@@ -657,10 +657,9 @@ static inline __attribute__((always_inline)) void zz_body(const srt_zz_job *j, c
 }
 
 /* fa (a chunk's float sums in the dots' lane order, G8 groups) to y in row order: lane 4L + k of
- * (h, m) is row 32(4h + L) + 4m + k, + 16 for the high nibbles. fa and y may be the same. */
+ * (h, m) is row 32(4h + L) + 4m + k, + 16 for the high nibbles. */
 static void zz_rows(float *y, const float *fab, int G8) {
-    _Alignas(64) float fa[2][2][4][16];
-    memcpy(fa, fab, sizeof fa);
+    const float(*fa)[2][4][16] = (const float(*)[2][4][16])(const void *)fab;
     for (int g = 0; g < G8; g++)
         for (int m = 0; m < 4; m++)
             for (int hl = 0; hl < 2; hl++)
