@@ -80,22 +80,30 @@ if ((DEPTH > 1)) && [[ ! -x $LBB ]]; then
   cmake --build "$LLAMA_CPP_DIR/build" --target llama-batched-bench -j2 >/dev/null
 fi
 mkdir -p "$OUT"
+# An artifact in OUT is reused only when it is newer than the sparsecal binary: one packed by an older build
+# may hold another plan (the zigzag plan's f32 embedding before 2026-11-28), so it is packed again. The
+# synthetic model, the GGUFs and the calibrations are reused as they are (delete OUT to remake them).
+packed() {
+  [[ -f $1 && ! $1 -ot $S ]] && return 0
+  [[ -f $1 ]] && echo "packing $1 again: older than $S" >&2
+  return 1
+}
 F16=$OUT/model-f16.gguf Q4=$OUT/model-q4_0.gguf
 SPK_Q4=$OUT/model-q4_0.spk SPK_KMI4=$OUT/model-kmi4.spk SPK_IN=$OUT/model-kmi4-in.spk SPK_ZZ=$OUT/model-zigzag.spk
 # shellcheck disable=SC2086
 [[ -f $F16 ]] || "$S" synth $SHAPE --vocab 32000 --seed "$SEED" --dtype f16 --gguf --gguf-vocab "$VOCAB" -o "$F16"
 [[ -f $Q4 ]] || "$LQ" "$F16" "$Q4" Q4_0 >"$OUT/quantize.log" 2>&1
-[[ -f $SPK_Q4 ]] || "$S" pack -m "$F16" --layout q4_0 -q -o "$SPK_Q4"
+packed "$SPK_Q4" || "$S" pack -m "$F16" --layout q4_0 -q -o "$SPK_Q4"
 CAL=$OUT/cats.scal
 [[ -f $CAL ]] || "$S" compute -m "$F16" -f "$A/text/tinystories_valid_a.txt" --max-docs "$CALIB_DOCS" --method cats \
                    -o "$CAL" 2>/dev/null
-[[ -f $SPK_KMI4 ]] || "$S" pack -m "$F16" --calib "$CAL" --layout kmi4 --method cats-threshold --density 0.5 -q \
+packed "$SPK_KMI4" || "$S" pack -m "$F16" --calib "$CAL" --layout kmi4 --method cats-threshold --density 0.5 -q \
                         -o "$SPK_KMI4"
 Q8=$OUT/model-q8_0.gguf SPK_Q8=$OUT/model-q8_0.spk SPK_KMI8=$OUT/model-kmi8.spk
 if [[ " $CONFIGS " == *" 9 "* || " $CONFIGS " == *" 10 "* || " $CONFIGS " == *" 11 "* ]]; then
   [[ -f $Q8 ]] || "$LQ" "$F16" "$Q8" Q8_0 >"$OUT/quantize_q8.log" 2>&1
-  [[ -f $SPK_Q8 ]] || "$S" pack -m "$F16" --layout q8_0 -q -o "$SPK_Q8"
-  [[ -f $SPK_KMI8 ]] || "$S" pack -m "$F16" --layout kmi8 --method cats --density 0.5 -q -o "$SPK_KMI8"
+  packed "$SPK_Q8" || "$S" pack -m "$F16" --layout q8_0 -q -o "$SPK_Q8"
+  packed "$SPK_KMI8" || "$S" pack -m "$F16" --layout kmi8 --method cats --density 0.5 -q -o "$SPK_KMI8"
 fi
 TCAL=$OUT/teal.scal
 if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* || " $CONFIGS " == *" 12 "* ]]; then
@@ -103,11 +111,11 @@ if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* || " $CONFIGS " == *" 1
                      --params teal_greedy=0 -o "$TCAL" 2>/dev/null
 fi
 if [[ " $CONFIGS " == *" 6 "* || " $CONFIGS " == *" 7 "* ]]; then
-  [[ -f $SPK_IN ]] || "$S" pack -m "$F16" --calib "$TCAL" --layout kmi4-in --method teal-cats --density 0.5 -q \
+  packed "$SPK_IN" || "$S" pack -m "$F16" --calib "$TCAL" --layout kmi4-in --method teal-cats --density 0.5 -q \
                         -o "$SPK_IN"
 fi
 if [[ " $CONFIGS " == *" 12 "* ]]; then
-  [[ -f $SPK_ZZ ]] || "$S" pack -m "$F16" --calib "$TCAL" --layout zigzag --method teal --density 0.5 -q -o "$SPK_ZZ"
+  packed "$SPK_ZZ" || "$S" pack -m "$F16" --calib "$TCAL" --layout zigzag --method teal --density 0.5 -q -o "$SPK_ZZ"
 fi
 
 # the peer's build: Release, native ISA, q4_0 repacked at load
