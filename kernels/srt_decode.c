@@ -130,10 +130,10 @@ static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_liv
 }
 
 /* TEAL: keeps the entries of x[0..n) with |x_i| > t (others zeroed), their
- * indices in m->idx; returns the count, or -1 (dense) when t < 0. */
-static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
+ * indices in idx; returns the count, or -1 (dense) when t < 0. */
+static int64_t teal_mask(srt_model *m, uint32_t *idx, float *x, int64_t n, float t) {
     if (!(t >= 0.0f)) return -1;
-    int64_t k = srt_compact(m->ctx, m->idx, x, n, t);
+    int64_t k = srt_compact(m->ctx, idx, x, n, t);
     /* the dead entries zeroed by the list's own rule, |x_i| > t (NaN dead in both), in a loop the compiler
      * vectorises: walking the list (srt_zero_dead) mispredicted a branch on every other entry of a random
      * mask, 2.8% of a teal-cats token */
@@ -141,11 +141,16 @@ static int64_t teal_mask(srt_model *m, float *x, int64_t n, float t) {
     return k;
 }
 
+/* dst[0..n) <- x with the entries |x_i| <= t zeroed (TEAL's rule, NaN dead) */
+static void teal_copy(float *dst, const float *x, int64_t n, float t) {
+    for (int64_t i = 0; i < n; i++) dst[i] = fabsf(x[i]) > t ? x[i] : 0.0f;
+}
+
 /* TEAL's mask of x[0..n) into m->score, with no live list (m->idx may hold the neurons): the input of a
  * projection that reads every column (row-sparse or dense); x itself when t < 0 (dense). */
 static const float *teal_masked(srt_model *m, const float *x, int64_t n, float t) {
     if (!(t >= 0.0f)) return x;
-    for (int64_t i = 0; i < n; i++) m->score[i] = fabsf(x[i]) > t ? x[i] : 0.0f;
+    teal_copy(m->score, x, n, t);
     stale(m);
     return m->score;
 }
@@ -217,7 +222,7 @@ static srt_status lin(srt_model *m, int64_t l, int p, const float *x, int64_t n_
             return mv(m, w, x, y);
         }
         memcpy(m->score, x, (size_t)w->m.cols * sizeof(float));
-        int64_t k = teal_mask(m, m->score, w->cols, t);
+        int64_t k = teal_mask(m, m->idx, m->score, w->cols, t);
         stale(m);
         m->lin_active[l] += (double)(w->rows * k);
         return mv_in(m, w, m->score, k, y);
@@ -341,7 +346,7 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_
             *live = m->K_h;
         }
     } else if (m->mode == SRT_MODE_TEAL) {
-        int64_t k = teal_mask(m, m->h, F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
+        int64_t k = teal_mask(m, m->idx, m->h, F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
         *live = k < 0 ? F : k;
     } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_use) {
         int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_use, m->factor, F);
@@ -621,6 +626,28 @@ static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, i
     return srt_gemv_batch_sparse(m->ctx, &w->m, in, live, n, y);
 }
 
+/* Projection p of layer l for the chunk's n inputs x, as lin() runs it for each token: under TEAL each
+ * x[t] masked by the projection's threshold into buf[t] (its live list in m->pf_idx[t], read by
+ * column-sparse layouts), otherwise x as it is. Under TEAL act[t] gains the parameters token t reads
+ * (m->lin_active). The other input routers do not batch (srt_model_prefill). */
+static srt_status lin_batch(srt_model *m, int64_t l, int p, float *const *x, int64_t n, float *const *buf,
+                            double *act, float *const *y) {
+    const srt_weight *w = proj_w(&m->layers[l], p);
+    const float t = m->mode == SRT_MODE_TEAL ? m->thr_l[l * SRT_NPROJ + p] : -1.0f;
+    if (!(t >= 0.0f)) {
+        for (int64_t i = 0; m->mode == SRT_MODE_TEAL && i < n; i++) act[i] += (double)(w->rows * w->cols);
+        return mv_batch(m, w, x, n, NULL, y);
+    }
+    srt_live lv[PF_CHUNK];
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(buf[i], x[i], (size_t)w->m.cols * sizeof(float));
+        const int64_t k = teal_mask(m, m->pf_idx[i], buf[i], w->cols, t);
+        act[i] += (double)(w->rows * k);
+        lv[i] = (srt_live){m->pf_idx[i], k, NULL};
+    }
+    return mv_batch(m, w, buf, n, w->tr->sparse == SRT_SPARSE_COLS ? lv : NULL, y);
+}
+
 /* The MLP of layer l for a chunk's n tokens under a neuron router, after the gate (U holds its
  * outputs, XN the block inputs, t0 when the block began): each token's live set as a step picks it,
  * then up and down for all the tokens together (srt_gemv_batch_sparse: a block of rows or a K window
@@ -645,7 +672,14 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
     srt_live lv[PF_CHUNK];
     for (int64_t t = 0; t < n; t++) lv[t] = (srt_live){dense[t] ? NULL : m->pf_idx[t], K[t], NULL};
     double t2 = now();
-    TRY(mv_batch(m, &L->wu, XN, n, L->wu.tr->sparse == SRT_SPARSE_ROWS ? lv : NULL, V));
+    /* teal-cats: up reads the MLP input under its own threshold, as mlp_tail's step does (into Y, free
+     * until down's outputs) */
+    float *const *XU = XN;
+    if (m->mode == SRT_MODE_TEAL && m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP] >= 0.0f) {
+        for (int64_t t = 0; t < n; t++) teal_copy(Y[t], XN[t], L->wu.m.cols, m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP]);
+        XU = Y;
+    }
+    TRY(mv_batch(m, &L->wu, XU, n, L->wu.tr->sparse == SRT_SPARSE_ROWS ? lv : NULL, V));
     for (int64_t t = 0; t < n; t++) gate_times_up(H[t], A[t], V[t], lv[t].idx, K[t], F);
     double t3 = now();
     TRY(mv_batch(m, &L->wd, H, n, L->wd.tr->sparse == SRT_SPARSE_COLS ? lv : NULL, Y));
@@ -664,17 +698,19 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
     const int64_t D = c->dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     float *const *X = m->pf_vec, *const *XN = m->pf_vec + PF_CHUNK, *const *Q = m->pf_vec + 2 * PF_CHUNK,
                  *const *KT = m->pf_vec + 3 * PF_CHUNK, *const *VT = m->pf_vec + 4 * PF_CHUNK,
-                 *const *ATT = m->pf_vec + 5 * PF_CHUNK, *const *U = m->pf_vec + 6 * PF_CHUNK;
+                 *const *ATT = m->pf_vec + 5 * PF_CHUNK, *const *U = m->pf_vec + 6 * PF_CHUNK,
+                 *const *TM = m->pf_vec + 7 * PF_CHUNK; /* TEAL's masked inputs (prefill_mlp's A after the gate) */
     double t0 = now();
     for (int64_t t = 0; t < n; t++) TRY(embed(m, tok[t], X[t]));
     m->tm.embed += now() - t0;
     for (int64_t l = 0; l < c->n_layers; l++) {
         const srt_layer_w *L = &m->layers[l];
         t0 = now();
+        double act[PF_CHUNK] = {0}; /* each token's parameters read (TEAL: m->lin_active) */
         for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->attn_norm, D, c->norm_eps);
-        TRY(mv_batch(m, &L->wq, XN, n, NULL, Q));
-        TRY(mv_batch(m, &L->wk, XN, n, NULL, KT));
-        TRY(mv_batch(m, &L->wv, XN, n, NULL, VT));
+        TRY(lin_batch(m, l, SRT_PROJ_Q, XN, n, TM, act, Q));
+        TRY(lin_batch(m, l, SRT_PROJ_K, XN, n, TM, act, KT));
+        TRY(lin_batch(m, l, SRT_PROJ_V, XN, n, TM, act, VT));
         double t1 = now();
         for (int64_t t = 0; t < n; t++) {
             memcpy(m->q, Q[t], (size_t)qd * sizeof(float));
@@ -685,7 +721,7 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
             memcpy(ATT[t], m->att, (size_t)qd * sizeof(float));
         }
         double t2 = now();
-        TRY(mv_batch(m, &L->wo, ATT, n, NULL, Q)); /* Q: the o-projection's outputs */
+        TRY(lin_batch(m, l, SRT_PROJ_O, ATT, n, TM, act, Q)); /* Q: the o-projection's outputs */
         for (int64_t t = 0; t < n; t++) {
             for (int64_t i = 0; i < D; i++) X[t][i] += Q[t][i];
             if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
@@ -697,7 +733,8 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         /* MLP: the gate together, then each token's router, up and down */
         t0 = now();
         for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->ffn_norm, D, c->norm_eps);
-        TRY(mv_batch(m, &L->wg, XN, n, NULL, U));
+        TRY(lin_batch(m, l, SRT_PROJ_GATE, XN, n, TM, act, U));
+        m->lin_active[l] = act[n - 1]; /* as the chunk's last step leaves it */
         if (!h_side_router(m)) {
             TRY(prefill_mlp(m, l, n, t0));
             continue;
@@ -707,6 +744,7 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
             memcpy(m->x, X[t], (size_t)D * sizeof(float));
             memcpy(m->xn, XN[t], (size_t)D * sizeof(float));
             memcpy(m->u, U[t], (size_t)c->ffn_dim * sizeof(float));
+            m->lin_active[l] = act[t]; /* TEAL's tail adds up's and down's */
             stale(m);
             TRY(mlp_tail(m, l, -1, now() - share));
             if (!srt_vec_finite(m->x, D)) return SRT_ENONFINITE;
@@ -723,9 +761,9 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size) return SRT_EINVAL;
     if (pos + n > m->max_ctx) TRY(srt_model_reserve(m, pos + n));
-    /* input rotations, TEAL masks, CWIC stripes and CLADA's per-token factor make the layer inputs depend on routing
-     * or on the previous token's logits: those run token by token */
-    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA ||
+    /* input rotations, CWIC stripes and CLADA's per-token factor make the layer inputs depend on routing or on
+     * the previous token's logits: those run token by token (TEAL's masks are each token's own: lin_batch) */
+    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA ||
         m->router == SRT_ROUTER_GRIFFIN) { /* griffin: the prompt's statistic is gathered step by step */
         for (int64_t t = 0; t < n; t++) TRY(srt_model_step(m, tokens[t], pos + t, logits));
         return SRT_OK;

@@ -134,19 +134,6 @@ static double compare_rt(srt_model *x, srt_model *y, const int32_t *ids, int64_t
     return worst;
 }
 
-/* srt_model_prefill of ids[0..n) against n steps on another model of the same artifact, router and
- * context (so the same code on the same inputs), then one step more on each: logits equal bit for bit
- * (the key/value caches too, or the extra step would differ). */
-static bool prefill_matches(srt_model *a, srt_model *b, const int32_t *ids, int64_t n, int64_t vocab) {
-    const float *la = NULL, *lb = NULL;
-    if (srt_model_prefill(a, ids, n, 0, &la) != SRT_OK) return false;
-    for (int64_t i = 0; i < n; i++)
-        if (srt_model_step(b, ids[i], i, &lb) != SRT_OK) return false;
-    bool same = memcmp(la, lb, (size_t)vocab * sizeof(float)) == 0;
-    if (srt_model_step(a, ids[n], n, &la) != SRT_OK || srt_model_step(b, ids[n], n, &lb) != SRT_OK) return false;
-    return same && memcmp(la, lb, (size_t)vocab * sizeof(float)) == 0;
-}
-
 static void expect_open_error(const char *path, srt_ctx *ctx, const char *needle) {
     srt_model_opts mo = {0, ctx, SRT_KV_F32};
     srt_model *m = NULL;
@@ -348,14 +335,14 @@ int main(void) {
             const srt_router kinds2[] = {SRT_ROUTER_DENSE, SRT_ROUTER_CATS, SRT_ROUTER_CLAWS};
             for (int k = 0; pa && pb && k < 3 && gr.tokens.n > 41; k++) {
                 CHECK(srt_model_set_router(pa, kinds2[k], 0.5) == SRT_OK && srt_model_set_router(pb, kinds2[k], 0.5) == SRT_OK);
-                CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s %s: prefill differs from steps",
+                CHECK_MSG(sc_test_prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s %s: prefill differs from steps",
                           layouts[li], srt_router_name(kinds2[k]));
             }
             /* weights copied out of the mapping decode exactly as in place */
             if (pa && pb) {
                 CHECK(srt_model_copy_weights(pa) == SRT_OK && srt_model_copy_weights(pa) == SRT_OK);
                 CHECK(srt_model_set_router(pa, SRT_ROUTER_CATS, 0.5) == SRT_OK && srt_model_set_router(pb, SRT_ROUTER_CATS, 0.5) == SRT_OK);
-                CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 20, ref->cfg.vocab_size), "%s: copied weights differ",
+                CHECK_MSG(sc_test_prefill_matches(pa, pb, gr.tokens.ids, 20, ref->cfg.vocab_size), "%s: copied weights differ",
                           layouts[li]);
             }
             srt_model_close(pa);
@@ -378,7 +365,7 @@ int main(void) {
             if (pa && pb && pf && gr.tokens.n > 41) {
                 CHECK(srt_model_set_router(pa, kind, 0.5) == SRT_OK && srt_model_set_router(pb, kind, 0.5) == SRT_OK &&
                       srt_model_set_router(pf, kind, 0.5) == SRT_OK);
-                CHECK_MSG(prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s: f16 cache: prefill differs from steps",
+                CHECK_MSG(sc_test_prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s: f16 cache: prefill differs from steps",
                           layouts[li]);
                 const srt_model_config *mc = srt_model_get_config(pa);
                 const float *lf = NULL, *lh = NULL;

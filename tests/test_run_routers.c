@@ -136,6 +136,9 @@ int main(void) {
     for (size_t i = 40; i < d.n_seqs && ne < 10; i++)
         if ((int64_t)d.seqs[i].n <= m->cfg.max_seq_len) evs[ne++] = d.seqs[i];
     sc_dataset ev = {evs, ne, 0};
+    const sc_tokens *longest = &evs[0];
+    for (size_t i = 1; i < ne; i++) longest = evs[i].n > longest->n ? &evs[i] : longest;
+    CHECK(longest->n > 41);
     sc_compute_opts co;
     sc_compute_opts_default(&co);
     const char *methods[] = {"cats", "teal", "cett", "clada"};
@@ -216,6 +219,20 @@ int main(void) {
                 CHECK(tt.steps == tc.steps);
                 CHECK_MSG(li == 2 ? tt.weight_bytes < 0.9 * tc.weight_bytes : tt.weight_bytes > 0.97 * tc.weight_bytes,
                           "kmi4-in%d: teal-cats %.0f vs cats %.0f bytes", li, tt.weight_bytes, tc.weight_bytes);
+            }
+            if (k == 2 || k == 4) { /* the prompt through srt_model_prefill (TEAL's masks batched, 40 tokens: three
+                                     * chunks) on 2 threads equals steps on 1 */
+                srt_ctx *ctx2;
+                srt_model *rt2;
+                CHECK(srt_ctx_create(&ctx2, SRT_ISA_AUTO, 2) == SRT_OK);
+                srt_model_opts mo2 = {0, ctx2, SRT_KV_F32};
+                CHECK(srt_model_open(p, &mo2, &rt2, emsg, sizeof emsg) == SRT_CT_OK);
+                CHECK(srt_model_set_method(rt2, names[k], dens[k]) == SRT_OK);
+                CHECK(srt_model_set_method(rt, names[k], dens[k]) == SRT_OK); /* the bytes check above ran cats */
+                CHECK_MSG(sc_test_prefill_matches(rt2, rt, longest->ids, 40, srt_model_get_config(rt)->vocab_size),
+                          "%s %s: prefill differs from steps", layouts[li], names[k]);
+                srt_model_close(rt2);
+                srt_ctx_free(ctx2);
             }
         }
         /* clada's multiplier moves the density away from cett's */

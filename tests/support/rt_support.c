@@ -8,6 +8,20 @@
 #include "common.h"
 #include "srt_container.h"
 
+bool sc_test_prefill_matches(srt_model *a, srt_model *b, const int32_t *ids, int64_t n, int64_t vocab) {
+    const float *la = NULL, *lb = NULL;
+    if (srt_model_prefill(a, ids, n, 0, &la) != SRT_OK) return false;
+    for (int64_t i = 0; i < n; i++)
+        if (srt_model_step(b, ids[i], i, &lb) != SRT_OK) return false;
+    bool same = memcmp(la, lb, (size_t)vocab * sizeof(float)) == 0;
+    for (int64_t l = 0; l < srt_model_get_config(a)->n_layers; l++) {
+        const double da = srt_model_last_density(a, l), db = srt_model_last_density(b, l);
+        same = same && memcmp(&da, &db, sizeof da) == 0;
+    }
+    if (srt_model_step(a, ids[n], n, &la) != SRT_OK || srt_model_step(b, ids[n], n, &lb) != SRT_OK) return false;
+    return same && memcmp(la, lb, (size_t)vocab * sizeof(float)) == 0;
+}
+
 double sc_test_rt_nll(srt_model *rt, const sc_dataset *d, int64_t *n_scored, double *mlp_density) {
     const srt_model_config *c = srt_model_get_config(rt);
     double nll = 0.0;
