@@ -692,6 +692,43 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
     return SRT_OK;
 }
 
+/* TEAL alone's MLP of layer l for a chunk's n tokens after the gate (U holds its outputs, XN the block
+ * inputs, act each token's parameters read so far, t0 when the block began), as mlp_tail's h-side path
+ * steps it: up on each token's masked input, h = phi(g) up, h masked by down's threshold, down on each
+ * token's live neurons (column-sparse layouts) or on the masked h; every mask is the token's own, so the
+ * chunk goes together and each token computes exactly its step. */
+static srt_status prefill_teal_mlp(srt_model *m, int64_t l, int64_t n, double *act, double t0) {
+    const srt_layer_w *L = &m->layers[l];
+    const int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
+    float *const *X = m->pf_vec, *const *XN = m->pf_vec + PF_CHUNK, *const *Y = m->pf_vec + 2 * PF_CHUNK,
+                 *const *H = m->pf_vec + 6 * PF_CHUNK, *const *A = m->pf_vec + 7 * PF_CHUNK,
+                 *const *V = m->pf_vec + 8 * PF_CHUNK;
+    for (int64_t t = 0; t < n; t++) srt_activate(m->ctx, A[t], H[t], F, m->cfg.gelu); /* H: the gate's outputs */
+    double t1 = now();
+    TRY(lin_batch(m, l, SRT_PROJ_UP, XN, n, Y, act, V)); /* Y: the masked inputs, free until down's outputs */
+    for (int64_t t = 0; t < n; t++) gate_times_up(H[t], A[t], V[t], NULL, F, F);
+    double t2 = now();
+    srt_live lv[PF_CHUNK];
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t k = teal_mask(m, m->pf_idx[t], H[t], F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
+        const int64_t K = k < 0 ? F : k;
+        lv[t] = (srt_live){K < F ? m->pf_idx[t] : NULL, K, NULL};
+        if (K < F) memcpy(m->live_all + l * F, m->pf_idx[t], (size_t)K * sizeof(uint32_t));
+        m->live_n[l] = K;
+        act[t] += (double)(L->wd.rows * K);
+        m->tm.live_sum += K;
+    }
+    double t3 = now();
+    TRY(mv_batch(m, &L->wd, H, n, L->wd.tr->sparse == SRT_SPARSE_COLS ? lv : NULL, Y));
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t i = 0; i < D; i++) X[t][i] += Y[t][i];
+        if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
+    }
+    m->lin_active[l] = act[n - 1];
+    mlp_times(m, t1 - t0, t3 - t2, t2 - t1, now() - t3);
+    return SRT_OK;
+}
+
 /* Tokens tok[0..n) at positions pos..pos+n-1 through every layer (n <= PF_CHUNK). */
 static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int64_t pos) {
     const srt_model_config *c = &m->cfg;
@@ -737,6 +774,10 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         m->lin_active[l] = act[n - 1]; /* as the chunk's last step leaves it */
         if (!h_side_router(m)) {
             TRY(prefill_mlp(m, l, n, t0));
+            continue;
+        }
+        if (m->mode == SRT_MODE_TEAL && !m->larosa) { /* TEAL alone (LaRoSA never reaches prefill) */
+            TRY(prefill_teal_mlp(m, l, n, act, t0));
             continue;
         }
         const double share = (now() - t0) / (double)n;
