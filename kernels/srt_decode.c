@@ -583,6 +583,16 @@ static srt_status prefill_buffers(srt_model *m) {
     return SRT_OK;
 }
 
+/* X[t] += Y[t] (D values) for the chunk's n tokens; SRT_ENONFINITE on a NaN or inf (the caller re-runs
+ * the chunk as steps, which name where it arose). */
+static srt_status add_residuals(float *const *X, float *const *Y, int64_t n, int64_t D) {
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t i = 0; i < D; i++) X[t][i] += Y[t][i];
+        if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE;
+    }
+    return SRT_OK;
+}
+
 /* y[t] = W x[t] for the chunk's n tokens, the inputs quantised as the layout wants; with live
  * lists (live[t].idx NULL: dense) each token's GEMV is srt_gemv_sparse's on its list. Counted: the
  * row layouts and kmi4 / kmi8 once for the chunk (srt_gemv_batch_sparse reads their blocks / K windows
@@ -683,10 +693,7 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
     for (int64_t t = 0; t < n; t++) gate_times_up(H[t], A[t], V[t], lv[t].idx, K[t], F);
     double t3 = now();
     TRY(mv_batch(m, &L->wd, H, n, L->wd.tr->sparse == SRT_SPARSE_COLS ? lv : NULL, Y));
-    for (int64_t t = 0; t < n; t++) {
-        for (int64_t i = 0; i < D; i++) X[t][i] += Y[t][i];
-        if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
-    }
+    TRY(add_residuals(X, Y, n, D));
     double t4 = now();
     mlp_times(m, t1 - t0, t2 - t1, t3 - t2, t4 - t3);
     return SRT_OK;
@@ -720,10 +727,7 @@ static srt_status prefill_teal_mlp(srt_model *m, int64_t l, int64_t n, double *a
     }
     double t3 = now();
     TRY(mv_batch(m, &L->wd, H, n, L->wd.tr->sparse == SRT_SPARSE_COLS ? lv : NULL, Y));
-    for (int64_t t = 0; t < n; t++) {
-        for (int64_t i = 0; i < D; i++) X[t][i] += Y[t][i];
-        if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
-    }
+    TRY(add_residuals(X, Y, n, D));
     m->lin_active[l] = act[n - 1];
     mlp_times(m, t1 - t0, t3 - t2, t2 - t1, now() - t3);
     return SRT_OK;
@@ -759,10 +763,7 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         }
         double t2 = now();
         TRY(lin_batch(m, l, SRT_PROJ_O, ATT, n, TM, act, Q)); /* Q: the o-projection's outputs */
-        for (int64_t t = 0; t < n; t++) {
-            for (int64_t i = 0; i < D; i++) X[t][i] += Q[t][i];
-            if (!srt_vec_finite(X[t], D)) return SRT_ENONFINITE; /* the caller re-runs the chunk as steps */
-        }
+        TRY(add_residuals(X, Q, n, D));
         double t3 = now();
         m->tm.attn_proj += (t1 - t0) + (t3 - t2);
         m->tm.attn_core += t2 - t1;
