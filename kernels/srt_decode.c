@@ -129,6 +129,11 @@ static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_liv
     return SRT_OK;
 }
 
+/* dst[0..n) <- x with the entries |x_i| <= t zeroed (TEAL's rule, NaN dead; dst may be x) */
+static void teal_copy(float *dst, const float *x, int64_t n, float t) {
+    for (int64_t i = 0; i < n; i++) dst[i] = fabsf(x[i]) > t ? x[i] : 0.0f;
+}
+
 /* TEAL: keeps the entries of x[0..n) with |x_i| > t (others zeroed), their
  * indices in idx; returns the count, or -1 (dense) when t < 0. */
 static int64_t teal_mask(srt_model *m, uint32_t *idx, float *x, int64_t n, float t) {
@@ -137,13 +142,8 @@ static int64_t teal_mask(srt_model *m, uint32_t *idx, float *x, int64_t n, float
     /* the dead entries zeroed by the list's own rule, |x_i| > t (NaN dead in both), in a loop the compiler
      * vectorises: walking the list (srt_zero_dead) mispredicted a branch on every other entry of a random
      * mask, 2.8% of a teal-cats token */
-    for (int64_t i = 0; i < n; i++) x[i] = fabsf(x[i]) > t ? x[i] : 0.0f;
+    teal_copy(x, x, n, t);
     return k;
-}
-
-/* dst[0..n) <- x with the entries |x_i| <= t zeroed (TEAL's rule, NaN dead) */
-static void teal_copy(float *dst, const float *x, int64_t n, float t) {
-    for (int64_t i = 0; i < n; i++) dst[i] = fabsf(x[i]) > t ? x[i] : 0.0f;
 }
 
 /* TEAL's mask of x[0..n) into m->score, with no live list (m->idx may hold the neurons): the input of a
@@ -392,6 +392,12 @@ static void mlp_times(srt_model *m, double gate, double route, double up, double
     m->tm.mlp += gate + route + up + down;
 }
 
+/* Layer l's live list for srt_model_last_live: idx[0..K) (NULL: every neuron, K the width). */
+static void record_live(srt_model *m, int64_t l, const uint32_t *idx, int64_t K) {
+    if (idx) memcpy(m->live_all + l * m->cfg.ffn_dim, idx, (size_t)K * sizeof(uint32_t));
+    m->live_n[l] = K;
+}
+
 /* The neuron routers (dense, CATS, CLAWS, CATS thresholds, GRIFFIN) pick layer l's live set from
  * the gate activation a: *dense, or idx[0..*K) ascending (recorded in m->live_all and m->live_n).
  * Steps and prefill both route through here. */
@@ -414,8 +420,7 @@ static srt_status route_neurons(srt_model *m, int64_t l, const float *a, uint32_
             TRY(srt_select_topk_kt(srt_ctx_kernels(m->ctx), idx, m->score, F, *K, 0, m->sel_ws));
         }
     }
-    if (!*dense) memcpy(m->live_all + l * F, idx, (size_t)*K * sizeof(uint32_t));
-    m->live_n[l] = *K;
+    record_live(m, l, *dense ? NULL : idx, *K);
     return SRT_OK;
 }
 
@@ -454,8 +459,7 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         double t2 = now();
         int64_t K;
         TRY(select_h(m, L, l, &K));
-        if (K < F) memcpy(m->live_all + l * F, m->idx, (size_t)K * sizeof(uint32_t));
-        m->live_n[l] = K;
+        record_live(m, l, K < F ? m->idx : NULL, K);
         double t3 = now();
         stale(m);
         if (m->mode == SRT_MODE_CWIC)
@@ -645,7 +649,8 @@ static srt_status lin_batch(srt_model *m, int64_t l, int p, float *const *x, int
     const srt_weight *w = proj_w(&m->layers[l], p);
     const float t = m->mode == SRT_MODE_TEAL ? m->thr_l[l * SRT_NPROJ + p] : -1.0f;
     if (!(t >= 0.0f)) {
-        for (int64_t i = 0; m->mode == SRT_MODE_TEAL && i < n; i++) act[i] += (double)(w->rows * w->cols);
+        if (m->mode == SRT_MODE_TEAL)
+            for (int64_t i = 0; i < n; i++) act[i] += (double)(w->rows * w->cols);
         return mv_batch(m, w, x, n, NULL, y);
     }
     srt_live lv[PF_CHUNK];
@@ -685,8 +690,9 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
     /* teal-cats: up reads the MLP input under its own threshold, as mlp_tail's step does (into Y, free
      * until down's outputs) */
     float *const *XU = XN;
-    if (m->mode == SRT_MODE_TEAL && m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP] >= 0.0f) {
-        for (int64_t t = 0; t < n; t++) teal_copy(Y[t], XN[t], L->wu.m.cols, m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP]);
+    const float tu = m->mode == SRT_MODE_TEAL ? m->thr_l[l * SRT_NPROJ + SRT_PROJ_UP] : -1.0f;
+    if (tu >= 0.0f) {
+        for (int64_t t = 0; t < n; t++) teal_copy(Y[t], XN[t], L->wu.m.cols, tu);
         XU = Y;
     }
     TRY(mv_batch(m, &L->wu, XU, n, L->wu.tr->sparse == SRT_SPARSE_ROWS ? lv : NULL, V));
@@ -720,8 +726,7 @@ static srt_status prefill_teal_mlp(srt_model *m, int64_t l, int64_t n, double *a
         const int64_t k = teal_mask(m, m->pf_idx[t], H[t], F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
         const int64_t K = k < 0 ? F : k;
         lv[t] = (srt_live){K < F ? m->pf_idx[t] : NULL, K, NULL};
-        if (K < F) memcpy(m->live_all + l * F, m->pf_idx[t], (size_t)K * sizeof(uint32_t));
-        m->live_n[l] = K;
+        record_live(m, l, K < F ? m->pf_idx[t] : NULL, K);
         act[t] += (double)(L->wd.rows * K);
         m->tm.live_sum += K;
     }
