@@ -231,6 +231,10 @@ int main(void) {
                 CHECK(srt_model_set_method(rt, names[k], dens[k]) == SRT_OK); /* the bytes check above ran cats */
                 CHECK_MSG(sc_test_prefill_matches(rt2, rt, longest->ids, 40, srt_model_get_config(rt)->vocab_size),
                           "%s %s: prefill differs from steps", layouts[li], names[k]);
+                /* density 1: TEAL's thresholds dense (below zero), every projection and h read whole */
+                CHECK(srt_model_set_method(rt2, names[k], 1.0) == SRT_OK && srt_model_set_method(rt, names[k], 1.0) == SRT_OK);
+                CHECK_MSG(sc_test_prefill_matches(rt2, rt, longest->ids, 40, srt_model_get_config(rt)->vocab_size),
+                          "%s %s at density 1: prefill differs from steps", layouts[li], names[k]);
                 srt_model_close(rt2);
                 srt_ctx_free(ctx2);
             }
