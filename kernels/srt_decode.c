@@ -101,11 +101,11 @@ static srt_status mv_in(srt_model *m, const srt_weight *w, const float *x, int64
 }
 
 /* Keeps the k largest |v[i]| of v[0..n) (others zeroed); their indices,
- * ascending, go to m->idx. */
-static srt_status keep_topk(srt_model *m, float *v, int64_t n, int64_t k) {
+ * ascending, go to idx. */
+static srt_status keep_topk(srt_model *m, float *v, int64_t n, int64_t k, uint32_t *idx) {
     srt_score_gate(m->score, v, NULL, n);
-    TRY(srt_select_topk_kt(srt_ctx_kernels(m->ctx), m->idx, m->score, n, k, 0, m->sel_ws));
-    srt_zero_dead(v, n, m->idx, k);
+    TRY(srt_select_topk_kt(srt_ctx_kernels(m->ctx), idx, m->score, n, k, 0, m->sel_ws));
+    srt_zero_dead(v, n, idx, k);
     return SRT_OK;
 }
 
@@ -122,7 +122,7 @@ static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_liv
     memcpy(m->xn, m->tmp, (size_t)D * sizeof(float));
     stale(m);
     if (m->larosa && m->K_in < D) {
-        TRY(keep_topk(m, m->xn, D, m->K_in));
+        TRY(keep_topk(m, m->xn, D, m->K_in, m->idx));
         *n_live = m->K_in;
     }
     m->tm.rotate += now() - t0;
@@ -336,22 +336,23 @@ static srt_status attention_block(srt_model *m, int64_t l, int64_t pos) {
 /* The h-side routers (their live set needs h = phi(u) v, so up runs on
  * every neuron): LaRoSA's K_h largest |h_j|, TEAL's |h_j| > t, CETT's
  * |h_j| > thr_j (times CLADA's factor). Dead h_j are zeroed and the live
- * list is left in m->idx; returns its length (F: dense). */
-static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, int64_t *live) {
+ * list is left in idx; returns its length (F: dense). Steps pass m->h and
+ * m->idx, prefill each token's (m->score is scratch). */
+static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, float *h, uint32_t *idx, int64_t *live) {
     int64_t F = m->cfg.ffn_dim;
     *live = F;
     if (m->larosa) {
         if (m->K_h < F) {
-            TRY(keep_topk(m, m->h, F, m->K_h));
+            TRY(keep_topk(m, h, F, m->K_h, idx));
             *live = m->K_h;
         }
     } else if (m->mode == SRT_MODE_TEAL) {
-        int64_t k = teal_mask(m, m->idx, m->h, F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
+        int64_t k = teal_mask(m, idx, h, F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
         *live = k < 0 ? F : k;
     } else if ((m->mode == SRT_MODE_CETT || m->mode == SRT_MODE_CLADA) && L->cett_use) {
-        int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), m->idx, m->score, m->h, L->cett_use, m->factor, F);
+        int64_t k = srt_route_cett(srt_ctx_kernels(m->ctx), idx, m->score, h, L->cett_use, m->factor, F);
         if (k >= 0) {
-            srt_zero_dead(m->h, F, m->idx, k);
+            srt_zero_dead(h, F, idx, k);
             *live = k;
         }
     }
@@ -458,7 +459,7 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         gate_times_up(m->h, m->a, m->v, NULL, F, F);
         double t2 = now();
         int64_t K;
-        TRY(select_h(m, L, l, &K));
+        TRY(select_h(m, L, l, m->h, m->idx, &K));
         record_live(m, l, K < F ? m->idx : NULL, K);
         double t3 = now();
         stale(m);
@@ -705,12 +706,13 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
     return SRT_OK;
 }
 
-/* TEAL alone's MLP of layer l for a chunk's n tokens after the gate (U holds its outputs, XN the block
- * inputs, act each token's parameters read so far, t0 when the block began), as mlp_tail's h-side path
- * steps it: up on each token's masked input, h = phi(g) up, h masked by down's threshold, down on each
- * token's live neurons (column-sparse layouts) or on the masked h; every mask is the token's own, so the
- * chunk goes together and each token computes exactly its step. */
-static srt_status prefill_teal_mlp(srt_model *m, int64_t l, int64_t n, double *act, double t0) {
+/* The MLP of layer l under TEAL alone or CETT for a chunk's n tokens after the gate (U holds its
+ * outputs, XN the block inputs, act each token's parameters read so far under TEAL, t0 when the block
+ * began), as mlp_tail's h-side path steps it: up (on each token's masked input under TEAL), h = phi(g)
+ * up, h's live set (select_h: down's threshold, or CETT's per-neuron ones), down on each token's live
+ * neurons (column-sparse layouts) or on the masked h; every mask is the token's own, so the chunk goes
+ * together and each token computes exactly its step. */
+static srt_status prefill_h_mlp(srt_model *m, int64_t l, int64_t n, double *act, double t0) {
     const srt_layer_w *L = &m->layers[l];
     const int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
     float *const *X = m->pf_vec, *const *XN = m->pf_vec + PF_CHUNK, *const *Y = m->pf_vec + 2 * PF_CHUNK,
@@ -723,11 +725,11 @@ static srt_status prefill_teal_mlp(srt_model *m, int64_t l, int64_t n, double *a
     double t2 = now();
     srt_live lv[PF_CHUNK];
     for (int64_t t = 0; t < n; t++) {
-        const int64_t k = teal_mask(m, m->pf_idx[t], H[t], F, m->thr_l[l * SRT_NPROJ + SRT_PROJ_DOWN]);
-        const int64_t K = k < 0 ? F : k;
+        int64_t K;
+        TRY(select_h(m, L, l, H[t], m->pf_idx[t], &K));
         lv[t] = (srt_live){K < F ? m->pf_idx[t] : NULL, K, NULL};
         record_live(m, l, K < F ? m->pf_idx[t] : NULL, K);
-        act[t] += (double)(L->wd.rows * K);
+        if (m->mode == SRT_MODE_TEAL) act[t] += (double)(L->wd.rows * K);
         m->tm.live_sum += K;
     }
     double t3 = now();
@@ -782,8 +784,8 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
             TRY(prefill_mlp(m, l, n, t0));
             continue;
         }
-        if (m->mode == SRT_MODE_TEAL && !m->larosa) { /* TEAL alone (LaRoSA never reaches prefill) */
-            TRY(prefill_teal_mlp(m, l, n, act, t0));
+        if (!m->larosa && (m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CETT)) { /* (CLADA and CWIC step) */
+            TRY(prefill_h_mlp(m, l, n, act, t0));
             continue;
         }
         const double share = (now() - t0) / (double)n;

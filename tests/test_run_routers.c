@@ -176,7 +176,7 @@ int main(void) {
         /* NAN: cett and clada run the thresholds pack fitted to params target= */
         const double dens[] = {0.5, NAN, 0.6, NAN, 0.5};
         for (int k = 0; k < 5; k++) {
-            if (li == 1 && k != 2) continue; /* zigzag: the column-sparse TEAL path */
+            if (li == 1 && k != 1 && k != 2) continue; /* zigzag: the column-sparse CETT and TEAL paths */
             if (li >= 2 && k != 4) continue; /* kmi4-in: teal-cats' column-sparse attention and gate, sparse up rows */
             sc_sparse_eval_opts eo = {names[k], dens[k], c, 512, false, params, NULL};
             sc_sparse_eval_result er;
@@ -220,8 +220,8 @@ int main(void) {
                 CHECK_MSG(li == 2 ? tt.weight_bytes < 0.9 * tc.weight_bytes : tt.weight_bytes > 0.97 * tc.weight_bytes,
                           "kmi4-in%d: teal-cats %.0f vs cats %.0f bytes", li, tt.weight_bytes, tc.weight_bytes);
             }
-            if (k == 2 || k == 4) { /* the prompt through srt_model_prefill (TEAL's masks batched, 40 tokens: three
-                                     * chunks) on 2 threads equals steps on 1 */
+            if (k == 1 || k == 2 || k == 4) { /* the prompt through srt_model_prefill (CETT's and TEAL's masks
+                                               * batched, 40 tokens: three chunks) on 2 threads equals steps on 1 */
                 srt_ctx *ctx2;
                 srt_model *rt2;
                 CHECK(srt_ctx_create(&ctx2, SRT_ISA_AUTO, 2) == SRT_OK);
@@ -231,7 +231,8 @@ int main(void) {
                 CHECK(srt_model_set_method(rt, names[k], dens[k]) == SRT_OK); /* the bytes check above ran cats */
                 CHECK_MSG(sc_test_prefill_matches(rt2, rt, longest->ids, 40, srt_model_get_config(rt)->vocab_size),
                           "%s %s: prefill differs from steps", layouts[li], names[k]);
-                /* density 1: TEAL's thresholds dense (below zero), every projection and h read whole */
+                /* density 1: TEAL's thresholds dense (below zero), every projection and h read whole; CETT's
+                 * thresholds refitted to keep every neuron */
                 CHECK(srt_model_set_method(rt2, names[k], 1.0) == SRT_OK && srt_model_set_method(rt, names[k], 1.0) == SRT_OK);
                 CHECK_MSG(sc_test_prefill_matches(rt2, rt, longest->ids, 40, srt_model_get_config(rt)->vocab_size),
                           "%s %s at density 1: prefill differs from steps", layouts[li], names[k]);
