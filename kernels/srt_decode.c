@@ -643,16 +643,17 @@ static srt_status mv_batch(srt_model *m, const srt_weight *w, float *const *x, i
 
 /* Projection p of layer l for the chunk's n inputs x, as lin() runs it for each token: under TEAL each
  * x[t] masked by the projection's threshold into buf[t] (its live list in m->pf_idx[t], read by
- * column-sparse layouts), otherwise x as it is. Under TEAL act[t] gains the parameters token t reads
- * (m->lin_active). The other input routers do not batch (srt_model_prefill). */
+ * column-sparse layouts); otherwise x as it is, column-sparse layouts reading in[t]'s live inputs
+ * (LaRoSA's, rotate_batch; in NULL or in[t].idx NULL: every input). Under TEAL act[t] gains the
+ * parameters token t reads (m->lin_active). CWIC's stripes do not batch (srt_model_prefill). */
 static srt_status lin_batch(srt_model *m, int64_t l, int p, float *const *x, int64_t n, float *const *buf,
-                            double *act, float *const *y) {
+                            double *act, const srt_live *in, float *const *y) {
     const srt_weight *w = proj_w(&m->layers[l], p);
     const float t = m->mode == SRT_MODE_TEAL ? m->thr_l[l * SRT_NPROJ + p] : -1.0f;
     if (!(t >= 0.0f)) {
         if (m->mode == SRT_MODE_TEAL)
             for (int64_t i = 0; i < n; i++) act[i] += (double)(w->rows * w->cols);
-        return mv_batch(m, w, x, n, NULL, y);
+        return mv_batch(m, w, x, n, m->mode != SRT_MODE_TEAL && w->tr->sparse == SRT_SPARSE_COLS ? in : NULL, y);
     }
     srt_live lv[PF_CHUNK];
     for (int64_t i = 0; i < n; i++) {
@@ -662,6 +663,27 @@ static srt_status lin_batch(srt_model *m, int64_t l, int p, float *const *x, int
         lv[i] = (srt_live){m->pf_idx[i], k, NULL};
     }
     return mv_batch(m, w, buf, n, w->tr->sparse == SRT_SPARSE_COLS ? lv : NULL, y);
+}
+
+/* LaRoSA's input rotation for the chunk, as rotate_input steps it: each XN[t] <- z = R XN[t] (through
+ * buf) and, under LaRoSA routing, only its K_in largest |z_k| kept, their list in m->pf_idx[t] and
+ * lv[t] (lv[t].idx NULL: every input live). */
+static srt_status rotate_batch(srt_model *m, const srt_weight *R, float *const *XN, int64_t n, float *const *buf,
+                               srt_live *lv) {
+    const int64_t D = m->cfg.dim;
+    for (int64_t t = 0; t < n; t++) lv[t] = (srt_live){NULL, D, NULL};
+    if (!R->tr) return SRT_OK;
+    double t0 = now();
+    TRY(mv_batch(m, R, XN, n, NULL, buf));
+    for (int64_t t = 0; t < n; t++) {
+        memcpy(XN[t], buf[t], (size_t)D * sizeof(float));
+        if (m->larosa && m->K_in < D) {
+            TRY(keep_topk(m, XN[t], D, m->K_in, m->pf_idx[t]));
+            lv[t] = (srt_live){m->pf_idx[t], m->K_in, NULL};
+        }
+    }
+    m->tm.rotate += now() - t0;
+    return SRT_OK;
 }
 
 /* The MLP of layer l for a chunk's n tokens under a neuron router, after the gate (U holds its
@@ -706,13 +728,14 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
     return SRT_OK;
 }
 
-/* The MLP of layer l under TEAL alone or CETT for a chunk's n tokens after the gate (U holds its
- * outputs, XN the block inputs, act each token's parameters read so far under TEAL, t0 when the block
- * began), as mlp_tail's h-side path steps it: up (on each token's masked input under TEAL), h = phi(g)
- * up, h's live set (select_h: down's threshold, or CETT's per-neuron ones), down on each token's live
- * neurons (column-sparse layouts) or on the masked h; every mask is the token's own, so the chunk goes
- * together and each token computes exactly its step. */
-static srt_status prefill_h_mlp(srt_model *m, int64_t l, int64_t n, double *act, double t0) {
+/* The MLP of layer l under an h-side router (TEAL alone, CETT, LaRoSA) for a chunk's n tokens after the
+ * gate (U holds its outputs, XN the block inputs, in their live lists (rotate_batch), act each token's
+ * parameters read so far under TEAL, t0 when the block began), as mlp_tail's h-side path steps it: up
+ * (on each token's masked or live input), h = phi(g) up, h's live set (select_h: down's threshold,
+ * CETT's per-neuron ones or LaRoSA's top K_h), down on each token's live neurons (column-sparse
+ * layouts) or on the masked h; every mask is the token's own, so the chunk goes together and each
+ * token computes exactly its step. */
+static srt_status prefill_h_mlp(srt_model *m, int64_t l, int64_t n, double *act, const srt_live *in, double t0) {
     const srt_layer_w *L = &m->layers[l];
     const int64_t D = m->cfg.dim, F = m->cfg.ffn_dim;
     float *const *X = m->pf_vec, *const *XN = m->pf_vec + PF_CHUNK, *const *Y = m->pf_vec + 2 * PF_CHUNK,
@@ -720,7 +743,7 @@ static srt_status prefill_h_mlp(srt_model *m, int64_t l, int64_t n, double *act,
                  *const *V = m->pf_vec + 8 * PF_CHUNK;
     for (int64_t t = 0; t < n; t++) srt_activate(m->ctx, A[t], H[t], F, m->cfg.gelu); /* H: the gate's outputs */
     double t1 = now();
-    TRY(lin_batch(m, l, SRT_PROJ_UP, XN, n, Y, act, V)); /* Y: the masked inputs, free until down's outputs */
+    TRY(lin_batch(m, l, SRT_PROJ_UP, XN, n, Y, act, in, V)); /* Y: the masked inputs, free until down's outputs */
     for (int64_t t = 0; t < n; t++) gate_times_up(H[t], A[t], V[t], NULL, F, F);
     double t2 = now();
     srt_live lv[PF_CHUNK];
@@ -747,7 +770,8 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
     float *const *X = m->pf_vec, *const *XN = m->pf_vec + PF_CHUNK, *const *Q = m->pf_vec + 2 * PF_CHUNK,
                  *const *KT = m->pf_vec + 3 * PF_CHUNK, *const *VT = m->pf_vec + 4 * PF_CHUNK,
                  *const *ATT = m->pf_vec + 5 * PF_CHUNK, *const *U = m->pf_vec + 6 * PF_CHUNK,
-                 *const *TM = m->pf_vec + 7 * PF_CHUNK; /* TEAL's masked inputs (prefill_mlp's A after the gate) */
+                 *const *TM = m->pf_vec + 7 * PF_CHUNK; /* rotations' outputs, TEAL's masked inputs (prefill_mlp's A
+                                                         * after the gate) */
     double t0 = now();
     for (int64_t t = 0; t < n; t++) TRY(embed(m, tok[t], X[t]));
     m->tm.embed += now() - t0;
@@ -755,10 +779,12 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         const srt_layer_w *L = &m->layers[l];
         t0 = now();
         double act[PF_CHUNK] = {0}; /* each token's parameters read (TEAL: m->lin_active) */
+        srt_live in[PF_CHUNK];      /* each token's live block inputs (LaRoSA) */
         for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->attn_norm, D, c->norm_eps);
-        TRY(lin_batch(m, l, SRT_PROJ_Q, XN, n, TM, act, Q));
-        TRY(lin_batch(m, l, SRT_PROJ_K, XN, n, TM, act, KT));
-        TRY(lin_batch(m, l, SRT_PROJ_V, XN, n, TM, act, VT));
+        TRY(rotate_batch(m, &L->attn_rot, XN, n, TM, in));
+        TRY(lin_batch(m, l, SRT_PROJ_Q, XN, n, TM, act, in, Q));
+        TRY(lin_batch(m, l, SRT_PROJ_K, XN, n, TM, act, in, KT));
+        TRY(lin_batch(m, l, SRT_PROJ_V, XN, n, TM, act, in, VT));
         double t1 = now();
         for (int64_t t = 0; t < n; t++) {
             memcpy(m->q, Q[t], (size_t)qd * sizeof(float));
@@ -769,7 +795,7 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
             memcpy(ATT[t], m->att, (size_t)qd * sizeof(float));
         }
         double t2 = now();
-        TRY(lin_batch(m, l, SRT_PROJ_O, ATT, n, TM, act, Q)); /* Q: the o-projection's outputs */
+        TRY(lin_batch(m, l, SRT_PROJ_O, ATT, n, TM, act, NULL, Q)); /* Q: the o-projection's outputs */
         TRY(add_residuals(X, Q, n, D));
         double t3 = now();
         m->tm.attn_proj += (t1 - t0) + (t3 - t2);
@@ -778,27 +804,12 @@ static srt_status prefill_chunk(srt_model *m, const int32_t *tok, int64_t n, int
         /* MLP: the gate together, then each token's router, up and down */
         t0 = now();
         for (int64_t t = 0; t < n; t++) rmsnorm(XN[t], X[t], L->ffn_norm, D, c->norm_eps);
-        TRY(lin_batch(m, l, SRT_PROJ_GATE, XN, n, TM, act, U));
+        TRY(rotate_batch(m, &L->mlp_rot, XN, n, TM, in));
+        TRY(lin_batch(m, l, SRT_PROJ_GATE, XN, n, TM, act, in, U));
         m->lin_active[l] = act[n - 1]; /* as the chunk's last step leaves it */
-        if (!h_side_router(m)) {
-            TRY(prefill_mlp(m, l, n, t0));
-            continue;
-        }
-        if (!m->larosa && (m->mode == SRT_MODE_TEAL || m->mode == SRT_MODE_CETT)) { /* (CLADA and CWIC step) */
-            TRY(prefill_h_mlp(m, l, n, act, t0));
-            continue;
-        }
-        const double share = (now() - t0) / (double)n;
-        for (int64_t t = 0; t < n; t++) {
-            memcpy(m->x, X[t], (size_t)D * sizeof(float));
-            memcpy(m->xn, XN[t], (size_t)D * sizeof(float));
-            memcpy(m->u, U[t], (size_t)c->ffn_dim * sizeof(float));
-            m->lin_active[l] = act[t]; /* TEAL's tail adds up's and down's */
-            stale(m);
-            TRY(mlp_tail(m, l, -1, now() - share));
-            if (!srt_vec_finite(m->x, D)) return SRT_ENONFINITE;
-            memcpy(X[t], m->x, (size_t)D * sizeof(float));
-        }
+        /* (a neuron router never has live inputs: LaRoSA's routing is an h-side router; CLADA and CWIC step) */
+        if (h_side_router(m)) TRY(prefill_h_mlp(m, l, n, act, in, t0));
+        else TRY(prefill_mlp(m, l, n, t0));
     }
     m->tm.steps += n;
     memcpy(m->x, X[n - 1], (size_t)D * sizeof(float));
@@ -810,9 +821,10 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size) return SRT_EINVAL;
     if (pos + n > m->max_ctx) TRY(srt_model_reserve(m, pos + n));
-    /* input rotations, CWIC stripes and CLADA's per-token factor make the layer inputs depend on routing or on
-     * the previous token's logits: those run token by token (TEAL's masks are each token's own: lin_batch) */
-    if (n == 1 || m->n_rot > 0 || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA ||
+    /* CWIC's stripes and CLADA's per-token factor make the layer inputs depend on routing or on the
+     * previous token's logits: those run token by token (TEAL's, CETT's and LaRoSA's masks are each
+     * token's own: lin_batch, rotate_batch, prefill_h_mlp) */
+    if (n == 1 || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA ||
         m->router == SRT_ROUTER_GRIFFIN) { /* griffin: the prompt's statistic is gathered step by step */
         for (int64_t t = 0; t < n; t++) TRY(srt_model_step(m, tokens[t], pos + t, logits));
         return SRT_OK;

@@ -193,6 +193,30 @@ int main(void) {
                       layouts[li], mean, 4.0 * se, dense_cost);
             CHECK_MSG(rel(rl, lr_a) < 0.1, "%s runtime larosa: %.3g", layouts[li], rel(rl, lr_a)); /* a gross sanity bound */
         }
+        /* the prompt through srt_model_prefill (rotations, LaRoSA's input and h top-K batched; 40 tokens:
+         * three chunks) on 2 threads equals steps on 1: LaRoSA, then the dense router on the rotated inputs
+         * (the only other router of a rotated artifact) */
+        {
+            const sc_tokens *lg = &ev.seqs[0];
+            for (size_t q = 1; q < ev.n_seqs; q++)
+                if (ev.seqs[q].n > lg->n) lg = &ev.seqs[q];
+            const int64_t np = lg->n > 41 ? 40 : (int64_t)lg->n - 1;
+            CHECK(np >= 33);
+            srt_ctx *ctx2;
+            srt_model *rt2;
+            CHECK(srt_ctx_create(&ctx2, SRT_ISA_AUTO, 2) == SRT_OK);
+            srt_model_opts mo2 = {0, ctx2, SRT_KV_F32};
+            CHECK(srt_model_open(p, &mo2, &rt2, emsg, sizeof emsg) == SRT_CT_OK);
+            CHECK(srt_model_set_larosa(rt2, d_eval) == SRT_OK);
+            CHECK_MSG(sc_test_prefill_matches(rt2, rt, lg->ids, np, srt_model_get_config(rt)->vocab_size),
+                      "%s larosa: prefill differs from steps", layouts[li]);
+            CHECK(srt_model_set_router(rt2, SRT_ROUTER_DENSE, 1.0) == SRT_OK && srt_model_set_router(rt, SRT_ROUTER_DENSE, 1.0) == SRT_OK);
+            CHECK_MSG(sc_test_prefill_matches(rt2, rt, lg->ids, np, srt_model_get_config(rt)->vocab_size),
+                      "%s dense on rotated inputs: prefill differs from steps", layouts[li]);
+            CHECK(srt_model_set_larosa(rt, d_eval) == SRT_OK); /* LaRoSA again: the check below leaves it */
+            srt_model_close(rt2);
+            srt_ctx_free(ctx2);
+        }
         /* back to a neuron router: LaRoSA off, the rotations still applied */
         CHECK(srt_model_set_router(rt, SRT_ROUTER_DENSE, 1.0) == SRT_OK);
         srt_model_larosa_counts(rt, &kin, &kh);
