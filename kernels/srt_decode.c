@@ -361,13 +361,21 @@ static srt_status select_h(srt_model *m, const srt_layer_w *L, int64_t l, float 
 
 static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0);
 
-/* GRIFFIN's prompt statistic: s_j^2 += h_j^2 / ||h||^2 for this token's h of layer l (sums in double). */
-static void griffin_observe(srt_model *m, int64_t l) {
+/* GRIFFIN's prompt statistic: s_j^2 += h_j^2 / ||h||^2 for a token's h of layer l (sums in double; steps
+ * and prefill add the tokens in order). */
+static void griffin_observe(srt_model *m, int64_t l, const float *h) {
     const int64_t F = m->cfg.ffn_dim;
     double nn = 0.0, *s = m->g_sum + l * F;
-    for (int64_t j = 0; j < F; j++) nn += (double)m->h[j] * m->h[j];
+    for (int64_t j = 0; j < F; j++) nn += (double)h[j] * h[j];
     if (!(nn > 0.0)) return;
-    for (int64_t j = 0; j < F; j++) s[j] += (double)m->h[j] * m->h[j] / nn;
+    for (int64_t j = 0; j < F; j++) s[j] += (double)h[j] * h[j] / nn;
+}
+
+/* GRIFFIN: a prompt from position 0 starts a new statistic and chooses new sets. */
+static void griffin_new_prompt(srt_model *m, int64_t pos) {
+    if (pos != 0 || m->router != SRT_ROUTER_GRIFFIN) return;
+    memset(m->g_sum, 0, (size_t)(m->cfg.n_layers * m->cfg.ffn_dim) * sizeof *m->g_sum);
+    m->g_fixed = false;
 }
 
 static srt_status mlp_block(srt_model *m, int64_t l) {
@@ -490,7 +498,7 @@ static srt_status mlp_tail(srt_model *m, int64_t l, int64_t n_in, double t0) {
         TRY(mv(m, &L->wu, xu, m->v));
     }
     gate_times_up(m->h, m->a, m->v, dense ? NULL : m->idx, K, F);
-    if (dense && m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l);
+    if (dense && m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l, m->h);
     double t3 = now();
     stale(m);
     if (!dense && L->wd.tr->sparse == SRT_SPARSE_COLS)
@@ -550,10 +558,7 @@ srt_status srt_model_step(srt_model *m, int32_t token, int64_t pos, const float 
     const int64_t D = c->dim;
     double t0 = now();
     clada_factor(m, token, pos); /* reads the previous step's logits before anything overwrites them */
-    if (pos == 0 && m->router == SRT_ROUTER_GRIFFIN) { /* a new prompt */
-        memset(m->g_sum, 0, (size_t)(c->n_layers * c->ffn_dim) * sizeof *m->g_sum);
-        m->g_fixed = false;
-    }
+    griffin_new_prompt(m, pos);
     m->logits_pos = -1;
     TRY(embed(m, token, m->x));
     m->tm.embed += now() - t0;
@@ -719,7 +724,10 @@ static srt_status prefill_mlp(srt_model *m, int64_t l, int64_t n, double t0) {
         XU = Y;
     }
     TRY(mv_batch(m, &L->wu, XU, n, L->wu.tr->sparse == SRT_SPARSE_ROWS ? lv : NULL, V));
-    for (int64_t t = 0; t < n; t++) gate_times_up(H[t], A[t], V[t], lv[t].idx, K[t], F);
+    for (int64_t t = 0; t < n; t++) {
+        gate_times_up(H[t], A[t], V[t], lv[t].idx, K[t], F);
+        if (dense[t] && m->router == SRT_ROUTER_GRIFFIN) griffin_observe(m, l, H[t]);
+    }
     double t3 = now();
     TRY(mv_batch(m, &L->wd, H, n, L->wd.tr->sparse == SRT_SPARSE_COLS ? lv : NULL, Y));
     TRY(add_residuals(X, Y, n, D));
@@ -824,11 +832,11 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
     /* CWIC's stripes and CLADA's per-token factor make the layer inputs depend on routing or on the
      * previous token's logits: those run token by token (TEAL's, CETT's and LaRoSA's masks are each
      * token's own: lin_batch, rotate_batch, prefill_h_mlp) */
-    if (n == 1 || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA ||
-        m->router == SRT_ROUTER_GRIFFIN) { /* griffin: the prompt's statistic is gathered step by step */
+    if (n == 1 || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA) {
         for (int64_t t = 0; t < n; t++) TRY(srt_model_step(m, tokens[t], pos + t, logits));
         return SRT_OK;
     }
+    griffin_new_prompt(m, pos); /* (prefill_mlp gathers its statistic) */
     TRY(prefill_buffers(m));
     /* room for the second halves of a whole chunk's kmi4 / kmi8 down projection (srt_gemv.c); without
      * it the batch runs fewer tokens at a time (the same bits), so a failure here costs only speed */

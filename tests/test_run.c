@@ -338,6 +338,29 @@ int main(void) {
                 CHECK_MSG(sc_test_prefill_matches(pa, pb, gr.tokens.ids, 40, ref->cfg.vocab_size), "%s %s: prefill differs from steps",
                           layouts[li], srt_router_name(kinds2[k]));
             }
+            /* griffin: the prompt dense, its statistic gathered by prefill as steps gather it, so the sets
+             * srt_model_end_prompt fixes and the steps after them are the same */
+            if (pa && pb && gr.tokens.n > 42) {
+                const int64_t V = ref->cfg.vocab_size;
+                CHECK(srt_model_set_method(pa, "griffin", 0.5) == SRT_OK && srt_model_set_method(pb, "griffin", 0.5) == SRT_OK);
+                CHECK_MSG(sc_test_prefill_matches(pa, pb, gr.tokens.ids, 40, V), "%s griffin: prefill differs from steps",
+                          layouts[li]);
+                CHECK(srt_model_end_prompt(pa) == SRT_OK && srt_model_end_prompt(pb) == SRT_OK);
+                const float *la = NULL, *lb = NULL;
+                CHECK(srt_model_step(pa, gr.tokens.ids[41], 41, &la) == SRT_OK &&
+                      srt_model_step(pb, gr.tokens.ids[41], 41, &lb) == SRT_OK);
+                bool alike = la && lb && memcmp(la, lb, sizeof(float) * (size_t)V) == 0;
+                for (int64_t l = 0; l < ref->cfg.n_layers; l++) {
+                    const uint32_t *ia, *ib;
+                    const int64_t ka = srt_model_last_live(pa, l, &ia), kb = srt_model_last_live(pb, l, &ib);
+                    alike = alike && ka == kb && ka < ref->cfg.ffn_dim && ia && ib && !memcmp(ia, ib, sizeof(uint32_t) * (size_t)ka);
+                }
+                CHECK_MSG(alike, "%s griffin: the sets fixed after a prefilled prompt differ from the steps'", layouts[li]);
+                /* a new prompt from position 0 runs dense again and gathers a new statistic */
+                CHECK_MSG(sc_test_prefill_matches(pa, pb, gr.tokens.ids + 1, 40, V), "%s griffin: a second prompt differs",
+                          layouts[li]);
+                CHECK(srt_model_set_router(pa, SRT_ROUTER_DENSE, 1.0) == SRT_OK && srt_model_set_router(pb, SRT_ROUTER_DENSE, 1.0) == SRT_OK);
+            }
             /* weights copied out of the mapping decode exactly as in place */
             if (pa && pb) {
                 CHECK(srt_model_copy_weights(pa) == SRT_OK && srt_model_copy_weights(pa) == SRT_OK);
