@@ -829,9 +829,9 @@ srt_status srt_model_prefill(srt_model *m, const int32_t *tokens, int64_t n, int
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size) return SRT_EINVAL;
     if (pos + n > m->max_ctx) TRY(srt_model_reserve(m, pos + n));
-    /* CWIC's stripes and CLADA's per-token factor make the layer inputs depend on routing or on the
-     * previous token's logits: those run token by token (TEAL's, CETT's and LaRoSA's masks are each
-     * token's own: lin_batch, rotate_batch, prefill_h_mlp) */
+    /* CLADA scales each token's thresholds by the previous token's logits, and CWIC's stripe layout runs
+     * one GEMV per token in a batch anyway: those run token by token. TEAL's, CETT's and LaRoSA's masks
+     * are each token's own (lin_batch, rotate_batch, prefill_h_mlp), GRIFFIN's prompt is dense. */
     if (n == 1 || m->mode == SRT_MODE_CWIC || m->mode == SRT_MODE_CLADA) {
         for (int64_t t = 0; t < n; t++) TRY(srt_model_step(m, tokens[t], pos + t, logits));
         return SRT_OK;
