@@ -109,9 +109,19 @@ static srt_status keep_topk(srt_model *m, float *v, int64_t n, int64_t k, uint32
     return SRT_OK;
 }
 
+/* LaRoSA routing of a rotated block input z (dim values): only its K_in largest |z_k| stay, their
+ * list in idx; *n_live gets K_in, or -1 (dense) when LaRoSA is off or keeps every input. Steps and
+ * prefill (rotate_batch) both route through here. */
+static srt_status larosa_inputs(srt_model *m, float *z, uint32_t *idx, int64_t *n_live) {
+    *n_live = -1;
+    if (!m->larosa || m->K_in >= m->cfg.dim) return SRT_OK;
+    TRY(keep_topk(m, z, m->cfg.dim, m->K_in, idx));
+    *n_live = m->K_in;
+    return SRT_OK;
+}
+
 /* LaRoSA: m->xn <- z = R n(x) when the block input has a folded rotation,
- * then (when LaRoSA routing is on) only its K_in largest |z_k| stay; *n_live
- * gets K_in, or -1 for a dense input. */
+ * then larosa_inputs; *n_live gets K_in, or -1 for a dense input. */
 static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_live) {
     *n_live = -1;
     if (!R->tr) return SRT_OK;
@@ -121,10 +131,7 @@ static srt_status rotate_input(srt_model *m, const srt_weight *R, int64_t *n_liv
     TRY(mv(m, R, m->xn, m->tmp));
     memcpy(m->xn, m->tmp, (size_t)D * sizeof(float));
     stale(m);
-    if (m->larosa && m->K_in < D) {
-        TRY(keep_topk(m, m->xn, D, m->K_in, m->idx));
-        *n_live = m->K_in;
-    }
+    TRY(larosa_inputs(m, m->xn, m->idx, n_live));
     m->tm.rotate += now() - t0;
     return SRT_OK;
 }
@@ -671,8 +678,7 @@ static srt_status lin_batch(srt_model *m, int64_t l, int p, float *const *x, int
 }
 
 /* LaRoSA's input rotation for the chunk, as rotate_input steps it: each XN[t] <- z = R XN[t] (through
- * buf) and, under LaRoSA routing, only its K_in largest |z_k| kept, their list in m->pf_idx[t] and
- * lv[t] (lv[t].idx NULL: every input live). */
+ * buf), then larosa_inputs, the list in m->pf_idx[t] and lv[t] (lv[t].idx NULL: every input live). */
 static srt_status rotate_batch(srt_model *m, const srt_weight *R, float *const *XN, int64_t n, float *const *buf,
                                srt_live *lv) {
     const int64_t D = m->cfg.dim;
@@ -682,10 +688,9 @@ static srt_status rotate_batch(srt_model *m, const srt_weight *R, float *const *
     TRY(mv_batch(m, R, XN, n, NULL, buf));
     for (int64_t t = 0; t < n; t++) {
         memcpy(XN[t], buf[t], (size_t)D * sizeof(float));
-        if (m->larosa && m->K_in < D) {
-            TRY(keep_topk(m, XN[t], D, m->K_in, m->pf_idx[t]));
-            lv[t] = (srt_live){m->pf_idx[t], m->K_in, NULL};
-        }
+        int64_t k;
+        TRY(larosa_inputs(m, XN[t], m->pf_idx[t], &k));
+        if (k >= 0) lv[t] = (srt_live){m->pf_idx[t], k, NULL};
     }
     m->tm.rotate += now() - t0;
     return SRT_OK;
