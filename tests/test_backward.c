@@ -118,23 +118,15 @@ static void check(ref_llama *r, const int32_t *ids, grads *g, const double *teac
 }
 
 int main(void) {
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_err err;
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts o;
-    sc_data_opts_default(&o);
-    o.max_docs = 4;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &o, &d, &err) == SC_OK);
+    if (!sc_test_stories(4, &m, &tok, &d)) return sc_test_finish();
     const int32_t *ids = d.seqs[3].ids;
     CHECK(d.seqs[3].n >= N);
     ref_llama r;
-    CHECK(ref_llama_load(&r, bin));
+    CHECK(ref_llama_load(&r, sc_asset("models/stories260K.bin")));
 
     grads g = {0};
     for (int k = 0; k < 4; k++)

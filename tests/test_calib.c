@@ -65,18 +65,10 @@ static sc_status capture_h(void *user, const sc_tap_event *ev, sc_err *e) {
 }
 
 int main(void) {
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts o;
-    sc_data_opts_default(&o);
-    o.max_docs = 60;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &o, &d, &err) == SC_OK);
+    if (!sc_test_stories(60, &m, &tok, &d)) return sc_test_finish();
     const int64_t F = 172;
 
     /* 1. CLAWS against finite differences: 2 short sequences, sampled neurons in
@@ -94,7 +86,7 @@ int main(void) {
         sc_calib *c;
         CHECK_MSG(sc_calib_compute(m, &small, &co, &c, &err) == SC_OK, "%s", err.msg);
         ref_llama r;
-        CHECK(ref_llama_load(&r, bin));
+        CHECK(ref_llama_load(&r, sc_asset("models/stories260K.bin")));
         h_capture hc;
         sc_forward *f;
         CHECK(sc_forward_create(m, 12, 12, &f, &err) == SC_OK);

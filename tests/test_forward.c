@@ -188,20 +188,12 @@ static void test_weight_override(sc_model *m, const sc_tokens *seq) {
 }
 
 int main(void) {
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK_MSG(sc_model_load(bin, &m, &err) == SC_OK, "%s", err.msg);
-    CHECK_MSG(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK, "%s", err.msg);
-    ref_llama ref;
-    CHECK(ref_llama_load(&ref, bin));
-    sc_data_opts o;
-    sc_data_opts_default(&o);
-    o.max_docs = 24;
     sc_dataset d;
-    CHECK_MSG(sc_data_load_text(text, tok, &o, &d, &err) == SC_OK, "%s", err.msg);
+    if (!sc_test_stories(24, &m, &tok, &d)) return sc_test_finish();
+    ref_llama ref;
+    CHECK(ref_llama_load(&ref, sc_asset("models/stories260K.bin")));
     CHECK(d.n_seqs == 24);
 
     /* 1. logits of whole windows vs the per-token reference, and perplexity */

@@ -66,18 +66,10 @@ static void test_streamed_vocabulary(void) {
 
 int main(void) {
     test_streamed_vocabulary();
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts o;
-    sc_data_opts_default(&o);
-    o.max_docs = 120;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &o, &d, &err) == SC_OK);
+    if (!sc_test_stories(120, &m, &tok, &d)) return sc_test_finish();
     sc_ppl_result base;
     CHECK(sc_eval_ppl(m, &d, 512, NULL, NULL, &base, &err) == SC_OK);
     double ppl0 = exp(base.nll_sum / (double)base.n_scored);

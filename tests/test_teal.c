@@ -73,18 +73,10 @@ static void compare_sums(const sc_calib *a, const sc_calib *b, const char *what)
 }
 
 int main(void) {
-    const char *bin = sc_asset("models/stories260K.bin"), *tokp = sc_asset("models/tok512.bin"),
-               *text = sc_asset("text/tinystories_valid_a.txt");
-    if (!bin || !tokp || !text) return sc_test_finish();
     sc_model *m;
     sc_tokenizer *tok;
-    CHECK(sc_model_load(bin, &m, &err) == SC_OK);
-    CHECK(sc_tokenizer_load_llama2c(tokp, 512, &tok, &err) == SC_OK);
-    sc_data_opts o;
-    sc_data_opts_default(&o);
-    o.max_docs = 60;
     sc_dataset d;
-    CHECK(sc_data_load_text(text, tok, &o, &d, &err) == SC_OK);
+    if (!sc_test_stories(60, &m, &tok, &d)) return sc_test_finish();
     const sc_config *c = &m->cfg;
     int64_t D = c->dim, L = c->n_layers, T = 40;
 
